@@ -1,0 +1,61 @@
+#pragma once
+// Op attributes. Each op carries exactly the attribute kind ops.def names;
+// attributes compare and hash by value (floats by bit pattern, so -0.0 and
+// 0.0 differ and a NaN equals itself: what matters is which program it is).
+
+#include <spool/ir/dtype.hpp>
+#include <spool/ir/op.hpp>
+
+#include <cstdint>
+#include <string>
+#include <variant>
+
+namespace spool {
+
+// A scalar of some dtype: floats are held as double (every f32/bf16/f16 value
+// is exact in a double), integers and bool as int64.
+struct Scalar {
+  DType dtype = DType::F32;
+  double f = 0.0;
+  int64_t i = 0;
+
+  static Scalar of(DType dtype, double value);  // rounds/wraps to the dtype
+  double as_double() const { return is_float(dtype) ? f : static_cast<double>(i); }
+  bool operator==(const Scalar& other) const;
+};
+
+struct NoAttr {
+  bool operator==(const NoAttr&) const = default;
+};
+struct NameAttr {
+  std::string name;
+  bool operator==(const NameAttr&) const = default;
+};
+struct ScalarAttr {
+  Scalar value;
+  bool operator==(const ScalarAttr&) const = default;
+};
+struct AxisAttr {
+  int64_t axis = 0;
+  bool operator==(const AxisAttr&) const = default;
+};
+struct DTypeAttr {
+  DType to = DType::F32;
+  bool operator==(const DTypeAttr&) const = default;
+};
+struct TopKAttr {
+  int64_t k = 1;
+  bool operator==(const TopKAttr&) const = default;
+};
+
+// The alternatives are in AttrKind order.
+using Attr = std::variant<NoAttr, NameAttr, ScalarAttr, AxisAttr, DTypeAttr, TopKAttr>;
+
+inline AttrKind attr_kind(const Attr& attr) { return static_cast<AttrKind>(attr.index()); }
+size_t hash_attr(const Attr& attr);
+// The attribute as written in the text form, e.g. `{axis=1}`; "" for NoAttr.
+std::string attr_str(const Attr& attr);
+// Shortest text that reads back to exactly the same value ("inf", "-0", "nan").
+std::string scalar_str(const Scalar& value);
+
+}  // namespace spool

@@ -1,0 +1,128 @@
+#pragma once
+// The HLIR graph: an arena of nodes whose ids are never reused.
+//
+// A node is an op with typed inputs; each input is an Edge (a producer and the
+// View through which the consumer reads it). Deleting a node leaves a
+// tombstone: ids stay dense and stable, so passes may keep ids across edits
+// (luminal lost a LoopOutput when a freed slot was handed out again).
+// Topological order and cycle checks go through Boost.Graph (graph_algo.cpp).
+
+#include <spool/ir/attr.hpp>
+#include <spool/ir/dtype.hpp>
+#include <spool/ir/op.hpp>
+#include <spool/ir/view.hpp>
+
+#include <boost/container/small_vector.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spool {
+
+struct NodeId {
+  uint32_t value = UINT32_MAX;
+  constexpr bool valid() const { return value != UINT32_MAX; }
+  constexpr auto operator<=>(const NodeId&) const = default;
+};
+
+struct Edge {
+  NodeId src;
+  View view;
+  bool operator==(const Edge&) const = default;
+};
+
+struct Node {
+  Op op = Op::Input;
+  DType dtype = DType::F32;
+  Shape shape;
+  Attr attr;
+  boost::container::small_vector<Edge, 3> inputs;
+  bool alive = true;
+
+  bool operator==(const Node&) const = default;
+};
+
+struct Output {
+  std::string name;
+  Edge edge;
+  bool operator==(const Output&) const = default;
+};
+
+// The dtype and shape an edge delivers to its consumer.
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+  bool operator==(const TensorType&) const = default;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Adds a node; its dtype and shape are inferred from the inputs and the
+  // attribute. Throws spool::Error naming the op on an ill-formed node.
+  NodeId add(Op op, std::vector<Edge> inputs, Attr attr = NoAttr{});
+  // Adds a source node (Input, Weight, Constant, Iota) of the given type.
+  NodeId add_source(Op op, Attr attr, DType dtype, Shape shape);
+
+  // Replaces input `index` of `node`, re-inferring its type (which must not
+  // change). May create a cycle; verify() finds it.
+  void set_input(NodeId node, size_t index, Edge edge);
+
+  // Deletes a node that no live node and no output uses. Its id is never
+  // handed out again.
+  void remove(NodeId id);
+
+  void add_output(std::string name, Edge edge);
+  const std::vector<Output>& outputs() const { return outputs_; }
+
+  const Node& node(NodeId id) const;
+  bool contains(NodeId id) const { return id.value < nodes_.size() && nodes_[id.value].alive; }
+  // Number of ids handed out so far (live and deleted).
+  size_t id_bound() const { return nodes_.size(); }
+  size_t num_live() const { return num_live_; }
+  std::vector<NodeId> live_ids() const;
+  // Live nodes that read `id`, in id order.
+  std::vector<NodeId> users(NodeId id) const;
+
+  // The type an edge delivers (the producer's type seen through the view).
+  TensorType edge_type(const Edge& edge) const;
+
+  // Live nodes in a topological order (producers first; stable for a given
+  // graph). Throws spool::Error if the graph has a cycle.
+  std::vector<NodeId> topo_order() const;
+  // Checks that the graph is acyclic and every node's type matches what its
+  // inputs infer. Throws spool::Error describing the first problem.
+  void verify() const;
+
+  // Structural equality: same ids, nodes, outputs and name.
+  bool operator==(const Graph& other) const;
+
+  // For the text parser: adds a node with an explicit id (ids not yet handed
+  // out below it become deleted slots). The id must be unused.
+  NodeId add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr, DType dtype, Shape shape);
+
+ private:
+  NodeId push(Node node);
+  TensorType infer(Op op, const std::vector<Edge>& inputs, const Attr& attr) const;
+
+  std::string name_ = "graph";
+  std::vector<Node> nodes_;
+  std::vector<Output> outputs_;
+  std::vector<bool> holes_;  // ids skipped by add_with_id, still fillable by it
+  size_t num_live_ = 0;
+};
+
+// Type inference for one op from its input types; shared by Graph and by later
+// stages that build nodes outside a Graph. Throws spool::Error naming the op.
+TensorType infer_type(Op op, const std::vector<TensorType>& inputs, const Attr& attr);
+
+// Checks that a source node's attribute and type fit the op.
+void check_source(Op op, const Attr& attr, DType dtype, const Shape& shape);
+
+}  // namespace spool

@@ -1,0 +1,47 @@
+#pragma once
+// The HLIR op enum and its static properties, generated from ops.def.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace spool {
+
+enum class Op : uint8_t {
+#define SPOOL_OP(name, text, arity, attr, cls, doc) name,
+#include <spool/ir/ops.def>
+#undef SPOOL_OP
+};
+
+// What attribute an op carries.
+enum class AttrKind : uint8_t { None, Name, Scalar, Axis, DType, TopK };
+
+// The family that drives shape and dtype inference.
+enum class OpClass : uint8_t { Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK };
+
+inline constexpr Op kAllOps[] = {
+#define SPOOL_OP(name, text, arity, attr, cls, doc) Op::name,
+#include <spool/ir/ops.def>
+#undef SPOOL_OP
+};
+inline constexpr int kNumOps = sizeof(kAllOps) / sizeof(kAllOps[0]);
+
+struct OpInfo {
+  std::string_view name;  // text spelling
+  int arity;
+  AttrKind attr;
+  OpClass cls;
+  std::string_view doc;
+};
+
+inline constexpr OpInfo kOpInfo[] = {
+#define SPOOL_OP(name, text, arity, attr, cls, doc) {text, arity, AttrKind::attr, OpClass::cls, doc},
+#include <spool/ir/ops.def>
+#undef SPOOL_OP
+};
+
+inline const OpInfo& op_info(Op op) { return kOpInfo[static_cast<int>(op)]; }
+inline std::string_view op_name(Op op) { return op_info(op).name; }
+std::optional<Op> parse_op(std::string_view name);
+
+}  // namespace spool

@@ -1,0 +1,325 @@
+// The HLIR graph arena and type inference for every op class.
+
+#include <spool/ir/graph.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+
+namespace spool {
+namespace {
+
+std::string_view name_of(Op op) { return op_name(op); }
+
+void expect_arity(Op op, size_t got) {
+  if (static_cast<int>(got) != op_info(op).arity)
+    fail("{}: expects {} input{}, got {}", name_of(op), op_info(op).arity, op_info(op).arity == 1 ? "" : "s", got);
+}
+
+void expect_attr(Op op, const Attr& attr) {
+  if (attr_kind(attr) != op_info(op).attr) fail("{}: wrong attribute kind", name_of(op));
+}
+
+void expect_axis(Op op, int64_t axis, const Shape& shape) {
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    fail("{}: axis {} is out of range for {}", name_of(op), axis, shape_str(shape));
+}
+
+void expect_same_shape(Op op, const TensorType& lhs, const TensorType& rhs, const char* lname, const char* rname) {
+  if (lhs.shape != rhs.shape)
+    fail("{}: shapes differ: {} {} vs {} {}", name_of(op), lname, shape_str(lhs.shape), rname, shape_str(rhs.shape));
+}
+
+void expect_same_dtype(Op op, const TensorType& lhs, const TensorType& rhs, const char* lname, const char* rname) {
+  if (lhs.dtype != rhs.dtype)
+    fail("{}: dtypes differ: {} {} vs {} {}", name_of(op), lname, dtype_name(lhs.dtype), rname, dtype_name(rhs.dtype));
+}
+
+void expect_index_dtype(Op op, DType dtype) {
+  if (!is_integer(dtype)) fail("{}: indices must be i32 or i64, got {}", name_of(op), dtype_name(dtype));
+}
+
+// Elementwise ops that are only defined for some dtypes.
+void expect_operand_dtype(Op op, DType dtype) {
+  switch (op) {
+    case Op::Exp2:
+    case Op::Log2:
+    case Op::Sin:
+    case Op::Sqrt:
+    case Op::Recip:
+      if (!is_float(dtype)) fail("{}: expects a floating dtype, got {}", name_of(op), dtype_name(dtype));
+      return;
+    case Op::Neg:
+    case Op::Add:
+    case Op::Mod:
+    case Op::LessThan:
+    case Op::TopK:
+    case Op::SumReduce:
+      if (!is_numeric(dtype)) fail("{}: not defined on bool", name_of(op));
+      return;
+    case Op::Not:
+      if (dtype != DType::Bool) fail("{}: expects bool, got {}", name_of(op), dtype_name(dtype));
+      return;
+    case Op::Mul:
+    case Op::Max:
+    case Op::MaxReduce:
+    case Op::Equal:
+    case Op::Where:
+    case Op::Cast:
+    case Op::Gather:
+    case Op::ScatterAdd:
+    case Op::Input:
+    case Op::Weight:
+    case Op::Constant:
+    case Op::Iota: return;
+  }
+  SPOOL_ASSERT(false, "bad op");
+}
+
+}  // namespace
+
+void check_source(Op op, const Attr& attr, DType dtype, const Shape& shape) {
+  if (op_info(op).cls != OpClass::Source) fail("{}: is not a source op", name_of(op));
+  expect_attr(op, attr);
+  for (int64_t d : shape)
+    if (d < 0) fail("{}: negative dimension in {}", name_of(op), shape_str(shape));
+  switch (op) {
+    case Op::Input:
+    case Op::Weight:
+      if (std::get<NameAttr>(attr).name.empty()) fail("{}: name must not be empty", name_of(op));
+      return;
+    case Op::Constant:
+      if (!shape.empty()) fail("constant: must be a scalar (shape []), got {}; broadcast it with expand", shape_str(shape));
+      if (std::get<ScalarAttr>(attr).value.dtype != dtype)
+        fail("constant: value of dtype {} in a node of dtype {}", dtype_name(std::get<ScalarAttr>(attr).value.dtype),
+             dtype_name(dtype));
+      return;
+    case Op::Iota:
+      expect_axis(op, std::get<AxisAttr>(attr).axis, shape);
+      if (!is_numeric(dtype)) fail("iota: not defined on bool");
+      return;
+    default: SPOOL_ASSERT(false, "not a source op");
+  }
+}
+
+TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attr& attr) {
+  expect_arity(op, in.size());
+  expect_attr(op, attr);
+  switch (op_info(op).cls) {
+    case OpClass::Source: fail("{}: source ops have no inputs to infer from", name_of(op));
+    case OpClass::Unary:
+      expect_operand_dtype(op, in[0].dtype);
+      return in[0];
+    case OpClass::Cast: return {std::get<DTypeAttr>(attr).to, in[0].shape};
+    case OpClass::Binary:
+    case OpClass::Compare:
+      expect_same_shape(op, in[0], in[1], "lhs", "rhs");
+      expect_same_dtype(op, in[0], in[1], "lhs", "rhs");
+      expect_operand_dtype(op, in[0].dtype);
+      return {op_info(op).cls == OpClass::Compare ? DType::Bool : in[0].dtype, in[0].shape};
+    case OpClass::Select:
+      if (in[0].dtype != DType::Bool) fail("where: condition must be bool, got {}", dtype_name(in[0].dtype));
+      expect_same_shape(op, in[0], in[1], "condition", "lhs");
+      expect_same_shape(op, in[1], in[2], "lhs", "rhs");
+      expect_same_dtype(op, in[1], in[2], "lhs", "rhs");
+      return in[1];
+    case OpClass::Reduce: {
+      expect_operand_dtype(op, in[0].dtype);
+      const int64_t axis = std::get<AxisAttr>(attr).axis;
+      expect_axis(op, axis, in[0].shape);
+      Shape shape = in[0].shape;
+      shape.erase(shape.begin() + axis);
+      return {in[0].dtype, shape};
+    }
+    case OpClass::Gather: {
+      const int64_t axis = std::get<AxisAttr>(attr).axis;
+      expect_index_dtype(op, in[1].dtype);
+      expect_axis(op, axis, in[0].shape);
+      if (in[0].shape.size() != in[1].shape.size())
+        fail("gather: data {} and indices {} must have the same rank", shape_str(in[0].shape), shape_str(in[1].shape));
+      for (size_t i = 0; i < in[0].shape.size(); ++i)
+        if (static_cast<int64_t>(i) != axis && in[0].shape[i] != in[1].shape[i])
+          fail("gather: data {} and indices {} differ on axis {} (only axis {} may differ)", shape_str(in[0].shape),
+               shape_str(in[1].shape), i, axis);
+      return {in[0].dtype, in[1].shape};
+    }
+    case OpClass::Scatter: {
+      const int64_t axis = std::get<AxisAttr>(attr).axis;
+      expect_operand_dtype(op, in[0].dtype);
+      expect_index_dtype(op, in[1].dtype);
+      expect_axis(op, axis, in[0].shape);
+      expect_same_shape(op, in[1], in[2], "indices", "src");
+      expect_same_dtype(op, in[0], in[2], "data", "src");
+      if (in[0].shape.size() != in[1].shape.size())
+        fail("scatter_add: data {} and indices {} must have the same rank", shape_str(in[0].shape),
+             shape_str(in[1].shape));
+      for (size_t i = 0; i < in[0].shape.size(); ++i)
+        if (static_cast<int64_t>(i) != axis && in[0].shape[i] != in[1].shape[i])
+          fail("scatter_add: data {} and indices {} differ on axis {} (only axis {} may differ)",
+               shape_str(in[0].shape), shape_str(in[1].shape), i, axis);
+      return in[0];
+    }
+    case OpClass::TopK: {
+      expect_operand_dtype(op, in[0].dtype);
+      const int64_t k = std::get<TopKAttr>(attr).k;
+      if (in[0].shape.empty()) fail("topk: input must have at least one axis");
+      if (k < 1 || k > in[0].shape.back())
+        fail("topk: k = {} is out of range for {} (1..{})", k, shape_str(in[0].shape), in[0].shape.back());
+      Shape shape = in[0].shape;
+      shape.back() = k;
+      return {DType::I64, shape};
+    }
+  }
+  SPOOL_ASSERT(false, "bad op class");
+}
+
+TensorType Graph::edge_type(const Edge& edge) const {
+  const Node& producer = node(edge.src);
+  return {producer.dtype, edge.view.apply(producer.shape)};
+}
+
+TensorType Graph::infer(Op op, const std::vector<Edge>& inputs, const Attr& attr) const {
+  std::vector<TensorType> types;
+  types.reserve(inputs.size());
+  for (const Edge& edge : inputs) {
+    if (!contains(edge.src)) fail("{}: input %{} is not a live node", name_of(op), edge.src.value);
+    types.push_back(edge_type(edge));
+  }
+  return infer_type(op, types, attr);
+}
+
+NodeId Graph::push(Node node) {
+  SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "graph exceeds 2^32 node ids");
+  nodes_.push_back(std::move(node));
+  holes_.clear();  // once add() hands out an id, no earlier hole may be filled
+  ++num_live_;
+  return NodeId{static_cast<uint32_t>(nodes_.size() - 1)};
+}
+
+NodeId Graph::add(Op op, std::vector<Edge> inputs, Attr attr) {
+  TensorType type = infer(op, inputs, attr);
+  Node node{op, type.dtype, std::move(type.shape), std::move(attr), {}, true};
+  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
+  return push(std::move(node));
+}
+
+NodeId Graph::add_source(Op op, Attr attr, DType dtype, Shape shape) {
+  check_source(op, attr, dtype, shape);
+  return push(Node{op, dtype, std::move(shape), std::move(attr), {}, true});
+}
+
+NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr, DType dtype, Shape shape) {
+  const bool is_hole = id.value < holes_.size() && holes_[id.value];
+  if (id.value < nodes_.size() && !is_hole) fail("node %{} is defined twice", id.value);
+  if (op_info(op).cls == OpClass::Source) {
+    check_source(op, attr, dtype, shape);
+  } else {
+    TensorType type = infer(op, inputs, attr);
+    if (type.dtype != dtype || type.shape != shape)
+      fail("{}: declared type {}{} but the inputs give {}{}", name_of(op), dtype_name(dtype), shape_str(shape),
+           dtype_name(type.dtype), shape_str(type.shape));
+  }
+  // Ids skipped on the way to `id` become holes: dead slots that a later
+  // add_with_id may still fill (the text form lists nodes in topological
+  // order, not id order). Ids handed out by add() are never holes.
+  while (nodes_.size() <= id.value) {
+    nodes_.push_back(Node{Op::Input, DType::F32, {}, NoAttr{}, {}, false});
+    holes_.resize(nodes_.size(), false);
+    holes_.back() = true;
+  }
+  holes_[id.value] = false;
+  Node& node = nodes_[id.value];
+  node = Node{op, dtype, std::move(shape), std::move(attr), {}, true};
+  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
+  ++num_live_;
+  return id;
+}
+
+void Graph::set_input(NodeId id, size_t index, Edge edge) {
+  if (!contains(id)) fail("set_input: %{} is not a live node", id.value);
+  Node& target = nodes_[id.value];
+  if (index >= target.inputs.size())
+    fail("set_input: {} %{} has {} inputs, not {}", name_of(target.op), id.value, target.inputs.size(), index + 1);
+  std::vector<Edge> inputs(target.inputs.begin(), target.inputs.end());
+  inputs[index] = std::move(edge);
+  const TensorType type = infer(target.op, inputs, target.attr);
+  if (type.dtype != target.dtype || type.shape != target.shape)
+    fail("set_input: {} %{} would change type from {}{} to {}{}", name_of(target.op), id.value,
+         dtype_name(target.dtype), shape_str(target.shape), dtype_name(type.dtype), shape_str(type.shape));
+  target.inputs[index] = std::move(inputs[index]);
+}
+
+void Graph::remove(NodeId id) {
+  if (!contains(id)) fail("remove: %{} is not a live node", id.value);
+  for (const NodeId user : users(id))
+    fail("remove: %{} is still used by %{}", id.value, user.value);
+  for (const Output& output : outputs_)
+    if (output.edge.src == id) fail("remove: %{} is the output '{}'", id.value, output.name);
+  Node& dead = nodes_[id.value];
+  dead.alive = false;
+  dead.inputs.clear();
+  --num_live_;
+}
+
+void Graph::add_output(std::string name, Edge edge) {
+  if (!contains(edge.src)) fail("output '{}': %{} is not a live node", name, edge.src.value);
+  if (name.empty()) fail("output: name must not be empty");
+  for (const Output& output : outputs_)
+    if (output.name == name) fail("output '{}' is defined twice", name);
+  edge.view.apply(node(edge.src).shape);  // validates the view
+  outputs_.push_back(Output{std::move(name), std::move(edge)});
+}
+
+const Node& Graph::node(NodeId id) const {
+  SPOOL_ASSERT(contains(id), "node %{} is not live", id.value);
+  return nodes_[id.value];
+}
+
+std::vector<NodeId> Graph::live_ids() const {
+  std::vector<NodeId> ids;
+  ids.reserve(num_live_);
+  for (uint32_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].alive) ids.push_back(NodeId{i});
+  return ids;
+}
+
+std::vector<NodeId> Graph::users(NodeId id) const {
+  std::vector<NodeId> result;
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].alive) continue;
+    for (const Edge& edge : nodes_[i].inputs)
+      if (edge.src == id) {
+        result.push_back(NodeId{i});
+        break;
+      }
+  }
+  return result;
+}
+
+void Graph::verify() const {
+  topo_order();  // throws on a cycle
+  for (const NodeId id : live_ids()) {
+    const Node& n = node(id);
+    if (op_info(n.op).cls == OpClass::Source) {
+      check_source(n.op, n.attr, n.dtype, n.shape);
+      continue;
+    }
+    std::vector<Edge> inputs(n.inputs.begin(), n.inputs.end());
+    const TensorType type = infer(n.op, inputs, n.attr);
+    if (type.dtype != n.dtype || type.shape != n.shape)
+      fail("{} %{}: has type {}{} but its inputs give {}{}", name_of(n.op), id.value, dtype_name(n.dtype),
+           shape_str(n.shape), dtype_name(type.dtype), shape_str(type.shape));
+  }
+}
+
+bool Graph::operator==(const Graph& other) const {
+  if (name_ != other.name_ || outputs_ != other.outputs_ || num_live_ != other.num_live_) return false;
+  const size_t bound = std::max(nodes_.size(), other.nodes_.size());
+  for (uint32_t i = 0; i < bound; ++i) {
+    const bool mine = contains(NodeId{i});
+    if (mine != other.contains(NodeId{i})) return false;
+    if (mine && !(nodes_[i] == other.nodes_[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace spool

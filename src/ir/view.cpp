@@ -1,0 +1,220 @@
+// View steps: validation, composition into one canonical view, text form.
+
+#include <spool/ir/view.hpp>
+#include <spool/support/error.hpp>
+
+#include <bit>
+#include <boost/container_hash/hash.hpp>
+
+namespace spool {
+namespace {
+
+std::string list_str(const Shape& values) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+  return out;
+}
+
+const char* kind_name(ViewKind kind) {
+  switch (kind) {
+    case ViewKind::Permute: return "permute";
+    case ViewKind::Reshape: return "reshape";
+    case ViewKind::Slice: return "slice";
+    case ViewKind::Pad: return "pad";
+    case ViewKind::Expand: return "expand";
+  }
+  SPOOL_ASSERT(false, "bad view kind");
+}
+
+bool is_identity_step(const ViewStep& step, const Shape& in) {
+  switch (step.kind) {
+    case ViewKind::Permute:
+      for (size_t i = 0; i < step.a.size(); ++i)
+        if (step.a[i] != static_cast<int64_t>(i)) return false;
+      return true;
+    case ViewKind::Reshape:
+    case ViewKind::Expand: return step.a == in;
+    case ViewKind::Slice:
+      for (size_t i = 0; i < in.size(); ++i)
+        if (step.a[i] != 0 || step.b[i] != in[i] || step.c[i] != 1) return false;
+      return true;
+    case ViewKind::Pad:
+      for (size_t i = 0; i < in.size(); ++i)
+        if (step.a[i] != 0 || step.b[i] != 0) return false;
+      return true;
+  }
+  SPOOL_ASSERT(false, "bad view kind");
+}
+
+// Merges `next` (which reads the output of `prev`) into `prev`, or returns false.
+bool merge_steps(ViewStep& prev, const ViewStep& next) {
+  if (prev.kind != next.kind) return false;
+  switch (next.kind) {
+    case ViewKind::Permute: {
+      // out axis i reads next.a[i] of prev's output, which reads prev.a[next.a[i]].
+      Shape perm(next.a.size());
+      for (size_t i = 0; i < perm.size(); ++i) perm[i] = prev.a[static_cast<size_t>(next.a[i])];
+      prev.a = perm;
+      return true;
+    }
+    case ViewKind::Reshape:
+    case ViewKind::Expand:
+      prev.a = next.a;
+      return true;
+    case ViewKind::Slice:
+      // Index j of the second slice reads start2 + j*step2 of the first, which
+      // reads start1 + (start2 + j*step2)*step1 of the source.
+      for (size_t i = 0; i < prev.a.size(); ++i) {
+        const int64_t count = next.b[i] > next.a[i] ? (next.b[i] - next.a[i] + next.c[i] - 1) / next.c[i] : 0;
+        const int64_t start = prev.a[i] + next.a[i] * prev.c[i];
+        const int64_t step = prev.c[i] * next.c[i];
+        prev.a[i] = start;
+        prev.c[i] = step;
+        prev.b[i] = count == 0 ? start : start + (count - 1) * step + 1;
+      }
+      return true;
+    case ViewKind::Pad:
+      if (std::bit_cast<uint64_t>(prev.value) != std::bit_cast<uint64_t>(next.value)) return false;
+      for (size_t i = 0; i < prev.a.size(); ++i) {
+        prev.a[i] += next.a[i];
+        prev.b[i] += next.b[i];
+      }
+      return true;
+  }
+  SPOOL_ASSERT(false, "bad view kind");
+}
+
+}  // namespace
+
+bool ViewStep::operator==(const ViewStep& other) const {
+  return kind == other.kind && a == other.a && b == other.b && c == other.c &&
+         std::bit_cast<uint64_t>(value) == std::bit_cast<uint64_t>(other.value);
+}
+
+ViewStep permute_step(Shape perm) { return {ViewKind::Permute, std::move(perm), {}, {}, 0.0}; }
+ViewStep reshape_step(Shape shape) { return {ViewKind::Reshape, std::move(shape), {}, {}, 0.0}; }
+ViewStep slice_step(Shape start, Shape stop, Shape step) {
+  return {ViewKind::Slice, std::move(start), std::move(stop), std::move(step), 0.0};
+}
+ViewStep pad_step(Shape before, Shape after, double value) {
+  return {ViewKind::Pad, std::move(before), std::move(after), {}, value};
+}
+ViewStep expand_step(Shape shape) { return {ViewKind::Expand, std::move(shape), {}, {}, 0.0}; }
+
+Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op) {
+  const size_t rank = in.size();
+  switch (step.kind) {
+    case ViewKind::Permute: {
+      std::vector<bool> seen(rank, false);
+      bool ok = step.a.size() == rank;
+      for (int64_t axis : step.a) {
+        if (!ok) break;
+        ok = axis >= 0 && axis < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(axis)];
+        if (ok) seen[static_cast<size_t>(axis)] = true;
+      }
+      if (!ok) fail("{}: ({}) is not a permutation of the {} axes of {}", op, list_str(step.a), rank, shape_str(in));
+      Shape out(rank);
+      for (size_t i = 0; i < rank; ++i) out[i] = in[static_cast<size_t>(step.a[i])];
+      return out;
+    }
+    case ViewKind::Reshape: {
+      for (int64_t d : step.a)
+        if (d < 0) fail("{}: negative size in target shape {}", op, shape_str(step.a));
+      if (num_elements(step.a) != num_elements(in))
+        fail("{}: cannot view {} ({} elements) as {} ({} elements)", op, shape_str(in), num_elements(in),
+             shape_str(step.a), num_elements(step.a));
+      return step.a;
+    }
+    case ViewKind::Slice: {
+      if (step.a.size() != rank || step.b.size() != rank || step.c.size() != rank)
+        fail("{}: slice of rank {} applied to {}", op, step.a.size(), shape_str(in));
+      Shape out(rank);
+      for (size_t i = 0; i < rank; ++i) {
+        if (step.c[i] < 1) fail("{}: step {} on axis {} must be at least 1", op, step.c[i], i);
+        if (step.a[i] < 0 || step.a[i] > step.b[i] || step.b[i] > in[i])
+          fail("{}: range {}:{} on axis {} is out of bounds for {}", op, step.a[i], step.b[i], i, shape_str(in));
+        out[i] = (step.b[i] - step.a[i] + step.c[i] - 1) / step.c[i];
+      }
+      return out;
+    }
+    case ViewKind::Pad: {
+      if (step.a.size() != rank || step.b.size() != rank)
+        fail("{}: padding of rank {} applied to {}", op, step.a.size(), shape_str(in));
+      Shape out(rank);
+      for (size_t i = 0; i < rank; ++i) {
+        if (step.a[i] < 0 || step.b[i] < 0)
+          fail("{}: negative padding ({}, {}) on axis {}", op, step.a[i], step.b[i], i);
+        out[i] = in[i] + step.a[i] + step.b[i];
+      }
+      return out;
+    }
+    case ViewKind::Expand: {
+      if (step.a.size() != rank) fail("{}: cannot expand {} to {}: ranks differ", op, shape_str(in), shape_str(step.a));
+      for (size_t i = 0; i < rank; ++i)
+        if (in[i] != step.a[i] && (in[i] != 1 || step.a[i] < 0))
+          fail("{}: cannot expand {} to {}: axis {} has size {}, not 1", op, shape_str(in), shape_str(step.a), i,
+               in[i]);
+      return step.a;
+    }
+  }
+  SPOOL_ASSERT(false, "bad view kind");
+}
+
+Shape View::apply(const Shape& source) const {
+  Shape shape = source;
+  for (const ViewStep& step : steps_) shape = view_step_shape(step, shape, kind_name(step.kind));
+  return shape;
+}
+
+void View::append(const ViewStep& step, const Shape& source, std::string_view op) {
+  // shapes[i] is the input shape of step i; shapes.back() is what the view reads now.
+  std::vector<Shape> shapes{source};
+  for (const ViewStep& existing : steps_)
+    shapes.push_back(view_step_shape(existing, shapes.back(), kind_name(existing.kind)));
+  const Shape& current = shapes.back();
+  view_step_shape(step, current, op);  // validates, throws on a bad step
+  if (is_identity_step(step, current)) return;
+  if (!steps_.empty() && merge_steps(steps_.back(), step)) {
+    // A merged step can cancel out (a permute and its inverse, a reshape back).
+    if (is_identity_step(steps_.back(), shapes[shapes.size() - 2])) steps_.pop_back();
+    return;
+  }
+  steps_.push_back(step);
+}
+
+size_t View::hash() const {
+  size_t seed = 0;
+  for (const ViewStep& step : steps_) {
+    boost::hash_combine(seed, static_cast<int>(step.kind));
+    for (const Shape* values : {&step.a, &step.b, &step.c})
+      boost::hash_range(seed, values->begin(), values->end());
+    boost::hash_combine(seed, std::bit_cast<uint64_t>(step.value));
+  }
+  return seed;
+}
+
+std::string View::str() const {
+  std::string out;
+  for (const ViewStep& step : steps_) {
+    if (!out.empty()) out += ' ';
+    out += kind_name(step.kind);
+    out += '(';
+    switch (step.kind) {
+      case ViewKind::Permute:
+      case ViewKind::Reshape:
+      case ViewKind::Expand: out += list_str(step.a); break;
+      case ViewKind::Slice:
+        for (size_t i = 0; i < step.a.size(); ++i)
+          out += fmt::format("{}{}:{}:{}", i ? "," : "", step.a[i], step.b[i], step.c[i]);
+        break;
+      case ViewKind::Pad:
+        for (size_t i = 0; i < step.a.size(); ++i) out += fmt::format("{}{}:{}", i ? "," : "", step.a[i], step.b[i]);
+        out += fmt::format(";{}", step.value);
+        break;
+    }
+    out += ')';
+  }
+  return out;
+}
+
+}  // namespace spool
