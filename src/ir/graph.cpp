@@ -126,6 +126,8 @@ TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attr& attr
       expect_operand_dtype(op, in[0].dtype);
       const int64_t axis = std::get<AxisAttr>(attr).axis;
       expect_axis(op, axis, in[0].shape);
+      if (op == Op::MaxReduce && in[0].shape[static_cast<size_t>(axis)] == 0)
+        fail("max_reduce: axis {} of {} is empty", axis, shape_str(in[0].shape));
       Shape shape = in[0].shape;
       shape.erase(shape.begin() + axis);
       return {in[0].dtype, shape};

@@ -1,0 +1,37 @@
+#pragma once
+// Llama-family decoder built with spool::nn: RMSNorm, grouped-query attention
+// with rotate-half RoPE, SwiGLU feed-forward, untied LM head. Parameter names
+// follow Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, ...).
+
+#include <spool/ir/tensor.hpp>
+
+#include <string>
+
+namespace spool::examples {
+
+struct LlamaConfig {
+  int64_t layers = 2;
+  int64_t hidden = 64;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 16;
+  int64_t ffn = 128;
+  int64_t vocab = 256;
+  double rms_eps = 1e-5;
+  double rope_theta = 10000.0;
+
+  static LlamaConfig tiny();
+  static LlamaConfig llama3_8b();  // hidden 4096, 32 heads, 8 KV heads, FFN 14336, vocab 128256, 32 layers
+  void validate() const;           // throws spool::Error naming the bad field
+};
+
+// One decoder layer on x [seq, hidden]; `prefix` names its weights
+// ("model.layers.0."). `cos`/`sin` are the RoPE tables [seq, head_dim].
+Tensor llama_layer(const LlamaConfig& config, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const std::string& prefix);
+
+// The whole model for a prefill of `seq` tokens: input "tokens" (i64 [seq]),
+// output "logits" (f32 [seq, vocab]).
+Graph build_llama(const LlamaConfig& config, int64_t seq);
+
+}  // namespace spool::examples

@@ -1,0 +1,76 @@
+#pragma once
+// spool::nn: the layers of transformer models, built from HLIR primitives.
+//
+// Nothing here is a primitive: matmul is broadcast-multiply + sum-reduce,
+// softmax is max-subtracted exp2 / sum, norms and activations are elementwise
+// chains, attention composes them, and rewrite rules rediscover each of them
+// as kernels. Conventions follow PyTorch: linear weights are [out, in], axes
+// may be negative, and every function checks its operands and throws
+// spool::Error naming itself and the offending shapes.
+
+#include <spool/ir/tensor.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace spool::nn {
+
+// [..., M, K] x [..., K, N] -> [..., M, N]; batch axes broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// [B, M, K] x [B, K, N] -> [B, M, N] with equal batch sizes.
+Tensor bmm(const Tensor& a, const Tensor& b);
+// x [..., in] times weight [out, in] transposed, plus bias [out].
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+
+Tensor exp(const Tensor& x);  // exp2(x * log2(e))
+Tensor log(const Tensor& x);  // log2(x) * ln(2)
+Tensor cos(const Tensor& x);  // sin(x + pi/2)
+Tensor tanh(const Tensor& x); // 1 - 2 / (exp(2x) + 1): exact limits at +-inf
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor gelu_tanh(const Tensor& x);  // the tanh approximation (GELU "tanh" in PyTorch)
+Tensor swiglu(const Tensor& gate, const Tensor& up);  // silu(gate) * up
+Tensor geglu(const Tensor& gate, const Tensor& up);   // gelu_tanh(gate) * up
+
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) * w, or * (1 + w) with unit_offset (gemma).
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6, bool unit_offset = false);
+
+// RoPE tables as in llama: cos and sin of [seq, head_dim], for positions
+// offset .. offset+seq-1, frequencies theta^(-2i/head_dim) repeated twice.
+struct RopeTables {
+  Tensor cos, sin;
+};
+RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset = 0);
+// Rotate-half RoPE: x * cos + rotate_half(x) * sin; x is [..., seq, head_dim].
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
+// Scaled dot-product attention with grouped KV heads: q [Hq, S, D],
+// k and v [Hkv, T, D] with Hq a multiple of Hkv; each KV head serves
+// Hq/Hkv query heads through a broadcast view (no copy). Causal masking
+// aligns the S queries with the last S of the T keys. Returns [Hq, S, D].
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale = {});
+
+// ids (integer, any shape) into table [vocab, dim] -> [ids..., dim].
+Tensor embedding(const Tensor& ids, const Tensor& table);
+
+struct TopK {
+  Tensor values, indices;
+};
+TopK topk(const Tensor& x, int64_t k);  // along the last axis, descending
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor cast(const Tensor& x, DType to);
+// Concatenation along an axis: each input padded to the full extent and the
+// padded views summed. The padding is -0.0, the identity of float addition
+// (x + -0.0 == x for every x, including -0.0), and 0 for integers; bool
+// inputs are combined with logical or.
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t axis);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis);
+
+}  // namespace spool::nn

@@ -1,0 +1,37 @@
+// The `spool` command-line tool.
+//
+// A user error (bad model name, ill-formed graph, bad file) is printed as
+// `spool: error: ...` with exit status 1; bad command-line usage is reported by
+// CLI11 with exit status 2.
+
+#include "commands.hpp"
+
+#include <spool/spool.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  CLI::App app{"Spool: an equality-saturation compiler for transformer models on NPUs", "spool"};
+  app.require_subcommand(1);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  app.add_subcommand("version", "Print the version")->callback([] { std::printf("spool %s\n", spool::version().data()); });
+  spool::cli::add_models_command(app);
+  spool::cli::add_run_command(app);
+
+  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);
+    return status == 0 ? 0 : 2;
+  } catch (const spool::Error& e) {
+    std::fprintf(stderr, "spool: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
