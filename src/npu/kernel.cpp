@@ -1,0 +1,198 @@
+// NPU kernel IR: names of types and ops, affine arithmetic, and scratchpad
+// liveness (shared by the verifier and the simulator's report).
+
+#include <spool/npu/kernel.hpp>
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+namespace spool::npu {
+
+std::string_view scalar_type_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::F32: return "f32";
+    case ScalarType::BF16: return "bf16";
+    case ScalarType::I32: return "i32";
+    case ScalarType::I64: return "i64";
+    case ScalarType::I1: return "i1";
+    case ScalarType::Index: return "index";
+  }
+  return "?";
+}
+
+std::optional<ScalarType> parse_scalar_type(std::string_view name) {
+  for (ScalarType t : {ScalarType::F32, ScalarType::BF16, ScalarType::I32, ScalarType::I64,
+                       ScalarType::I1, ScalarType::Index})
+    if (scalar_type_name(t) == name) return t;
+  return std::nullopt;
+}
+
+bool is_float(ScalarType type) { return type == ScalarType::F32 || type == ScalarType::BF16; }
+bool is_int(ScalarType type) {
+  return type == ScalarType::I32 || type == ScalarType::I64 || type == ScalarType::Index;
+}
+
+int scalar_bits(ScalarType type) {
+  switch (type) {
+    case ScalarType::F32: return 32;
+    case ScalarType::BF16: return 32;  // computed in f32 lanes
+    case ScalarType::I32: return 32;
+    case ScalarType::I64: return 64;
+    case ScalarType::I1: return 32;     // predicates occupy a 32-bit lane
+    case ScalarType::Index: return 32;  // addresses are 32-bit on the vector unit
+  }
+  return 32;
+}
+
+ScalarType register_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return ScalarType::F32;
+    case DType::F16: return ScalarType::F32;
+    case DType::BF16: return ScalarType::BF16;
+    case DType::I32: return ScalarType::I32;
+    case DType::I64: return ScalarType::I64;
+    case DType::Bool: return ScalarType::I1;
+  }
+  return ScalarType::F32;
+}
+
+namespace {
+struct VecOpInfo {
+  std::string_view name;
+  int arity;
+  VecOpKind kind;
+  std::string_view timing_class;
+};
+constexpr VecOpInfo kVecOps[] = {
+#define SPOOL_VOP(e, text, arity, kind, cls) {text, arity, VecOpKind::kind, cls},
+#include <spool/npu/vector_ops.def>
+};
+}  // namespace
+
+std::string_view vec_op_name(VecOp op) { return kVecOps[static_cast<int>(op)].name; }
+int vec_op_arity(VecOp op) { return kVecOps[static_cast<int>(op)].arity; }
+VecOpKind vec_op_kind(VecOp op) { return kVecOps[static_cast<int>(op)].kind; }
+std::string_view vec_op_timing_class(VecOp op) { return kVecOps[static_cast<int>(op)].timing_class; }
+
+std::optional<VecOp> parse_vec_op(std::string_view name) {
+  for (size_t i = 0; i < std::size(kVecOps); ++i)
+    if (kVecOps[i].name == name) return static_cast<VecOp>(i);
+  return std::nullopt;
+}
+
+const std::vector<std::string>& vector_timing_classes() {
+  static const std::vector<std::string> classes = [] {
+    std::vector<std::string> out;
+    for (const VecOpInfo& info : kVecOps) out.emplace_back(info.timing_class);
+    out.emplace_back("store");
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }();
+  return classes;
+}
+
+std::string_view buffer_kind_name(BufferKind kind) {
+  switch (kind) {
+    case BufferKind::Input: return "input";
+    case BufferKind::Weight: return "weight";
+    case BufferKind::Output: return "output";
+    case BufferKind::Temp: return "temp";
+  }
+  return "?";
+}
+
+Affine Affine::var(int id, int64_t coeff) {
+  Affine a;
+  if (coeff != 0) a.terms.push_back({id, coeff});
+  return a;
+}
+
+Affine Affine::operator+(const Affine& other) const {
+  Affine out;
+  out.constant = constant + other.constant;
+  std::map<int, int64_t> sum;
+  for (const auto& [id, c] : terms) sum[id] += c;
+  for (const auto& [id, c] : other.terms) sum[id] += c;
+  for (const auto& [id, c] : sum)
+    if (c != 0) out.terms.push_back({id, c});
+  return out;
+}
+
+Affine Affine::operator*(int64_t factor) const {
+  Affine out;
+  out.constant = constant * factor;
+  if (factor != 0)
+    for (const auto& [id, c] : terms) out.terms.push_back({id, c * factor});
+  return out;
+}
+
+bool operator==(const LoopOp& a, const LoopOp& b) {
+  return a.var == b.var && a.trips == b.trips && a.body == b.body;
+}
+bool operator==(const Stmt& a, const Stmt& b) { return a.node == b.node; }
+
+int Program::find_buffer(std::string_view name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+void collect_uses(const std::vector<Stmt>& body, int& counter, std::vector<std::pair<int, int>>& range) {
+  auto use = [&](int buffer, int first, int last) {
+    if (buffer < 0 || buffer >= static_cast<int>(range.size())) return;
+    auto& r = range[buffer];
+    if (r.first < 0) r = {first, last};
+    r.first = std::min(r.first, first);
+    r.second = std::max(r.second, last);
+  };
+  for (const Stmt& stmt : body) {
+    const int here = counter++;
+    if (const auto* loop = std::get_if<LoopOp>(&stmt.node)) {
+      // Every buffer used in the loop is live across the whole loop.
+      std::vector<std::pair<int, int>> inner(range.size(), {-1, -1});
+      collect_uses(loop->body, counter, inner);
+      const int end = counter - 1;
+      for (size_t b = 0; b < inner.size(); ++b)
+        if (inner[b].first >= 0) use(static_cast<int>(b), here, end);
+    } else if (const auto* dma = std::get_if<DmaOp>(&stmt.node)) {
+      use(dma->spad.buffer, here, here);
+    } else if (const auto* mm = std::get_if<MatmulOp>(&stmt.node)) {
+      use(mm->a.buffer, here, here);
+      use(mm->b.buffer, here, here);
+      use(mm->c.buffer, here, here);
+    } else if (const auto* vec = std::get_if<VectorOp>(&stmt.node)) {
+      for (const VecInstr& in : vec->body)
+        if (in.op == VecOp::Load) use(in.ref.buffer, here, here);
+      for (const VecStore& st : vec->stores) use(st.ref.buffer, here, here);
+    }
+  }
+}
+
+}  // namespace
+
+SpadLiveness spad_liveness(const Kernel& kernel) {
+  SpadLiveness out;
+  out.range.assign(kernel.spad.size(), {-1, -1});
+  int counter = 0;
+  collect_uses(kernel.body, counter, out.range);
+  // Peak: sweep the interval endpoints.
+  std::vector<std::pair<int, int64_t>> events;  // (point, +/- bytes); ends after starts at equal points
+  for (size_t b = 0; b < kernel.spad.size(); ++b) {
+    if (out.range[b].first < 0) continue;
+    events.push_back({2 * out.range[b].first, kernel.spad[b].footprint_bytes()});
+    events.push_back({2 * out.range[b].second + 1, -kernel.spad[b].footprint_bytes()});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0;
+  for (const auto& [point, delta] : events) {
+    live += delta;
+    out.peak_bytes = std::max(out.peak_bytes, live);
+  }
+  return out;
+}
+
+}  // namespace spool::npu

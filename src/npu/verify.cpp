@@ -1,0 +1,526 @@
+// The NPU program verifier (see include/spool/npu/verify.hpp).
+//
+// Bounds are checked exactly: an access's lowest and highest element are
+// evaluated at every point of the loop variables the access mentions (tile
+// loops have few trips, and edge tiles are ragged through min(), so corner
+// evaluation alone would be wrong). Above kMaxPoints points only the corners
+// of the loop box are evaluated, which is exact for accesses without min().
+
+#include <spool/npu/verify.hpp>
+
+#include <spool/npu/text.hpp>
+#include <spool/support/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+namespace spool::npu {
+namespace {
+
+constexpr int64_t kMaxPoints = int64_t{1} << 18;
+
+struct Range {
+  int64_t lo = INT64_MAX;
+  int64_t hi = INT64_MIN;
+  void add(int64_t l, int64_t h) {
+    lo = std::min(lo, l);
+    hi = std::max(hi, h);
+  }
+};
+
+class Verifier {
+ public:
+  explicit Verifier(const Program& p) : p_(p) {}
+
+  std::vector<std::string> run() {
+    buffers();
+    for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(static_cast<int>(i));
+    dependencies();
+    return std::move(errors_);
+  }
+
+ private:
+  template <typename... Args>
+  void error(fmt::format_string<Args...> format, Args&&... args) {
+    errors_.push_back(fmt::format(format, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  void kerror(fmt::format_string<Args...> format, Args&&... args) {
+    errors_.push_back(fmt::format("kernel '{}': ", k_->name) + fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  void buffers() {
+    std::set<std::string> names;
+    for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      const DramBuffer& b = p_.buffers[i];
+      if (!names.insert(b.name).second) error("buffer '@{}': defined twice", b.name);
+      for (int64_t d : b.shape)
+        if (d <= 0) error("buffer '@{}': shape {} has a non-positive dimension", b.name, shape_str(b.shape));
+      if (b.alias_of < 0) continue;
+      if (b.alias_of >= static_cast<int>(i) || p_.buffers[b.alias_of].alias_of >= 0) {
+        error("buffer '@{}': aliases must name an earlier root buffer", b.name);
+        continue;
+      }
+      const DramBuffer& root = p_.buffers[b.alias_of];
+      if (root.dtype != b.dtype)
+        error("buffer '@{}': alias of {} buffer '@{}' has dtype {}", b.name, dtype_name(root.dtype), root.name,
+              dtype_name(b.dtype));
+      const int64_t end = b.alias_offset + num_elements(b.shape);
+      if (b.alias_offset < 0 || end > num_elements(root.shape))
+        error("buffer '@{}': alias covers elements [{}, {}) outside '@{}' ({} elements)", b.name, b.alias_offset, end,
+              root.name, num_elements(root.shape));
+    }
+  }
+
+  // ---- evaluation over the loop domain ------------------------------------
+  static void vars_of(const Affine& a, std::set<int>& out) {
+    for (const auto& [id, c] : a.terms) out.insert(id);
+  }
+  static void vars_of(const Extent& e, std::set<int>& out) {
+    for (const Affine& a : e.options) vars_of(a, out);
+  }
+
+  // Calls f(vars) at every point of the given loop variables (others at 0).
+  void for_each_point(const std::set<int>& used, const std::function<void(const int64_t*)>& f) {
+    std::vector<int> ids;
+    int64_t points = 1;
+    for (int id : used) {
+      ids.push_back(id);
+      points = std::min(kMaxPoints + 1, points * std::max<int64_t>(1, trips_[id]));
+    }
+    std::fill(vars_.begin(), vars_.end(), 0);
+    const bool corners = points > kMaxPoints;
+    // Odometer over the variables; in corner mode each variable takes 0 and trips-1.
+    std::vector<int64_t> pos(ids.size(), 0);
+    for (;;) {
+      for (size_t i = 0; i < ids.size(); ++i)
+        vars_[ids[i]] = corners ? (pos[i] ? trips_[ids[i]] - 1 : 0) : pos[i];
+      f(vars_.data());
+      size_t i = 0;
+      for (; i < ids.size(); ++i) {
+        const int64_t limit = corners ? 2 : trips_[ids[i]];
+        if (++pos[i] < limit) break;
+        pos[i] = 0;
+      }
+      if (i == ids.size()) break;
+    }
+  }
+
+  bool in_scope(const Affine& a, const char* op) {
+    for (const auto& [id, c] : a.terms) {
+      if (id < 0 || id >= static_cast<int>(k_->loop_vars.size())) {
+        kerror("op '{}' uses an unknown loop variable", op);
+        return false;
+      }
+      if (std::find(scope_.begin(), scope_.end(), id) == scope_.end()) {
+        kerror("op '{}' uses loop variable '{}' outside its loop", op, k_->loop_vars[id]);
+        return false;
+      }
+    }
+    return true;
+  }
+  bool in_scope(const Extent& e, const char* op) {
+    for (const Affine& a : e.options)
+      if (!in_scope(a, op)) return false;
+    return true;
+  }
+
+  // Checks an extent is at least 1 everywhere.
+  void positive(const Extent& e, const char* op, const char* what) {
+    std::set<int> used;
+    vars_of(e, used);
+    int64_t lo = INT64_MAX;
+    for_each_point(used, [&](const int64_t* v) { lo = std::min(lo, e.eval(v)); });
+    if (lo < 1) kerror("op '{}': {} extent {} can be {}", op, what, print_extent(e, k_->loop_vars), lo);
+  }
+
+  bool valid_spad(const SpadRef& r, const char* op) {
+    if (r.buffer < 0 || r.buffer >= static_cast<int>(k_->spad.size())) {
+      kerror("op '{}' uses an unknown scratchpad buffer", op);
+      return false;
+    }
+    if (!in_scope(r.slot, op) || !in_scope(r.offset, op)) return false;
+    std::set<int> used;
+    vars_of(r.slot, used);
+    int64_t lo = INT64_MAX;
+    for_each_point(used, [&](const int64_t* v) { lo = std::min(lo, r.slot.eval(v)); });
+    if (lo < 0) {
+      kerror("op '{}': slot of %{} can be negative ({})", op, k_->spad[r.buffer].name, lo);
+      return false;
+    }
+    return true;
+  }
+
+  // Checks the elements [offset + lo_fn, offset + hi_fn] of a scratchpad ref
+  // are inside one slot of the buffer. `span(vars)` returns the last element
+  // touched relative to the offset.
+  void spad_bounds(const SpadRef& r, const char* op, const std::set<int>& extra_vars,
+                   const std::function<int64_t(const int64_t*)>& span) {
+    std::set<int> used = extra_vars;
+    vars_of(r.offset, used);
+    Range range;
+    for_each_point(used, [&](const int64_t* v) {
+      const int64_t off = r.offset.eval(v);
+      range.add(off, off + span(v));
+    });
+    const SpadBuffer& b = k_->spad[r.buffer];
+    if (range.lo < 0 || range.hi >= b.elements)
+      kerror("op '{}' accesses elements [{}, {}) of %{} outside its {} elements", op, range.lo, range.hi + 1, b.name,
+             b.elements);
+  }
+
+  // A 2-D tile of rows x cols at row stride ld.
+  void tile_bounds(const SpadRef& r, const char* op, const Extent& rows, const Extent& cols) {
+    if (!valid_spad(r, op)) return;
+    if (r.ld < 1) {
+      kerror("op '{}': row stride of %{} must be positive", op, k_->spad[r.buffer].name);
+      return;
+    }
+    std::set<int> used;
+    vars_of(rows, used);
+    vars_of(cols, used);
+    spad_bounds(r, op, used, [&](const int64_t* v) { return (rows.eval(v) - 1) * r.ld + cols.eval(v) - 1; });
+    if (k_->spad[r.buffer].elements > 0 && r.ld > 0) {
+      std::set<int> cused;
+      vars_of(cols, cused);
+      int64_t widest = 0;
+      for_each_point(cused, [&](const int64_t* v) { widest = std::max(widest, cols.eval(v)); });
+      if (widest > r.ld && rows.options.size() == 1 && !(rows.options[0] == Affine::of(1)))
+        kerror("op '{}': tile rows of {} elements overlap at row stride {} in %{}", op, widest, r.ld,
+               k_->spad[r.buffer].name);
+    }
+  }
+
+  // ---- kernels ---------------------------------------------------------------
+  void kernel(int index) {
+    k_ = &p_.kernels[index];
+    trips_.assign(k_->loop_vars.size(), 1);
+    vars_.assign(k_->loop_vars.size(), 0);
+    scope_.clear();
+    for (int d : k_->deps)
+      if (d < 0 || d >= index) kerror("depends on a kernel that does not come before it");
+
+    std::set<std::string> names;
+    for (const SpadBuffer& s : k_->spad) {
+      if (!names.insert(s.name).second) kerror("scratchpad buffer %{} is defined twice", s.name);
+      if (s.elements < 1 || s.slots < 1) kerror("scratchpad buffer %{} is empty", s.name);
+      if (s.offset < 0 || s.offset + s.footprint_bytes() > p_.spad_bytes)
+        kerror("scratchpad buffer %{} at bytes [{}, {}) is outside the {}-byte scratchpad", s.name, s.offset,
+               s.offset + s.footprint_bytes(), p_.spad_bytes);
+    }
+    const SpadLiveness live = spad_liveness(*k_);
+    for (size_t a = 0; a < k_->spad.size(); ++a) {
+      for (size_t b = a + 1; b < k_->spad.size(); ++b) {
+        const SpadBuffer& x = k_->spad[a];
+        const SpadBuffer& y = k_->spad[b];
+        const int64_t lo = std::max(x.offset, y.offset);
+        const int64_t hi = std::min(x.offset + x.footprint_bytes(), y.offset + y.footprint_bytes());
+        const auto& rx = live.range[a];
+        const auto& ry = live.range[b];
+        const bool both_live = rx.first >= 0 && ry.first >= 0 && rx.first <= ry.second && ry.first <= rx.second;
+        if (lo < hi && both_live)
+          kerror("scratchpad buffers %{} and %{} overlap at bytes [{}, {}) while both are live", x.name, y.name, lo,
+                 hi);
+      }
+    }
+    // Loop trip counts are needed before any body is checked.
+    for_each_stmt(k_->body, [&](const Stmt& s) {
+      if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
+        if (loop->var < 0 || loop->var >= static_cast<int>(k_->loop_vars.size())) return;
+        trips_[loop->var] = loop->trips;
+      }
+    });
+    body(k_->body);
+  }
+
+  void body(const std::vector<Stmt>& stmts) {
+    for (const Stmt& s : stmts) {
+      if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
+        if (loop->var < 0 || loop->var >= static_cast<int>(k_->loop_vars.size())) {
+          kerror("loop with an unknown variable");
+          continue;
+        }
+        if (std::find(scope_.begin(), scope_.end(), loop->var) != scope_.end())
+          kerror("loop variable '{}' is reused by a nested loop", k_->loop_vars[loop->var]);
+        if (loop->trips < 1) kerror("loop '{}' has {} trips", k_->loop_vars[loop->var], loop->trips);
+        scope_.push_back(loop->var);
+        body(loop->body);
+        scope_.pop_back();
+      } else if (const auto* dma = std::get_if<DmaOp>(&s.node)) {
+        check_dma(*dma);
+      } else if (const auto* mm = std::get_if<MatmulOp>(&s.node)) {
+        check_matmul(*mm);
+      } else if (const auto* vec = std::get_if<VectorOp>(&s.node)) {
+        check_vector(*vec);
+      }
+    }
+  }
+
+  void check_dma(const DmaOp& d) {
+    const char* op = d.load ? "dma.load" : "dma.store";
+    if (d.dram < 0 || d.dram >= static_cast<int>(p_.buffers.size())) {
+      kerror("op '{}' uses an unknown DRAM buffer", op);
+      return;
+    }
+    const DramBuffer& buf = p_.buffers[d.dram];
+    if (d.dims.empty() || d.dims.size() > 4) {
+      kerror("op '{}' on '@{}' has {} dimensions (1 to 4 allowed)", op, buf.name, d.dims.size());
+      return;
+    }
+    if (d.dram_strides.size() != d.dims.size() || d.spad_strides.size() != d.dims.size()) {
+      kerror("op '{}' on '@{}' needs one DRAM and one scratchpad stride per dimension", op, buf.name);
+      return;
+    }
+    for (const Extent& e : d.dims)
+      if (!in_scope(e, op)) return;
+    if (!in_scope(d.dram_offset, op) || !valid_spad(d.spad, op)) return;
+    for (size_t i = 0; i < d.dims.size(); ++i) {
+      if (d.dram_strides[i] < 0 || d.spad_strides[i] < 0) {
+        kerror("op '{}' on '@{}' has a negative stride", op, buf.name);
+        return;
+      }
+    }
+    for (const Extent& e : d.dims) positive(e, op, "dimension");
+    const SpadBuffer& sb = k_->spad[d.spad.buffer];
+    if (sb.dtype != buf.dtype)
+      kerror("op '{}' moves {} '@{}' {} {} %{}", op, dtype_name(buf.dtype), buf.name, d.load ? "into" : "from",
+             dtype_name(sb.dtype), sb.name);
+    std::set<int> dim_vars;
+    for (const Extent& e : d.dims) vars_of(e, dim_vars);
+    auto span = [&](const std::vector<int64_t>& strides) {
+      return [&d, &strides](const int64_t* v) {
+        int64_t last = 0;
+        for (size_t i = 0; i < d.dims.size(); ++i) last += (d.dims[i].eval(v) - 1) * strides[i];
+        return last;
+      };
+    };
+    spad_bounds(d.spad, op, dim_vars, span(d.spad_strides));
+    std::set<int> used = dim_vars;
+    vars_of(d.dram_offset, used);
+    Range range;
+    auto dram_span = span(d.dram_strides);
+    for_each_point(used, [&](const int64_t* v) {
+      const int64_t off = d.dram_offset.eval(v);
+      range.add(off, off + dram_span(v));
+    });
+    const int64_t size = p_.buffer_elements(d.dram);
+    if (range.lo < 0 || range.hi >= size)
+      kerror("op '{}' accesses elements [{}, {}) of '@{}' outside its {} elements", op, range.lo, range.hi + 1,
+             buf.name, size);
+  }
+
+  void check_matmul(const MatmulOp& m) {
+    const char* op = "matmul";
+    if (!in_scope(m.m, op) || !in_scope(m.k, op) || !in_scope(m.n, op)) return;
+    positive(m.m, op, "m");
+    positive(m.k, op, "k");
+    positive(m.n, op, "n");
+    for (const SpadRef* r : {&m.a, &m.b, &m.c}) {
+      if (r->buffer < 0 || r->buffer >= static_cast<int>(k_->spad.size())) continue;
+      const SpadBuffer& b = k_->spad[r->buffer];
+      if (!spool::is_float(b.dtype)) kerror("op 'matmul' operand %{} has non-float dtype {}", b.name, dtype_name(b.dtype));
+    }
+    if (m.trans_a) {
+      tile_bounds(m.a, op, m.k, m.m);
+    } else {
+      tile_bounds(m.a, op, m.m, m.k);
+    }
+    if (m.trans_b) {
+      tile_bounds(m.b, op, m.n, m.k);
+    } else {
+      tile_bounds(m.b, op, m.k, m.n);
+    }
+    tile_bounds(m.c, op, m.m, m.n);
+  }
+
+  void check_vector(const VectorOp& v) {
+    const char* op = "vector";
+    if (!in_scope(v.rows, op) || !in_scope(v.cols, op)) return;
+    positive(v.rows, op, "rows");
+    positive(v.cols, op, "cols");
+    std::vector<ValueShape> shapes(v.body.size(), ValueShape::Full);
+    const Extent one = Extent::of(1);
+    for (size_t i = 0; i < v.body.size(); ++i) {
+      const VecInstr& in = v.body[i];
+      const std::string_view name = vec_op_name(in.op);
+      const std::string opname(name);
+      auto verror = [&](const std::string& message) {
+        kerror("value %{}: op '{}' {}", in.name, name, message);
+      };
+      if (static_cast<int>(in.operands.size()) != vec_op_arity(in.op)) {
+        verror(fmt::format("takes {} operands, got {}", vec_op_arity(in.op), in.operands.size()));
+        continue;
+      }
+      bool operands_ok = true;
+      for (int o : in.operands)
+        if (o < 0 || o >= static_cast<int>(i)) operands_ok = false;
+      if (!operands_ok) {
+        verror("uses a value before it is defined");
+        continue;
+      }
+      auto type_of = [&](int o) { return v.body[o].type; };
+      auto tname = [](ScalarType t) { return scalar_type_name(t); };
+      ValueShape shape = ValueShape::Row;
+      for (int o : in.operands)
+        if (shapes[o] == ValueShape::Full) shape = ValueShape::Full;
+      switch (vec_op_kind(in.op)) {
+        case VecOpKind::Load: {
+          if (!valid_spad(in.ref, opname.c_str())) break;
+          const SpadBuffer& b = k_->spad[in.ref.buffer];
+          if (register_type(b.dtype) != in.type)
+            verror(fmt::format("has type {} but %{} holds {} (loaded as {})", tname(in.type), b.name,
+                               dtype_name(b.dtype), tname(register_type(b.dtype))));
+          if (in.broadcast == LoadBroadcast::Full) {
+            tile_bounds(in.ref, opname.c_str(), v.rows, v.cols);
+            shape = ValueShape::Full;
+          } else if (in.broadcast == LoadBroadcast::Row) {
+            tile_bounds(in.ref, opname.c_str(), one, v.rows);
+            shape = ValueShape::Row;
+          } else {
+            tile_bounds(in.ref, opname.c_str(), one, v.cols);
+            shape = ValueShape::Full;
+          }
+          break;
+        }
+        case VecOpKind::Const:
+          if (in.type == ScalarType::I1 && in.literal != 0.0 && in.literal != 1.0)
+            verror(fmt::format("literal {} is not an i1", in.literal));
+          else if (is_int(in.type) && in.literal != static_cast<double>(static_cast<int64_t>(in.literal)))
+            verror(fmt::format("literal {} is not an integer", in.literal));
+          shape = ValueShape::Row;
+          break;
+        case VecOpKind::Iota:
+          if (in.type != ScalarType::Index) verror(fmt::format("has type {}, expected index", tname(in.type)));
+          shape = in.op == VecOp::IotaRow ? ValueShape::Row : ValueShape::Full;
+          break;
+        case VecOpKind::FloatUnary:
+          if (!is_float(type_of(in.operands[0])))
+            verror(fmt::format("needs a float operand, got {}", tname(type_of(in.operands[0]))));
+          else if (type_of(in.operands[0]) != in.type)
+            verror(fmt::format("of {} is annotated {}", tname(type_of(in.operands[0])), tname(in.type)));
+          break;
+        case VecOpKind::Arith: {
+          const ScalarType a = type_of(in.operands[0]), b = type_of(in.operands[1]);
+          if (a != b)
+            verror(fmt::format("mixes {} with {} without an explicit cast", tname(a), tname(b)));
+          else if (a == ScalarType::I1)
+            verror("needs numeric operands, got i1");
+          else if (a != in.type)
+            verror(fmt::format("of {} is annotated {}", tname(a), tname(in.type)));
+          break;
+        }
+        case VecOpKind::Compare: {
+          const ScalarType a = type_of(in.operands[0]), b = type_of(in.operands[1]);
+          if (a != b)
+            verror(fmt::format("compares {} with {} without an explicit cast", tname(a), tname(b)));
+          else if (in.type != ScalarType::I1)
+            verror(fmt::format("yields i1, annotated {}", tname(in.type)));
+          break;
+        }
+        case VecOpKind::Logic:
+          if (type_of(in.operands[0]) != ScalarType::I1 || type_of(in.operands[1]) != ScalarType::I1 ||
+              in.type != ScalarType::I1)
+            verror("needs i1 operands and result");
+          break;
+        case VecOpKind::Select: {
+          const ScalarType c = type_of(in.operands[0]), a = type_of(in.operands[1]), b = type_of(in.operands[2]);
+          if (c != ScalarType::I1)
+            verror(fmt::format("needs an i1 condition, got {}", tname(c)));
+          else if (a != b)
+            verror(fmt::format("mixes {} with {} without an explicit cast", tname(a), tname(b)));
+          else if (a != in.type)
+            verror(fmt::format("of {} is annotated {}", tname(a), tname(in.type)));
+          break;
+        }
+        case VecOpKind::Cast:
+          break;
+        case VecOpKind::Reduce: {
+          const ScalarType a = type_of(in.operands[0]);
+          if (a == ScalarType::I1)
+            verror("needs numeric operands, got i1");
+          else if (a != in.type)
+            verror(fmt::format("of {} is annotated {}", tname(a), tname(in.type)));
+          if (shapes[in.operands[0]] != ValueShape::Full)
+            verror(fmt::format("reduces %{}, which is already one value per row", v.body[in.operands[0]].name));
+          shape = ValueShape::Row;
+          break;
+        }
+      }
+      shapes[i] = shape;
+    }
+    for (const VecStore& st : v.stores) {
+      if (st.value < 0 || st.value >= static_cast<int>(v.body.size())) {
+        kerror("op 'store' stores an unknown value");
+        continue;
+      }
+      if (!valid_spad(st.ref, "store")) continue;
+      const VecInstr& val = v.body[st.value];
+      const SpadBuffer& b = k_->spad[st.ref.buffer];
+      if (register_type(b.dtype) != val.type)
+        kerror("value %{}: op 'store' writes {} into %{}, which holds {} (stored from {})", val.name,
+               scalar_type_name(val.type), b.name, dtype_name(b.dtype), scalar_type_name(register_type(b.dtype)));
+      if (shapes[st.value] == ValueShape::Full)
+        tile_bounds(st.ref, "store", v.rows, v.cols);
+      else
+        tile_bounds(st.ref, "store", one, v.rows);
+    }
+  }
+
+  // ---- cross-kernel DRAM dependencies -----------------------------------------
+  void dependencies() {
+    const size_t n = p_.kernels.size();
+    std::vector<std::set<int>> reads(n), writes(n);
+    for (size_t i = 0; i < n; ++i) {
+      for_each_stmt(p_.kernels[i].body, [&](const Stmt& s) {
+        if (const auto* d = std::get_if<DmaOp>(&s.node)) {
+          if (d->dram < 0 || d->dram >= static_cast<int>(p_.buffers.size())) return;
+          (d->load ? reads : writes)[i].insert(p_.root_of(d->dram));
+        }
+      });
+    }
+    // ancestors[i]: kernels that finish before kernel i starts.
+    std::vector<std::vector<bool>> ancestors(n, std::vector<bool>(n, false));
+    for (size_t i = 0; i < n; ++i) {
+      for (int d : p_.kernels[i].deps) {
+        if (d < 0 || d >= static_cast<int>(i)) continue;
+        ancestors[i][d] = true;
+        for (size_t j = 0; j < n; ++j)
+          if (ancestors[d][j]) ancestors[i][j] = true;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (ancestors[i][j]) continue;
+        for (int b : reads[i])
+          if (writes[j].count(b))
+            error("kernel '{}': reads '@{}' written by kernel '{}' but does not depend on it", p_.kernels[i].name,
+                  p_.buffers[b].name, p_.kernels[j].name);
+        for (int b : writes[i])
+          if (writes[j].count(b) || reads[j].count(b))
+            error("kernel '{}': writes '@{}' used by kernel '{}' but does not depend on it", p_.kernels[i].name,
+                  p_.buffers[b].name, p_.kernels[j].name);
+      }
+    }
+  }
+
+  const Program& p_;
+  const Kernel* k_ = nullptr;
+  std::vector<int64_t> trips_;
+  std::vector<int64_t> vars_;
+  std::vector<int> scope_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace
+
+std::vector<std::string> verify(const Program& program) { return Verifier(program).run(); }
+
+void verify_or_throw(const Program& program) {
+  const std::vector<std::string> errors = verify(program);
+  if (!errors.empty()) fail("invalid NPU program '{}': {}", program.name, errors.front());
+}
+
+}  // namespace spool::npu
