@@ -1,0 +1,242 @@
+#pragma once
+// The e-graph: hashcons, union-find, e-classes and deferred rebuilding.
+//
+// Storage is flat and dense (egg's design, in C++): an e-node is a 12-byte
+// record {op, arity, attr, first child} whose children live in one shared
+// pool of ClassIds; e-classes hold their nodes and their parents as NodeId
+// lists; the hashcons is an open-addressing table of NodeIds keyed by node
+// content; the union-find is a vector with path halving.
+//
+// `add` and `merge` only record work; `rebuild()` restores the invariants in
+// one place (congruence, canonical children, analysis data, sorted class node
+// lists, the op index). Debug builds check the invariants after every
+// rebuild. Matching requires a clean (rebuilt) graph and only reads it.
+
+#include <spool/egraph/ids.hpp>
+#include <spool/egraph/language.hpp>
+
+#include <boost/container/small_vector.hpp>
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spool::egraph {
+
+using ClassVec = boost::container::small_vector<ClassId, 3>;
+
+// A contiguous container (boost small_vector, std::vector) as a span.
+template <typename V>
+std::span<const typename V::value_type> span_of(const V& v) {
+  return std::span<const typename V::value_type>(v.data(), v.size());
+}
+
+// An e-node by value: what `add` takes. No heap allocation up to 3 children.
+struct ENode {
+  OpId op;
+  AttrId attr;
+  ClassVec children;
+};
+
+// A stored e-node seen through the graph (valid until the next add/rebuild).
+struct ENodeRef {
+  OpId op;
+  AttrId attr;
+  std::span<const ClassId> children;
+};
+
+class EGraph;
+
+// Per-class data (shape, dtype, constant, ...) kept by a client. The engine
+// calls `make` for every new class, `merge` when two classes are unioned,
+// `remake` when a node's children changed data, and `modify` from rebuild()
+// so the analysis may add nodes and merges (constant folding). `check_merge`
+// runs before a union and may refuse it: the engine then throws spool::Error
+// naming the rule that asked for the merge.
+class Analysis {
+ public:
+  virtual ~Analysis() = default;
+  // A new class `c` was created holding node `n`.
+  virtual void make(const EGraph& graph, ClassId c, NodeId n) = 0;
+  // Returns an empty string if `a` and `b` may be merged, otherwise why not.
+  virtual std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const = 0;
+  // `from` is merged into `into` (which keeps the merged data); returns true
+  // if the merged data differs from what either class had before, so the
+  // parents of both are re-examined.
+  virtual bool merge(ClassId into, ClassId from) = 0;
+  // Node `n` (in class `c`) has a child whose data changed: recompute what
+  // it implies for `c`; returns whether `c`'s data changed.
+  virtual bool remake(const EGraph& graph, ClassId c, NodeId n) = 0;
+  // Called from rebuild() for classes whose data is new or changed.
+  virtual void modify(EGraph& graph, ClassId c) = 0;
+  // Extra invariant checks; returns an empty string when fine.
+  virtual std::string check(const EGraph& /*graph*/, ClassId /*c*/) const { return {}; }
+  virtual size_t memory_bytes() const { return 0; }
+  // A short text for dumps ("f32[2,3] = 1").
+  virtual std::string describe(ClassId /*c*/) const { return {}; }
+};
+
+class EGraph {
+ public:
+  explicit EGraph(Language& language);
+  EGraph(const EGraph&) = delete;
+  EGraph& operator=(const EGraph&) = delete;
+
+  Language& language() const { return *language_; }
+  const OpTable& ops() const { return language_->ops; }
+  AttrTable& attrs() const { return language_->attrs; }
+
+  // The analysis is owned by the graph; set it before adding nodes.
+  void set_analysis(std::unique_ptr<Analysis> analysis);
+  Analysis* analysis() const { return analysis_.get(); }
+
+  // Adds a node (children are canonicalised) or finds the congruent one.
+  // Throws spool::Error on an arity mismatch.
+  ClassId add(const ENode& node);
+  ClassId add(OpId op, AttrId attr, std::span<const ClassId> children);
+  ClassId add_leaf(OpId op, AttrId attr = AttrId{}) { return add(op, attr, {}); }
+  // The class of a node congruent to `node`, if any; never adds.
+  std::optional<ClassId> lookup(OpId op, AttrId attr, std::span<const ClassId> children);
+
+  // Unions two classes; returns false if they were already equal. `reason`
+  // (a rule's name and location) is reported if the analysis refuses.
+  bool merge(ClassId a, ClassId b, std::string_view reason = "merge");
+
+  // Restores congruence, analysis data, class node order and the op index.
+  // Returns the number of unions rebuild itself performed.
+  size_t rebuild();
+  bool clean() const { return pending_.empty() && analysis_pending_.empty() && modify_pending_.empty() && dirty_.empty(); }
+
+  // The canonical id of a class (path halving: mutates the union-find).
+  ClassId find(ClassId c);
+  // The canonical id without path compression (safe in concurrent readers).
+  ClassId find_const(ClassId c) const;
+  bool is_canonical(ClassId c) const { return parent_[c.value] == c.value; }
+
+  // Counts of live (hash-consed) nodes and canonical classes.
+  size_t num_nodes() const { return memo_size_; }
+  size_t num_classes() const { return num_classes_; }
+  // Ids handed out so far (some no longer canonical or alive).
+  size_t class_id_bound() const { return parent_.size(); }
+  size_t node_id_bound() const { return nodes_.size(); }
+
+  ENodeRef node(NodeId n) const {
+    const NodeRec& r = nodes_[n.value];
+    return ENodeRef{OpId{r.op}, AttrId{r.attr}, std::span<const ClassId>(pool_.data() + r.first, r.arity)};
+  }
+  // The class a node belongs to (canonical).
+  ClassId class_of(NodeId n) const { return find_const(node_class_[n.value]); }
+  // Nodes of a canonical class; after rebuild() sorted by (op, node id).
+  // Spans into the graph are valid until the next add/merge/rebuild.
+  std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(classes_[c.value].nodes); }
+  // The nodes of class `c` with op `op` (requires a clean graph).
+  std::span<const NodeId> class_nodes(ClassId c, OpId op) const;
+  // Canonical classes in increasing id order (requires a clean graph).
+  const std::vector<ClassId>& classes() const;
+  // Canonical classes holding at least one node with `op`, increasing ids
+  // (requires a clean graph).
+  std::span<const ClassId> classes_with_op(OpId op) const;
+
+  // Throws spool::Error describing the first broken invariant.
+  void check_invariants() const;
+
+  // Bytes held by the graph's containers (capacity, not size).
+  size_t memory_bytes() const;
+
+  // Counts unions done through merge() (including those done by rebuild).
+  uint64_t union_count() const { return union_count_; }
+
+  // Renders a node as `op[attr](c1 c2)`.
+  std::string node_str(NodeId n) const;
+
+ private:
+  struct NodeRec {
+    uint16_t op;
+    uint8_t arity;
+    uint8_t dead;  // a duplicate found by rebuild(); in no class and not in the hashcons
+    uint32_t attr;
+    uint32_t first;  // index of the first child in pool_
+  };
+  // A list in the ListPool: segments of power-of-two capacity in one
+  // vector, recycled through free lists, so a new class costs no heap
+  // allocation of its own.
+  struct ListRef {
+    uint32_t begin = 0, size = 0, cap = 0;
+  };
+  class ListPool {
+   public:
+    std::span<NodeId> view(ListRef r) { return std::span<NodeId>(data_.data() + r.begin, r.size); }
+    std::span<const NodeId> view(ListRef r) const { return std::span<const NodeId>(data_.data() + r.begin, r.size); }
+    void push(ListRef& r, NodeId n) {
+      if (r.size == r.cap) grow(r, r.size + 1);
+      data_[r.begin + r.size++] = n;
+    }
+    void append(ListRef& r, ListRef src);
+    void release(ListRef& r);
+    size_t memory_bytes() const;
+
+   private:
+    void grow(ListRef& r, size_t need);
+    std::vector<NodeId> data_;
+    std::vector<uint32_t> free_[32];  // free segment offsets by log2(capacity)
+  };
+  struct ClassRec {
+    ListRef nodes;
+    ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
+  };
+
+  uint32_t hash_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
+  bool same_content(uint32_t node, uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
+  // Hashcons: returns the node with this content, or UINT32_MAX.
+  uint32_t memo_find(uint32_t hash, uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
+  void memo_insert(uint32_t node, uint32_t hash);
+  // Removes `node` if it is the hashcons entry for its current content.
+  bool memo_erase(uint32_t node);
+  void memo_grow();
+
+  void union_classes(ClassId root, ClassId other);
+  void repair_node(uint32_t node);
+  void finish_class(ClassId c);
+  void build_index() const;
+
+  Language* language_;
+  std::unique_ptr<Analysis> analysis_;
+
+  std::vector<NodeRec> nodes_;
+  std::vector<ClassId> pool_;
+  std::vector<ClassId> node_class_;
+
+  std::vector<uint32_t> parent_;  // union-find
+  std::vector<ClassRec> classes_;
+  ListPool lists_;
+  size_t num_classes_ = 0;
+
+  // Hashcons: open addressing with linear probing and backward-shift
+  // deletion; a slot holds a node id and the hash of its content.
+  struct MemoSlot {
+    uint32_t node = UINT32_MAX;  // UINT32_MAX = empty
+    uint32_t hash = 0;
+  };
+  std::vector<MemoSlot> memo_;
+  size_t memo_size_ = 0;
+
+  std::vector<NodeId> pending_;           // nodes whose children may be stale
+  std::vector<NodeId> analysis_pending_;  // nodes whose children's data changed
+  std::vector<ClassId> modify_pending_;   // classes whose analysis data is new/changed
+  std::vector<ClassId> dirty_;            // classes whose node list must be re-sorted
+  std::vector<uint8_t> dirty_mark_;
+  std::vector<NodeId> todo_nodes_;  // scratch of rebuild()
+  std::vector<ClassId> todo_classes_;
+  uint64_t union_count_ = 0;
+
+  // Derived after rebuild(): canonical classes and the op index (CSR).
+  mutable bool index_valid_ = false;
+  mutable std::vector<ClassId> canonical_;
+  mutable std::vector<uint32_t> op_begin_;
+  mutable std::vector<ClassId> op_classes_;
+};
+
+}  // namespace spool::egraph

@@ -1,0 +1,157 @@
+#pragma once
+// Patterns: terms with variables, wildcards and attribute patterns; their
+// S-expression reader; and their compiled form for matching.
+//
+// Text form (the rules language of issue 4 builds on this reader):
+//   (op child...)        an op node; `op` is a name from the OpTable
+//   (op[ATTR] child...)  with an attribute pattern: `[?k]` binds or compares
+//                        an attribute variable, `[_]` matches any attribute,
+//                        anything else is parsed into an exact attribute (by
+//                        the client's parser, else as int/float/symbol)
+//   ?x                   a class variable (same name = same e-class)
+//   _                    a wildcard (any e-class, binds nothing)
+//   12, 1.5              a number leaf (OpTable::number_op)
+//   name                 a zero-arity op, else a symbol leaf (OpTable::symbol_op)
+//
+// A rule's patterns share one variable table (Vars). A compiled Query
+// matches all the patterns of a (multi-pattern) rule with a small
+// backtracking machine, egg-style: Bind walks the nodes of one class that
+// hold one op (class node lists are sorted by op, so it is a binary search),
+// Compare checks a repeated variable, Scan starts a further pattern of a
+// multi-pattern rule. The machine only reads the e-graph.
+
+#include <spool/egraph/egraph.hpp>
+#include <spool/support/diagnostic.hpp>
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spool::egraph {
+
+// The variables of one rule: class variables and attribute variables.
+struct Vars {
+  std::vector<std::string> classes;
+  std::vector<std::string> attrs;
+  uint32_t class_var(std::string_view name);  // get or add
+  uint32_t attr_var(std::string_view name);   // get or add
+  std::optional<uint32_t> find_class(std::string_view name) const;
+  std::optional<uint32_t> find_attr(std::string_view name) const;
+};
+
+struct AttrPattern {
+  enum class Kind : uint8_t { Any, Exact, Var };
+  Kind kind = Kind::Exact;  // Exact with AttrId{0}: "no attribute"
+  AttrId id;
+  uint32_t var = 0;
+};
+
+struct PatternNode {
+  enum class Kind : uint8_t { Var, Wildcard, Node };
+  Kind kind = Kind::Node;
+  uint32_t var = 0;  // Var
+  OpId op;           // Node
+  AttrPattern attr;  // Node
+  uint32_t first_child = 0;  // Node: index into Pattern::children
+  uint32_t arity = 0;
+};
+
+// A pattern in post-order: children come before their parent, the root last.
+struct Pattern {
+  std::vector<PatternNode> nodes;
+  std::vector<uint32_t> children;  // indices into nodes
+  uint32_t root() const { return static_cast<uint32_t>(nodes.size() - 1); }
+  const PatternNode& root_node() const { return nodes.back(); }
+  std::span<const uint32_t> kids(const PatternNode& n) const {
+    return std::span<const uint32_t>(children.data() + n.first_child, n.arity);
+  }
+  bool ground() const;  // no variables, wildcards or attribute patterns
+  std::string str(const Language& language, const Vars& vars) const;
+};
+
+// Parses an attribute written between brackets for `op`; nullopt = not
+// understood (the reader then reports an error at the attribute).
+using AttrParser = std::function<std::optional<AttrId>(OpId op, std::string_view text)>;
+
+struct ParseOptions {
+  AttrParser attr_parser;  // consulted before the int/float/symbol fallback
+  SourceLoc loc;           // where the text starts (for diagnostics); file "" = "<pattern>"
+};
+
+[[nodiscard]] Result<Pattern> parse_pattern(Language& language, std::string_view text, Vars& vars,
+                                            const ParseOptions& options = {});
+
+// A ground term parsed and added to the graph (variables are an error).
+ClassId add_expr(EGraph& graph, std::string_view text, const ParseOptions& options = {});
+// Adds a ground pattern (throws spool::Error if it is not ground).
+ClassId add_ground(EGraph& graph, const Pattern& pattern);
+// The class of a ground term if the graph already holds it; never adds.
+std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const ParseOptions& options = {});
+
+// Builds `pattern` in the graph with the given variable bindings; `scratch`
+// is reused between calls so instantiation does not allocate once warm.
+ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
+                    std::vector<ClassId>& scratch);
+
+// ---- compiled matching ------------------------------------------------------
+
+struct Instr {
+  enum class Kind : uint8_t { Bind, Compare, Scan };
+  Kind kind = Kind::Bind;
+  AttrPattern::Kind attr_kind = AttrPattern::Kind::Any;
+  bool attr_binds = false;  // Var: first occurrence binds, later ones compare
+  OpId op;                  // Bind, Scan (invalid op in Scan: every class)
+  uint32_t reg = 0;         // Bind: class register read; Compare: first; Scan: register written
+  uint32_t other = 0;       // Bind: first output register; Compare: second register
+  uint32_t arity = 0;       // Bind
+  uint32_t attr = 0;        // AttrId (Exact) or attribute register (Var)
+};
+
+// All the patterns of one rule compiled into one program. Register 0 holds
+// the candidate class of the first pattern's root.
+struct Query {
+  OpId root_op;  // invalid: the first pattern is a bare variable, every class is a candidate
+  std::vector<Instr> program;
+  uint32_t num_regs = 1;
+  std::vector<uint32_t> var_reg;  // class variable -> register
+  uint32_t num_attr_vars = 0;
+  std::vector<uint32_t> pattern_roots;  // register of each pattern's root
+};
+
+// `binders[i]` (may be empty) names the root of pattern i; a name already
+// bound by an earlier pattern starts that pattern from its class.
+[[nodiscard]] Result<Query> compile_query(const std::vector<Pattern>& patterns,
+                                          const std::vector<std::optional<uint32_t>>& binders,
+                                          const Vars& vars);
+
+// Matches found by one search: for each match, the classes of every class
+// variable and the values of every attribute variable, plus the root class.
+struct MatchSet {
+  uint32_t num_vars = 0;
+  uint32_t num_attr_vars = 0;
+  std::vector<ClassId> classes;  // (1 + num_vars) per match: root, then variables
+  std::vector<AttrId> attrs;     // num_attr_vars per match
+  size_t size() const { return num_vars + 1 == 0 ? 0 : classes.size() / (num_vars + 1); }
+  void clear() {
+    classes.clear();
+    attrs.clear();
+  }
+  ClassId root(size_t i) const { return classes[i * (num_vars + 1)]; }
+  const ClassId* vars(size_t i) const { return classes.data() + i * (num_vars + 1) + 1; }
+  const AttrId* attr_vars(size_t i) const { return attrs.data() + i * num_attr_vars; }
+};
+
+// Candidate root classes of a query (requires a clean graph).
+std::span<const ClassId> query_candidates(const EGraph& graph, const Query& query);
+
+// Appends to `out` every match whose first root is in `candidates`, in
+// candidate order. Read-only on the graph; safe to run concurrently. Stops
+// early (returning false) when `stop` becomes true; checks it every few
+// candidates.
+bool search(const EGraph& graph, const Query& query, std::span<const ClassId> candidates, MatchSet& out,
+            const std::atomic<bool>* stop = nullptr);
+
+}  // namespace spool::egraph

@@ -1,0 +1,455 @@
+// The e-graph core: hashcons, union-find, deferred rebuild and the op index.
+//
+// add() and merge() only record work (stale parents, changed analysis data,
+// classes to re-sort); rebuild() drains those worklists in FIFO order until
+// the graph is congruence-closed again, so the order of unions, and with it
+// every id, depends only on the order of calls.
+
+#include <spool/egraph/egraph.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+#include <bit>
+
+namespace spool::egraph {
+
+EGraph::EGraph(Language& language) : language_(&language) { memo_.resize(1024); }
+
+void EGraph::set_analysis(std::unique_ptr<Analysis> analysis) {
+  SPOOL_ASSERT(nodes_.empty(), "set the analysis before adding nodes");
+  analysis_ = std::move(analysis);
+}
+
+// ---- class lists ------------------------------------------------------------------
+
+void EGraph::ListPool::grow(ListRef& r, size_t need) {
+  const uint32_t cap = std::bit_ceil(static_cast<uint32_t>(std::max<size_t>(need, 1)));
+  const int k = std::countr_zero(cap);
+  uint32_t begin;
+  if (!free_[k].empty()) {
+    begin = free_[k].back();
+    free_[k].pop_back();
+  } else {
+    SPOOL_ASSERT(data_.size() + cap < UINT32_MAX, "e-class list pool overflow");
+    begin = static_cast<uint32_t>(data_.size());
+    data_.resize(data_.size() + cap);
+  }
+  std::copy(data_.begin() + r.begin, data_.begin() + r.begin + r.size, data_.begin() + begin);
+  const uint32_t size = r.size;
+  release(r);
+  r = ListRef{begin, size, cap};
+}
+
+void EGraph::ListPool::append(ListRef& r, ListRef src) {
+  if (src.size == 0) return;
+  if (r.size + src.size > r.cap) grow(r, r.size + src.size);
+  std::copy(data_.begin() + src.begin, data_.begin() + src.begin + src.size, data_.begin() + r.begin + r.size);
+  r.size += src.size;
+}
+
+void EGraph::ListPool::release(ListRef& r) {
+  if (r.cap) free_[std::countr_zero(r.cap)].push_back(r.begin);
+  r = ListRef{};
+}
+
+size_t EGraph::ListPool::memory_bytes() const {
+  size_t bytes = data_.capacity() * sizeof(NodeId);
+  for (const auto& f : free_) bytes += f.capacity() * sizeof(uint32_t);
+  return bytes;
+}
+
+// ---- union-find -------------------------------------------------------------
+
+ClassId EGraph::find(ClassId c) {
+  uint32_t x = c.value;
+  while (parent_[x] != x) {
+    parent_[x] = parent_[parent_[x]];  // path halving
+    x = parent_[x];
+  }
+  return ClassId{x};
+}
+
+ClassId EGraph::find_const(ClassId c) const {
+  uint32_t x = c.value;
+  while (parent_[x] != x) x = parent_[x];
+  return ClassId{x};
+}
+
+// ---- hashcons ---------------------------------------------------------------
+
+uint32_t EGraph::hash_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const {
+  uint64_t h = mix64((uint64_t{op} << 32) | attr);
+  for (size_t i = 0; i < arity; ++i) h = hash_combine(h, children[i].value);
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+bool EGraph::same_content(uint32_t node, uint16_t op, uint32_t attr, const ClassId* children,
+                          size_t arity) const {
+  const NodeRec& r = nodes_[node];
+  if (r.op != op || r.attr != attr || r.arity != arity) return false;
+  const ClassId* mine = pool_.data() + r.first;
+  for (size_t i = 0; i < arity; ++i)
+    if (mine[i] != children[i]) return false;
+  return true;
+}
+
+uint32_t EGraph::memo_find(uint32_t hash, uint16_t op, uint32_t attr, const ClassId* children,
+                           size_t arity) const {
+  const size_t mask = memo_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const MemoSlot& slot = memo_[i];
+    if (slot.node == UINT32_MAX) return UINT32_MAX;
+    if (slot.hash == hash && same_content(slot.node, op, attr, children, arity)) return slot.node;
+  }
+}
+
+void EGraph::memo_insert(uint32_t node, uint32_t hash) {
+  if ((memo_size_ + 1) * 10 > memo_.size() * 7) memo_grow();
+  const size_t mask = memo_.size() - 1;
+  size_t i = hash & mask;
+  while (memo_[i].node != UINT32_MAX) i = (i + 1) & mask;
+  memo_[i] = MemoSlot{node, hash};
+  ++memo_size_;
+}
+
+void EGraph::memo_grow() {
+  std::vector<MemoSlot> old(memo_.size() * 2);
+  old.swap(memo_);
+  const size_t mask = memo_.size() - 1;
+  for (const MemoSlot& slot : old) {
+    if (slot.node == UINT32_MAX) continue;
+    size_t i = slot.hash & mask;
+    while (memo_[i].node != UINT32_MAX) i = (i + 1) & mask;
+    memo_[i] = slot;
+  }
+}
+
+bool EGraph::memo_erase(uint32_t node) {
+  // The node's content is still what it was when inserted (children are only
+  // rewritten right after this call), so its hash finds its probe chain.
+  const NodeRec& r = nodes_[node];
+  const uint32_t hash = hash_node(r.op, r.attr, pool_.data() + r.first, r.arity);
+  const size_t mask = memo_.size() - 1;
+  size_t i = hash & mask;
+  for (;; i = (i + 1) & mask) {
+    if (memo_[i].node == UINT32_MAX) return false;
+    if (memo_[i].node == node) break;
+  }
+  // Backward-shift deletion keeps every probe chain unbroken.
+  size_t hole = i;
+  for (size_t j = (i + 1) & mask; memo_[j].node != UINT32_MAX; j = (j + 1) & mask) {
+    const size_t home = memo_[j].hash & mask;
+    // Move j into the hole unless its home lies cyclically in (hole, j].
+    const bool home_in_range = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (!home_in_range) {
+      memo_[hole] = memo_[j];
+      hole = j;
+    }
+  }
+  memo_[hole] = MemoSlot{};
+  --memo_size_;
+  return true;
+}
+
+// ---- add / merge --------------------------------------------------------------
+
+ClassId EGraph::add(const ENode& node) { return add(node.op, node.attr, span_of(node.children)); }
+
+ClassId EGraph::add(OpId op, AttrId attr, std::span<const ClassId> children) {
+  const OpDef& def = ops()[op];
+  if (def.arity != kVariadic && static_cast<size_t>(def.arity) != children.size())
+    fail("op '{}' takes {} children, got {}", def.name, def.arity, children.size());
+  if (children.size() > 255) fail("op '{}' has too many children ({})", def.name, children.size());
+  ClassVec canon(children.begin(), children.end());
+  for (ClassId& c : canon) c = find(c);
+  const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
+  const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
+  if (found != UINT32_MAX) return find(node_class_[found]);
+
+  SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1 && parent_.size() < UINT32_MAX - 1, "e-graph id overflow");
+  const uint32_t n = static_cast<uint32_t>(nodes_.size());
+  const ClassId c{static_cast<uint32_t>(parent_.size())};
+  nodes_.push_back(NodeRec{op.value, static_cast<uint8_t>(canon.size()), 0, attr.value,
+                           static_cast<uint32_t>(pool_.size())});
+  pool_.insert(pool_.end(), canon.begin(), canon.end());
+  node_class_.push_back(c);
+  parent_.push_back(c.value);
+  classes_.emplace_back();
+  lists_.push(classes_.back().nodes, NodeId{n});
+  dirty_mark_.push_back(0);
+  // Node ids only grow, so a parent list that was sorted stays sorted.
+  for (ClassId child : canon) lists_.push(classes_[child.value].parents, NodeId{n});
+  memo_insert(n, hash);
+  ++num_classes_;
+  index_valid_ = false;
+  if (analysis_) {
+    analysis_->make(*this, c, NodeId{n});
+    modify_pending_.push_back(c);
+  }
+  return c;
+}
+
+std::optional<ClassId> EGraph::lookup(OpId op, AttrId attr, std::span<const ClassId> children) {
+  ClassVec canon(children.begin(), children.end());
+  for (ClassId& c : canon) c = find(c);
+  const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
+  const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
+  if (found == UINT32_MAX) return std::nullopt;
+  return find(node_class_[found]);
+}
+
+bool EGraph::merge(ClassId a, ClassId b, std::string_view reason) {
+  a = find(a);
+  b = find(b);
+  if (a == b) return false;
+  if (analysis_) {
+    std::string why = analysis_->check_merge(*this, a, b);
+    if (!why.empty())
+      fail("{}: refused to merge e-classes c{} and c{}: {}", reason, a.value, b.value, why);
+  }
+  // The class with more nodes and parents stays the root (less to move); ties
+  // go to the older class so ids are stable.
+  const ClassRec& ra = classes_[a.value];
+  const ClassRec& rb = classes_[b.value];
+  const size_t wa = ra.nodes.size + ra.parents.size;
+  const size_t wb = rb.nodes.size + rb.parents.size;
+  if (wa > wb || (wa == wb && a < b))
+    union_classes(a, b);
+  else
+    union_classes(b, a);
+  return true;
+}
+
+void EGraph::union_classes(ClassId root, ClassId other) {
+  parent_[other.value] = root.value;
+  --num_classes_;
+  ++union_count_;
+  index_valid_ = false;
+  ClassRec& r = classes_[root.value];
+  ClassRec& o = classes_[other.value];
+  // Every parent of `other` now has a non-canonical child.
+  const auto op = lists_.view(o.parents);
+  pending_.insert(pending_.end(), op.begin(), op.end());
+  lists_.append(r.nodes, o.nodes);
+  lists_.append(r.parents, o.parents);
+  lists_.release(o.nodes);
+  lists_.release(o.parents);
+  if (analysis_ && analysis_->merge(root, other)) {
+    const auto rp = lists_.view(r.parents);
+    analysis_pending_.insert(analysis_pending_.end(), rp.begin(), rp.end());
+    modify_pending_.push_back(root);
+  }
+  if (!dirty_mark_[root.value]) {
+    dirty_mark_[root.value] = 1;
+    dirty_.push_back(root);
+  }
+}
+
+// ---- rebuild --------------------------------------------------------------------
+
+void EGraph::repair_node(uint32_t n) {
+  NodeRec& r = nodes_[n];
+  if (r.dead) return;
+  memo_erase(n);
+  ClassId* children = pool_.data() + r.first;
+  for (size_t i = 0; i < r.arity; ++i) children[i] = find(children[i]);
+  const uint32_t hash = hash_node(r.op, r.attr, children, r.arity);
+  const uint32_t existing = memo_find(hash, r.op, r.attr, children, r.arity);
+  const ClassId mine = find(node_class_[n]);
+  if (!dirty_mark_[mine.value]) {
+    dirty_mark_[mine.value] = 1;
+    dirty_.push_back(mine);
+  }
+  if (existing == UINT32_MAX) {
+    memo_insert(n, hash);
+    return;
+  }
+  // Congruent to a node already in the hashcons: this one is a duplicate.
+  r.dead = 1;
+  merge(node_class_[existing], mine, "congruence");
+}
+
+void EGraph::finish_class(ClassId c) {
+  ClassRec& rec = classes_[c.value];
+  auto dead = [&](NodeId n) { return nodes_[n.value].dead != 0; };
+  std::span<NodeId> nodes = lists_.view(rec.nodes);
+  auto end = std::remove_if(nodes.begin(), nodes.end(), dead);
+  std::sort(nodes.begin(), end, [&](NodeId x, NodeId y) {
+    const uint16_t ox = nodes_[x.value].op, oy = nodes_[y.value].op;
+    return ox != oy ? ox < oy : x < y;
+  });
+  rec.nodes.size = static_cast<uint32_t>(end - nodes.begin());
+  std::span<NodeId> parents = lists_.view(rec.parents);
+  auto pend = std::remove_if(parents.begin(), parents.end(), dead);
+  std::sort(parents.begin(), pend);
+  pend = std::unique(parents.begin(), pend);
+  rec.parents.size = static_cast<uint32_t>(pend - parents.begin());
+}
+
+size_t EGraph::rebuild() {
+  const uint64_t unions_before = union_count_;
+  for (;;) {
+    if (!pending_.empty()) {
+      todo_nodes_.swap(pending_);
+      for (NodeId n : todo_nodes_) repair_node(n.value);
+      todo_nodes_.clear();
+      continue;
+    }
+    if (!analysis_pending_.empty()) {
+      todo_nodes_.swap(analysis_pending_);
+      for (NodeId n : todo_nodes_) {
+        if (nodes_[n.value].dead) continue;
+        const ClassId c = find(node_class_[n.value]);
+        if (analysis_->remake(*this, c, n)) {
+          const auto parents = lists_.view(classes_[c.value].parents);
+          analysis_pending_.insert(analysis_pending_.end(), parents.begin(), parents.end());
+          modify_pending_.push_back(c);
+        }
+      }
+      todo_nodes_.clear();
+      continue;
+    }
+    if (!modify_pending_.empty()) {
+      todo_classes_.swap(modify_pending_);
+      for (ClassId c : todo_classes_) analysis_->modify(*this, find(c));
+      todo_classes_.clear();
+      continue;
+    }
+    break;
+  }
+  for (ClassId c : dirty_) {
+    dirty_mark_[c.value] = 0;
+    if (is_canonical(c)) finish_class(c);
+  }
+  dirty_.clear();
+  index_valid_ = false;
+#ifndef NDEBUG
+  check_invariants();
+#endif
+  return static_cast<size_t>(union_count_ - unions_before);
+}
+
+// ---- queries --------------------------------------------------------------------
+
+void EGraph::build_index() const {
+  canonical_.clear();
+  for (uint32_t c = 0; c < parent_.size(); ++c)
+    if (parent_[c] == c) canonical_.push_back(ClassId{c});
+  const size_t num_ops = ops().size();
+  op_begin_.assign(num_ops + 1, 0);
+  auto for_each_op = [&](ClassId c, auto&& visit) {
+    uint32_t last = UINT32_MAX;
+    for (NodeId n : lists_.view(classes_[c.value].nodes)) {
+      const uint32_t op = nodes_[n.value].op;
+      if (op != last) visit(op);
+      last = op;
+    }
+  };
+  for (ClassId c : canonical_) for_each_op(c, [&](uint32_t op) { ++op_begin_[op + 1]; });
+  for (size_t i = 0; i < num_ops; ++i) op_begin_[i + 1] += op_begin_[i];
+  op_classes_.resize(op_begin_[num_ops]);
+  std::vector<uint32_t> cursor(op_begin_.begin(), op_begin_.end() - 1);
+  for (ClassId c : canonical_) for_each_op(c, [&](uint32_t op) { op_classes_[cursor[op]++] = c; });
+  index_valid_ = true;
+}
+
+const std::vector<ClassId>& EGraph::classes() const {
+  SPOOL_ASSERT(clean(), "classes() needs a rebuilt e-graph");
+  if (!index_valid_) build_index();
+  return canonical_;
+}
+
+std::span<const ClassId> EGraph::classes_with_op(OpId op) const {
+  SPOOL_ASSERT(clean(), "classes_with_op() needs a rebuilt e-graph");
+  if (!index_valid_) build_index();
+  if (op.value + 1u >= op_begin_.size()) return {};
+  return std::span<const ClassId>(op_classes_.data() + op_begin_[op.value],
+                                  op_begin_[op.value + 1] - op_begin_[op.value]);
+}
+
+std::span<const NodeId> EGraph::class_nodes(ClassId c, OpId op) const {
+  const std::span<const NodeId> nodes = lists_.view(classes_[c.value].nodes);
+  auto lo = std::partition_point(nodes.begin(), nodes.end(),
+                                 [&](NodeId n) { return nodes_[n.value].op < op.value; });
+  auto hi = std::partition_point(lo, nodes.end(), [&](NodeId n) { return nodes_[n.value].op == op.value; });
+  return std::span<const NodeId>(nodes.data() + (lo - nodes.begin()), static_cast<size_t>(hi - lo));
+}
+
+std::string EGraph::node_str(NodeId n) const {
+  ENodeRef r = node(n);
+  std::string out = ops().name(r.op);
+  if (r.attr.value != 0) out += fmt::format("[{}]", attrs().str(r.attr));
+  out += "(";
+  for (size_t i = 0; i < r.children.size(); ++i)
+    out += fmt::format("{}c{}", i ? " " : "", find_const(r.children[i]).value);
+  return out + ")";
+}
+
+void EGraph::check_invariants() const {
+  if (!clean()) fail("e-graph invariant: check_invariants() needs a rebuilt e-graph");
+  size_t live_nodes = 0, canonical = 0;
+  for (uint32_t ci = 0; ci < parent_.size(); ++ci) {
+    const ClassId c{ci};
+    const ClassRec& rec = classes_[ci];
+    const std::span<const NodeId> rec_nodes = lists_.view(rec.nodes);
+    if (parent_[ci] != ci) {
+      if (rec.nodes.size != 0 || rec.parents.size != 0)
+        fail("e-graph invariant: merged class c{} still holds nodes", ci);
+      continue;
+    }
+    ++canonical;
+    if (rec_nodes.empty()) fail("e-graph invariant: class c{} is empty", ci);
+    for (size_t k = 0; k < rec_nodes.size(); ++k) {
+      const NodeId n = rec_nodes[k];
+      const NodeRec& r = nodes_[n.value];
+      if (r.dead) fail("e-graph invariant: dead node n{} in class c{}", n.value, ci);
+      if (find_const(node_class_[n.value]) != c)
+        fail("e-graph invariant: node n{} listed in c{} but belongs to c{}", n.value, ci,
+             find_const(node_class_[n.value]).value);
+      if (k > 0) {
+        const NodeRec& prev = nodes_[rec_nodes[k - 1].value];
+        if (prev.op > r.op || (prev.op == r.op && rec_nodes[k - 1] >= n))
+          fail("e-graph invariant: nodes of c{} are not sorted", ci);
+      }
+      const ClassId* children = pool_.data() + r.first;
+      for (size_t i = 0; i < r.arity; ++i) {
+        const ClassId child = children[i];
+        if (parent_[child.value] != child.value)
+          fail("e-graph invariant: node {} has a non-canonical child c{}", node_str(n), child.value);
+        const auto parents = lists_.view(classes_[child.value].parents);
+        if (!std::binary_search(parents.begin(), parents.end(), n))
+          fail("e-graph invariant: node n{} missing from the parents of c{}", n.value, child.value);
+      }
+      const uint32_t hash = hash_node(r.op, r.attr, children, r.arity);
+      if (memo_find(hash, r.op, r.attr, children, r.arity) != n.value)
+        fail("e-graph invariant: node {} is not its own hashcons entry (congruence not restored)",
+             node_str(n));
+    }
+    live_nodes += rec_nodes.size();
+    if (analysis_) {
+      std::string why = analysis_->check(*this, c);
+      if (!why.empty()) fail("e-graph invariant: analysis of c{}: {}", ci, why);
+    }
+  }
+  if (live_nodes != memo_size_)
+    fail("e-graph invariant: {} nodes in classes but {} in the hashcons", live_nodes, memo_size_);
+  if (canonical != num_classes_)
+    fail("e-graph invariant: {} canonical classes but the count says {}", canonical, num_classes_);
+}
+
+size_t EGraph::memory_bytes() const {
+  size_t bytes = sizeof(*this);
+  bytes += nodes_.capacity() * sizeof(NodeRec) + pool_.capacity() * sizeof(ClassId) +
+           node_class_.capacity() * sizeof(ClassId) + parent_.capacity() * sizeof(uint32_t) +
+           classes_.capacity() * sizeof(ClassRec) + memo_.capacity() * sizeof(MemoSlot) +
+           dirty_mark_.capacity() + (pending_.capacity() + analysis_pending_.capacity() +
+                                     todo_nodes_.capacity()) * sizeof(NodeId) +
+           (modify_pending_.capacity() + dirty_.capacity() + todo_classes_.capacity() +
+            canonical_.capacity() + op_classes_.capacity()) * sizeof(ClassId) +
+           op_begin_.capacity() * sizeof(uint32_t);
+  bytes += lists_.memory_bytes();
+  if (analysis_) bytes += analysis_->memory_bytes();
+  return bytes;
+}
+
+}  // namespace spool::egraph

@@ -1,0 +1,567 @@
+// The pattern reader, the pattern compiler and the matching machine.
+//
+// Matching is egg's backtracking machine over registers of class ids: a Bind
+// instruction iterates the nodes of one op in one class (a binary search in
+// the class's sorted node list), writes their children into registers and
+// continues; Compare checks that a repeated variable saw the same class; Scan
+// starts a further pattern of a multi-pattern rule. The machine never writes
+// to the e-graph, so several rules (and chunks of one rule's candidates) are
+// matched in parallel.
+
+#include <spool/egraph/pattern.hpp>
+#include <spool/support/error.hpp>
+
+#include <boost/container/small_vector.hpp>
+
+#include <cctype>
+#include <charconv>
+
+namespace spool::egraph {
+
+// ---- variables ------------------------------------------------------------------
+
+uint32_t Vars::class_var(std::string_view name) {
+  if (auto v = find_class(name)) return *v;
+  classes.emplace_back(name);
+  return static_cast<uint32_t>(classes.size() - 1);
+}
+uint32_t Vars::attr_var(std::string_view name) {
+  if (auto v = find_attr(name)) return *v;
+  attrs.emplace_back(name);
+  return static_cast<uint32_t>(attrs.size() - 1);
+}
+std::optional<uint32_t> Vars::find_class(std::string_view name) const {
+  for (size_t i = 0; i < classes.size(); ++i)
+    if (classes[i] == name) return static_cast<uint32_t>(i);
+  return std::nullopt;
+}
+std::optional<uint32_t> Vars::find_attr(std::string_view name) const {
+  for (size_t i = 0; i < attrs.size(); ++i)
+    if (attrs[i] == name) return static_cast<uint32_t>(i);
+  return std::nullopt;
+}
+
+// ---- printing -------------------------------------------------------------------
+
+bool Pattern::ground() const {
+  for (const PatternNode& n : nodes)
+    if (n.kind != PatternNode::Kind::Node || n.attr.kind != AttrPattern::Kind::Exact) return false;
+  return true;
+}
+
+namespace {
+
+void print_node(const Pattern& p, uint32_t i, const Language& lang, const Vars& vars, std::string& out) {
+  const PatternNode& n = p.nodes[i];
+  switch (n.kind) {
+    case PatternNode::Kind::Var: out += vars.classes[n.var]; return;
+    case PatternNode::Kind::Wildcard: out += "_"; return;
+    case PatternNode::Kind::Node: break;
+  }
+  const bool leaf = n.arity == 0 && n.attr.kind == AttrPattern::Kind::Exact &&
+                    (n.op == lang.ops.number_op || n.op == lang.ops.symbol_op);
+  if (leaf) {
+    out += lang.attrs.str(n.attr.id);
+    return;
+  }
+  const bool bare = n.arity == 0 && n.attr.kind == AttrPattern::Kind::Exact && n.attr.id.value == 0;
+  if (!bare) out += "(";
+  out += lang.ops.name(n.op);
+  switch (n.attr.kind) {
+    case AttrPattern::Kind::Any: out += "[_]"; break;
+    case AttrPattern::Kind::Var: out += "[" + vars.attrs[n.attr.var] + "]"; break;
+    case AttrPattern::Kind::Exact:
+      if (n.attr.id.value != 0) out += "[" + lang.attrs.str(n.attr.id) + "]";
+      break;
+  }
+  for (uint32_t k : p.kids(n)) {
+    out += " ";
+    print_node(p, k, lang, vars, out);
+  }
+  if (!bare) out += ")";
+}
+
+}  // namespace
+
+std::string Pattern::str(const Language& language, const Vars& vars) const {
+  std::string out;
+  if (!nodes.empty()) print_node(*this, root(), language, vars, out);
+  return out;
+}
+
+// ---- reader ---------------------------------------------------------------------
+
+namespace {
+
+struct Token {
+  enum Kind { LParen, RParen, Attr, Atom, End } kind;
+  std::string_view text;
+  int line, col;
+};
+
+class Reader {
+ public:
+  Reader(Language& lang, std::string_view text, Vars& vars, const ParseOptions& options)
+      : lang_(lang), text_(text), vars_(vars), options_(options) {
+    line_ = options.loc.line > 0 ? options.loc.line : 1;
+    col_ = options.loc.col > 0 ? options.loc.col : 1;
+  }
+
+  Result<Pattern> read() {
+    Token t = next();
+    if (t.kind == Token::End) return error(t, "expected a pattern, found the end of the text");
+    if (!parse_expr(t)) return *diag_;
+    Token rest = next();
+    if (rest.kind != Token::End) return error(rest, fmt::format("unexpected '{}' after the pattern", rest.text));
+    if (diag_) return *diag_;
+    return std::move(pattern_);
+  }
+
+ private:
+  Diagnostic error(const Token& t, std::string message) {
+    Diagnostic d;
+    d.loc = SourceLoc{options_.loc.file.empty() ? "<pattern>" : options_.loc.file, t.line, t.col};
+    d.message = std::move(message);
+    return d;
+  }
+  bool set_error(const Token& t, std::string message) {
+    if (!diag_) diag_ = error(t, std::move(message));
+    return false;
+  }
+
+  void advance(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (text_[pos_ + i] == '\n') {
+        ++line_;
+        col_ = 1;
+      } else {
+        ++col_;
+      }
+    }
+    pos_ += n;
+  }
+
+  Token next() {
+    // Whitespace and `;` comments.
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        advance(1);
+      } else if (c == ';') {
+        while (pos_ < text_.size() && text_[pos_] != '\n') advance(1);
+      } else {
+        break;
+      }
+    }
+    Token t{Token::End, {}, line_, col_};
+    if (pos_ >= text_.size()) return t;
+    const char c = text_[pos_];
+    if (c == '(' || c == ')') {
+      t.kind = c == '(' ? Token::LParen : Token::RParen;
+      t.text = text_.substr(pos_, 1);
+      advance(1);
+      return t;
+    }
+    if (c == '[') {
+      size_t end = text_.find(']', pos_);
+      if (end == std::string_view::npos) {
+        t.kind = Token::Attr;
+        t.text = {};
+        set_error(t, "unterminated attribute: missing ']'");
+        pos_ = text_.size();
+        return Token{Token::End, {}, line_, col_};
+      }
+      t.kind = Token::Attr;
+      t.text = text_.substr(pos_ + 1, end - pos_ - 1);
+      advance(end + 1 - pos_);
+      return t;
+    }
+    size_t end = pos_;
+    while (end < text_.size()) {
+      const char d = text_[end];
+      if (std::isspace(static_cast<unsigned char>(d)) || d == '(' || d == ')' || d == '[' || d == ']' || d == ';')
+        break;
+      ++end;
+    }
+    if (end == pos_) {  // a stray ']'
+      t.kind = Token::Atom;
+      t.text = text_.substr(pos_, 1);
+      advance(1);
+      return t;
+    }
+    t.kind = Token::Atom;
+    t.text = text_.substr(pos_, end - pos_);
+    advance(end - pos_);
+    return t;
+  }
+
+  std::optional<AttrId> parse_number(std::string_view s) {
+    if (s.empty()) return std::nullopt;
+    const char* b = s.data();
+    const char* e = s.data() + s.size();
+    const bool looks_float = s.find_first_of(".eEni") != std::string_view::npos;  // inf, nan too
+    if (!looks_float && !lang_.ops.float_numbers) {
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(b, e, v);
+      if (ec == std::errc() && p == e) return lang_.attrs.intern_int(v);
+    }
+    if (!(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+' || s[0] == '.'))
+      return std::nullopt;
+    double d = 0;
+    auto [p, ec] = std::from_chars(b, e, d);
+    if (ec == std::errc() && p == e) return lang_.attrs.intern_float(d);
+    return std::nullopt;
+  }
+
+  uint32_t push(PatternNode node, std::span<const uint32_t> kids) {
+    node.first_child = static_cast<uint32_t>(pattern_.children.size());
+    node.arity = static_cast<uint32_t>(kids.size());
+    pattern_.children.insert(pattern_.children.end(), kids.begin(), kids.end());
+    pattern_.nodes.push_back(node);
+    return static_cast<uint32_t>(pattern_.nodes.size() - 1);
+  }
+
+  bool parse_attr(const Token& t, OpId op, AttrPattern& out) {
+    std::string_view s = t.text;
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    if (s == "_") {
+      out.kind = AttrPattern::Kind::Any;
+      return true;
+    }
+    if (s.size() > 1 && s[0] == '?') {
+      out.kind = AttrPattern::Kind::Var;
+      out.var = vars_.attr_var(s);
+      return true;
+    }
+    out.kind = AttrPattern::Kind::Exact;
+    if (options_.attr_parser) {
+      if (auto id = options_.attr_parser(op, s)) {
+        out.id = *id;
+        return true;
+      }
+      return set_error(t, fmt::format("bad attribute '{}' for op '{}'", s, lang_.ops.name(op)));
+    }
+    if (s.empty()) return set_error(t, "empty attribute");
+    if (auto id = parse_number(s)) {
+      out.id = *id;
+      return true;
+    }
+    out.id = lang_.attrs.intern_symbol(s);
+    return true;
+  }
+
+  // Parses one expression starting at token `t`; returns false on error.
+  bool parse_expr(const Token& t) {
+    if (++depth_ > 10000) return set_error(t, "pattern nested too deeply");
+    struct DepthGuard {
+      int& d;
+      ~DepthGuard() { --d; }
+    } guard{depth_};
+    if (t.kind == Token::Atom) return parse_atom(t);
+    if (t.kind == Token::RParen) return set_error(t, "unexpected ')'");
+    if (t.kind == Token::Attr) return set_error(t, "an attribute must follow an op name");
+    if (t.kind == Token::End) return set_error(t, "unexpected end of the text");
+    Token head = next();
+    if (head.kind != Token::Atom) return set_error(head, "expected an op name after '('");
+    auto op = lang_.ops.find(head.text);
+    if (!op) return set_error(head, fmt::format("unknown op '{}'", head.text));
+    PatternNode node;
+    node.kind = PatternNode::Kind::Node;
+    node.op = *op;
+    Token tok = next();
+    if (tok.kind == Token::Attr) {
+      if (!parse_attr(tok, *op, node.attr)) return false;
+      tok = next();
+    }
+    boost::container::small_vector<uint32_t, 4> kids;
+    while (tok.kind != Token::RParen) {
+      if (tok.kind == Token::End) return set_error(t, "unclosed '('");
+      if (!parse_expr(tok)) return false;
+      kids.push_back(pattern_.root());
+      tok = next();
+    }
+    const int arity = lang_.ops[*op].arity;
+    if (arity != kVariadic && static_cast<size_t>(arity) != kids.size())
+      return set_error(head, fmt::format("op '{}' takes {} children, got {}", head.text, arity, kids.size()));
+    push(node, span_of(kids));
+    return true;
+  }
+
+  bool parse_atom(const Token& t) {
+    std::string_view s = t.text;
+    PatternNode node;
+    if (s == "_") {
+      node.kind = PatternNode::Kind::Wildcard;
+      push(node, {});
+      return true;
+    }
+    if (s[0] == '?') {
+      if (s.size() == 1) return set_error(t, "a variable needs a name after '?'");
+      node.kind = PatternNode::Kind::Var;
+      node.var = vars_.class_var(s);
+      push(node, {});
+      return true;
+    }
+    if (auto num = parse_number(s)) {
+      if (!lang_.ops.number_op.valid()) return set_error(t, fmt::format("numbers are not allowed here: '{}'", s));
+      node.op = lang_.ops.number_op;
+      node.attr.id = *num;
+      push(node, {});
+      return true;
+    }
+    if (auto op = lang_.ops.find(s)) {
+      const int arity = lang_.ops[*op].arity;
+      if (arity != 0 && arity != kVariadic)
+        return set_error(t, fmt::format("op '{}' takes {} children; write ({} ...)", s, arity, s));
+      node.op = *op;
+      push(node, {});
+      return true;
+    }
+    if (!lang_.ops.symbol_op.valid()) return set_error(t, fmt::format("unknown op '{}'", s));
+    node.op = lang_.ops.symbol_op;
+    node.attr.id = lang_.attrs.intern_symbol(s);
+    push(node, {});
+    return true;
+  }
+
+  Language& lang_;
+  std::string_view text_;
+  Vars& vars_;
+  const ParseOptions& options_;
+  size_t pos_ = 0;
+  int line_ = 1, col_ = 1;
+  int depth_ = 0;
+  Pattern pattern_;
+  std::optional<Diagnostic> diag_;
+};
+
+}  // namespace
+
+Result<Pattern> parse_pattern(Language& language, std::string_view text, Vars& vars, const ParseOptions& options) {
+  return Reader(language, text, vars, options).read();
+}
+
+ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
+                    std::vector<ClassId>& scratch) {
+  scratch.resize(pattern.nodes.size());
+  for (size_t i = 0; i < pattern.nodes.size(); ++i) {
+    const PatternNode& n = pattern.nodes[i];
+    switch (n.kind) {
+      case PatternNode::Kind::Var: scratch[i] = classes[n.var]; break;
+      case PatternNode::Kind::Wildcard: SPOOL_ASSERT(false, "a wildcard cannot be instantiated"); break;
+      case PatternNode::Kind::Node: {
+        ClassVec kids;
+        for (uint32_t k : pattern.kids(n)) kids.push_back(scratch[k]);
+        AttrId attr = n.attr.id;
+        if (n.attr.kind == AttrPattern::Kind::Var) attr = attrs[n.attr.var];
+        SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+        scratch[i] = graph.add(n.op, attr, span_of(kids));
+        break;
+      }
+    }
+  }
+  return scratch[pattern.root()];
+}
+
+ClassId add_ground(EGraph& graph, const Pattern& pattern) {
+  if (!pattern.ground()) fail("add_ground: the pattern has variables or attribute patterns");
+  std::vector<ClassId> scratch;
+  return instantiate(graph, pattern, nullptr, nullptr, scratch);
+}
+
+ClassId add_expr(EGraph& graph, std::string_view text, const ParseOptions& options) {
+  Vars vars;
+  Pattern p = parse_pattern(graph.language(), text, vars, options).take();
+  return add_ground(graph, p);
+}
+
+std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const ParseOptions& options) {
+  Vars vars;
+  Pattern p = parse_pattern(graph.language(), text, vars, options).take();
+  if (!p.ground()) fail("lookup_expr: '{}' is not a ground term", text);
+  std::vector<ClassId> scratch(p.nodes.size());
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const PatternNode& n = p.nodes[i];
+    ClassVec kids;
+    for (uint32_t k : p.kids(n)) kids.push_back(scratch[k]);
+    auto c = graph.lookup(n.op, n.attr.id, span_of(kids));
+    if (!c) return std::nullopt;
+    scratch[i] = *c;
+  }
+  return scratch[p.root()];
+}
+
+// ---- compiler -------------------------------------------------------------------
+
+namespace {
+
+constexpr uint32_t kUnset = UINT32_MAX;
+
+struct Compiler {
+  const std::vector<Pattern>& patterns;
+  const Vars& vars;
+  Query q;
+  std::vector<bool> attr_bound;
+
+  void node(const Pattern& p, uint32_t i, uint32_t reg) {
+    const PatternNode& n = p.nodes[i];
+    switch (n.kind) {
+      case PatternNode::Kind::Wildcard: return;
+      case PatternNode::Kind::Var:
+        if (q.var_reg[n.var] == kUnset) {
+          q.var_reg[n.var] = reg;
+        } else if (q.var_reg[n.var] != reg) {
+          Instr c;
+          c.kind = Instr::Kind::Compare;
+          c.reg = q.var_reg[n.var];
+          c.other = reg;
+          q.program.push_back(c);
+        }
+        return;
+      case PatternNode::Kind::Node: break;
+    }
+    Instr b;
+    b.kind = Instr::Kind::Bind;
+    b.op = n.op;
+    b.reg = reg;
+    b.other = q.num_regs;
+    b.arity = n.arity;
+    b.attr_kind = n.attr.kind;
+    if (n.attr.kind == AttrPattern::Kind::Exact) b.attr = n.attr.id.value;
+    if (n.attr.kind == AttrPattern::Kind::Var) {
+      b.attr = n.attr.var;
+      b.attr_binds = !attr_bound[n.attr.var];
+      attr_bound[n.attr.var] = true;
+    }
+    q.num_regs += n.arity;
+    q.program.push_back(b);
+    const uint32_t out = b.other;
+    auto kids = p.kids(n);
+    for (uint32_t k = 0; k < kids.size(); ++k) node(p, kids[k], out + k);
+  }
+};
+
+}  // namespace
+
+Result<Query> compile_query(const std::vector<Pattern>& patterns, const std::vector<std::optional<uint32_t>>& binders,
+                            const Vars& vars) {
+  Compiler c{patterns, vars, {}, std::vector<bool>(vars.attrs.size(), false)};
+  c.q.var_reg.assign(vars.classes.size(), kUnset);
+  c.q.num_attr_vars = static_cast<uint32_t>(vars.attrs.size());
+  if (patterns.empty()) return Diagnostic{{}, "a rule needs at least one pattern", {}};
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    const Pattern& p = patterns[i];
+    const PatternNode& root = p.root_node();
+    std::optional<uint32_t> binder = i < binders.size() ? binders[i] : std::nullopt;
+    uint32_t reg = 0;
+    if (i == 0) {
+      c.q.root_op = root.kind == PatternNode::Kind::Node ? root.op : OpId{};
+      if (binder) c.q.var_reg[*binder] = 0;
+    } else if (binder && c.q.var_reg[*binder] != kUnset) {
+      reg = c.q.var_reg[*binder];
+    } else if (root.kind == PatternNode::Kind::Var && c.q.var_reg[root.var] != kUnset) {
+      reg = c.q.var_reg[root.var];
+    } else {
+      reg = c.q.num_regs++;
+      Instr s;
+      s.kind = Instr::Kind::Scan;
+      s.reg = reg;
+      s.op = root.kind == PatternNode::Kind::Node ? root.op : OpId{};
+      c.q.program.push_back(s);
+      if (binder) c.q.var_reg[*binder] = reg;
+    }
+    c.q.pattern_roots.push_back(reg);
+    c.node(p, p.root(), reg);
+  }
+  return std::move(c.q);
+}
+
+// ---- the matching machine -------------------------------------------------------
+
+std::span<const ClassId> query_candidates(const EGraph& graph, const Query& query) {
+  if (query.root_op.valid()) return graph.classes_with_op(query.root_op);
+  return graph.classes();
+}
+
+namespace {
+
+class Machine {
+ public:
+  Machine(const EGraph& g, const Query& q, MatchSet& out, ClassId* regs, AttrId* aregs)
+      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs) {}
+
+  void run(size_t pc) {
+    if (pc == q_.program.size()) {
+      emit();
+      return;
+    }
+    const Instr& in = q_.program[pc];
+    switch (in.kind) {
+      case Instr::Kind::Compare:
+        if (regs_[in.reg] == regs_[in.other]) run(pc + 1);
+        return;
+      case Instr::Kind::Scan: {
+        std::span<const ClassId> cands = in.op.valid() ? g_.classes_with_op(in.op) : g_.classes();
+        for (ClassId c : cands) {
+          regs_[in.reg] = c;
+          run(pc + 1);
+        }
+        return;
+      }
+      case Instr::Kind::Bind: {
+        for (NodeId n : g_.class_nodes(regs_[in.reg], in.op)) {
+          const ENodeRef node = g_.node(n);
+          if (node.children.size() != in.arity) continue;
+          switch (in.attr_kind) {
+            case AttrPattern::Kind::Any: break;
+            case AttrPattern::Kind::Exact:
+              if (node.attr.value != in.attr) continue;
+              break;
+            case AttrPattern::Kind::Var:
+              if (in.attr_binds)
+                aregs_[in.attr] = node.attr;
+              else if (aregs_[in.attr] != node.attr)
+                continue;
+              break;
+          }
+          for (uint32_t k = 0; k < in.arity; ++k) regs_[in.other + k] = node.children[k];
+          run(pc + 1);
+        }
+        return;
+      }
+    }
+  }
+
+ private:
+  void emit() {
+    out_.classes.push_back(regs_[0]);
+    for (uint32_t r : q_.var_reg) out_.classes.push_back(r == kUnset ? ClassId{} : regs_[r]);
+    for (uint32_t a = 0; a < q_.num_attr_vars; ++a) out_.attrs.push_back(aregs_[a]);
+  }
+
+  const EGraph& g_;
+  const Query& q_;
+  MatchSet& out_;
+  ClassId* regs_;
+  AttrId* aregs_;
+};
+
+}  // namespace
+
+bool search(const EGraph& graph, const Query& query, std::span<const ClassId> candidates, MatchSet& out,
+            const std::atomic<bool>* stop) {
+  out.num_vars = static_cast<uint32_t>(query.var_reg.size());
+  out.num_attr_vars = query.num_attr_vars;
+  boost::container::small_vector<ClassId, 32> regs(query.num_regs);
+  boost::container::small_vector<AttrId, 8> aregs(query.num_attr_vars);
+  Machine m(graph, query, out, regs.data(), aregs.data());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (stop && (i & 63) == 0 && stop->load(std::memory_order_relaxed)) return false;
+    regs[0] = candidates[i];
+    m.run(0);
+  }
+  return true;
+}
+
+}  // namespace spool::egraph

@@ -1,0 +1,391 @@
+// The runner: iterations of search (parallel, read-only), apply (sequential,
+// budgeted per match) and rebuild, driven by a schedule over rulesets.
+//
+// Determinism: the candidates of every rule are cut into chunks of a fixed
+// size, each chunk is matched into its own buffer, and the buffers are
+// applied in (rule, chunk) order. Neither the chunking nor the apply order
+// depends on the number of threads, so neither does the e-graph.
+
+#include <spool/egraph/runner.hpp>
+#include <spool/support/error.hpp>
+
+#include <boost/container/small_vector.hpp>
+#include <nlohmann/json.hpp>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+namespace spool::egraph {
+
+std::string_view stop_reason_name(StopReason reason) {
+  switch (reason) {
+    case StopReason::Saturated: return "saturated";
+    case StopReason::IterLimit: return "iter-limit";
+    case StopReason::NodeLimit: return "node-limit";
+    case StopReason::TimeLimit: return "time-limit";
+    case StopReason::Goal: return "goal";
+  }
+  return "?";
+}
+
+std::string Schedule::str() const {
+  switch (kind) {
+    case Kind::Run: return count == 1 ? fmt::format("(run {})", ruleset) : fmt::format("(run {} {})", ruleset, count);
+    case Kind::Repeat: return fmt::format("(repeat {} {})", count, children.at(0).str());
+    case Kind::Saturate: return fmt::format("(saturate {})", children.at(0).str());
+    case Kind::Seq: {
+      std::string out = "(seq";
+      for (const Schedule& c : children) out += " " + c.str();
+      return out + ")";
+    }
+  }
+  return "";
+}
+
+nlohmann::json RunReport::to_json() const {
+  nlohmann::json j;
+  j["stop_reason"] = std::string(stop_reason_name(stop));
+  j["iterations"] = iterations;
+  j["nodes"] = nodes;
+  j["classes"] = classes;
+  j["total_ms"] = total_ms;
+  j["search_ms"] = search_ms;
+  j["apply_ms"] = apply_ms;
+  j["rebuild_ms"] = rebuild_ms;
+  nlohmann::json iters = nlohmann::json::array();
+  for (const IterationReport& it : per_iteration) {
+    nlohmann::json ji;
+    ji["index"] = it.index;
+    ji["ruleset"] = it.ruleset;
+    ji["nodes"] = it.nodes;
+    ji["classes"] = it.classes;
+    ji["unions"] = it.unions;
+    ji["rebuild_unions"] = it.rebuild_unions;
+    ji["search_ms"] = it.search_ms;
+    ji["apply_ms"] = it.apply_ms;
+    ji["rebuild_ms"] = it.rebuild_ms;
+    nlohmann::json rules = nlohmann::json::array();
+    for (const RuleReport& r : it.rules)
+      rules.push_back({{"name", r.name},
+                       {"matches", r.matches},
+                       {"applications", r.applications},
+                       {"search_ms", r.search_ms},
+                       {"apply_ms", r.apply_ms},
+                       {"banned", r.banned}});
+    ji["rules"] = std::move(rules);
+    iters.push_back(std::move(ji));
+  }
+  j["per_iteration"] = std::move(iters);
+  return j;
+}
+
+std::string RunReport::summary() const {
+  return fmt::format("{} after {} iterations: {} nodes, {} classes, {:.2f} ms (search {:.2f}, apply {:.2f}, rebuild {:.2f})",
+                     stop_reason_name(stop), iterations, nodes, classes, total_ms, search_ms, apply_ms, rebuild_ms);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Candidates per search task: small enough to spread one big rule over
+// threads and to notice the time budget quickly; fixed, so results never
+// depend on the thread count.
+constexpr size_t kChunk = 128;
+
+struct Chunk {
+  uint32_t rule = 0;
+  uint32_t begin = 0, end = 0;
+  MatchSet matches;
+  double ms = 0;
+};
+
+struct RuleState {
+  size_t times_banned = 0;
+  size_t banned_until = 0;
+};
+
+}  // namespace
+
+struct Runner::State {
+  const RunnerConfig& cfg;
+  EGraph& g;
+  std::span<const RuleSet> sets;
+  Clock::time_point start;
+  Clock::time_point deadline;
+  RunReport report;
+  bool stopped = false;
+  std::vector<std::vector<RuleState>> rule_state;
+  std::vector<Chunk> chunks;
+  std::vector<ClassId> scratch;
+  std::vector<uint8_t> dropped;
+  std::vector<size_t> rule_matches;
+  std::unique_ptr<tbb::task_arena> arena;
+
+  State(const RunnerConfig& c, EGraph& graph, std::span<const RuleSet> s)
+      : cfg(c), g(graph), sets(s), start(Clock::now()) {
+    const double limit = std::max(0.0, cfg.time_limit_ms);
+    deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
+    for (const RuleSet& set : sets) rule_state.emplace_back(set.rules.size());
+    arena = cfg.threads > 0 ? std::make_unique<tbb::task_arena>(cfg.threads) : std::make_unique<tbb::task_arena>();
+  }
+
+  void stop(StopReason reason) {
+    stopped = true;
+    report.stop = reason;
+  }
+
+  bool out_of_budget_before_iteration() {
+    if (report.iterations >= cfg.iter_limit) {
+      stop(StopReason::IterLimit);
+    } else if (g.num_nodes() >= cfg.node_limit) {
+      stop(StopReason::NodeLimit);
+    } else if (Clock::now() >= deadline) {
+      stop(StopReason::TimeLimit);
+    }
+    return stopped;
+  }
+
+  // One iteration of ruleset `si`; returns whether it changed the graph.
+  bool iterate(size_t si) {
+    if (stopped || out_of_budget_before_iteration()) return false;
+    const RuleSet& set = sets[si];
+    std::vector<RuleState>& states = rule_state[si];
+    const size_t iter = report.iterations;
+    if (!g.clean()) g.rebuild();
+    (void)g.classes();  // builds the op index before the parallel search reads it
+
+    IterationReport it;
+    it.index = iter;
+    it.ruleset = set.name;
+    it.rules.resize(set.rules.size());
+    for (size_t r = 0; r < set.rules.size(); ++r) it.rules[r].name = set.rules[r].name;
+
+    // ---- search --------------------------------------------------------------
+    const auto t_search = Clock::now();
+    size_t num_chunks = 0;
+    for (size_t r = 0; r < set.rules.size(); ++r) {
+      const bool banned = cfg.scheduler == SchedulerKind::Backoff && states[r].banned_until > iter;
+      if (banned) {
+        it.rules[r].banned = true;
+        continue;
+      }
+      const size_t n = query_candidates(g, set.rules[r].query).size();
+      for (size_t b = 0; b < n; b += kChunk) {
+        if (num_chunks == chunks.size()) chunks.emplace_back();
+        Chunk& c = chunks[num_chunks++];
+        c.rule = static_cast<uint32_t>(r);
+        c.begin = static_cast<uint32_t>(b);
+        c.end = static_cast<uint32_t>(std::min(n, b + kChunk));
+        c.matches.clear();
+        c.ms = 0;
+      }
+    }
+    std::atomic<bool> timed_out{false};
+    arena->execute([&] {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, num_chunks, 1), [&](const tbb::blocked_range<size_t>& range) {
+        for (size_t i = range.begin(); i != range.end(); ++i) {
+          Chunk& c = chunks[i];
+          const auto t0 = Clock::now();
+          const Query& q = set.rules[c.rule].query;
+          search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out);
+          const auto t1 = Clock::now();
+          c.ms = ms_between(t0, t1);
+          if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
+        }
+      });
+    });
+    const auto t_apply = Clock::now();
+    it.search_ms = ms_between(t_search, t_apply);
+    rule_matches.assign(set.rules.size(), 0);
+    for (size_t i = 0; i < num_chunks; ++i) {
+      rule_matches[chunks[i].rule] += chunks[i].matches.size();
+      it.rules[chunks[i].rule].search_ms += chunks[i].ms;
+    }
+    for (size_t r = 0; r < set.rules.size(); ++r) it.rules[r].matches = rule_matches[r];
+    if (timed_out.load()) {
+      stop(StopReason::TimeLimit);
+      finish_iteration(it, t_apply, t_apply, 0);
+      return false;
+    }
+
+    // ---- backoff ---------------------------------------------------------------
+    dropped.assign(set.rules.size(), 0);
+    if (cfg.scheduler == SchedulerKind::Backoff) {
+      for (size_t r = 0; r < set.rules.size(); ++r) {
+        RuleState& st = states[r];
+        if (it.rules[r].banned) continue;
+        const size_t threshold = cfg.match_limit << std::min<size_t>(st.times_banned, 40);
+        if (rule_matches[r] > threshold) {
+          st.banned_until = iter + (cfg.ban_length << std::min<size_t>(st.times_banned, 40));
+          ++st.times_banned;
+          dropped[r] = 1;
+          it.rules[r].banned = true;
+        }
+      }
+    }
+
+    // ---- apply -------------------------------------------------------------------
+    const size_t nodes_before = g.num_nodes();
+    const uint64_t unions_before = g.union_count();
+    size_t since_clock = 0;
+    for (size_t i = 0; i < num_chunks && !stopped; ++i) {
+      const Chunk& c = chunks[i];
+      if (dropped[c.rule]) continue;
+      const Rule& rule = set.rules[c.rule];
+      RuleReport& rr = it.rules[c.rule];
+      const auto t0 = Clock::now();
+      for (size_t m = 0; m < c.matches.size(); ++m) {
+        if (g.num_nodes() >= cfg.node_limit) {
+          stop(StopReason::NodeLimit);
+          break;
+        }
+        if (++since_clock == 16) {
+          since_clock = 0;
+          if (Clock::now() >= deadline) {
+            stop(StopReason::TimeLimit);
+            break;
+          }
+        }
+        if (apply_match(rule, c.matches, m)) ++rr.applications;
+      }
+      rr.apply_ms += ms_between(t0, Clock::now());
+    }
+    it.unions = static_cast<size_t>(g.union_count() - unions_before);
+    const auto t_rebuild = Clock::now();
+    it.apply_ms = ms_between(t_apply, t_rebuild);
+
+    // ---- rebuild -------------------------------------------------------------------
+    const size_t rebuild_unions = g.rebuild();
+    bool changed = it.unions > 0 || g.num_nodes() != nodes_before || rebuild_unions > 0;
+    finish_iteration(it, t_rebuild, Clock::now(), rebuild_unions);
+
+    if (!changed && cfg.scheduler == SchedulerKind::Backoff) {
+      // Saturated only if no rule is banned: otherwise lift the bans and go on
+      // (egg's backoff scheduler does the same).
+      bool any_banned = false;
+      for (RuleState& st : states)
+        if (st.banned_until > iter) {
+          any_banned = true;
+          st.banned_until = 0;
+        }
+      changed = any_banned;
+    }
+    if (!stopped && cfg.stop_when && cfg.stop_when(g)) stop(StopReason::Goal);
+    return changed;
+  }
+
+  void finish_iteration(IterationReport& it, Clock::time_point t_rebuild, Clock::time_point t_end,
+                        size_t rebuild_unions) {
+    it.rebuild_ms = ms_between(t_rebuild, t_end);
+    it.rebuild_unions = rebuild_unions;
+    it.nodes = g.num_nodes();
+    it.classes = g.num_classes();
+    report.search_ms += it.search_ms;
+    report.apply_ms += it.apply_ms;
+    report.rebuild_ms += it.rebuild_ms;
+    ++report.iterations;
+    report.per_iteration.push_back(std::move(it));
+  }
+
+  // Applies one match: guards, then every action. Returns whether it changed
+  // the graph.
+  bool apply_match(const Rule& rule, const MatchSet& ms, size_t m) {
+    const ClassId root = ms.root(m);
+    const ClassId* vars = ms.vars(m);
+    const AttrId* attrs = ms.attr_vars(m);
+    boost::container::small_vector<ClassId, 8> args;
+    boost::container::small_vector<AttrId, 4> attr_args;
+    auto view = [&](const Rule::Args& a) {
+      args.clear();
+      attr_args.clear();
+      for (uint32_t v : a.classes) args.push_back(g.find(vars[v]));
+      for (uint32_t v : a.attrs) attr_args.push_back(attrs[v]);
+      return MatchView{g.find(root), span_of(args), span_of(attr_args)};
+    };
+    for (const Rule::Guard& guard : rule.guards)
+      if (!guard.fn(g, view(guard.args))) return false;
+    bool changed = false;
+    for (const Rule::Action& action : rule.actions) {
+      const ClassId target = action.target == UINT32_MAX ? root : vars[action.target];
+      if (action.kind == ActionSpec::Kind::Union) {
+        const ClassId built = instantiate(g, action.pattern, vars, attrs, scratch);
+        changed |= g.merge(target, built, rule.reason);
+      } else if (std::optional<ClassId> built = action.applier(g, view(action.args))) {
+        changed |= g.merge(target, *built, rule.reason);
+      }
+    }
+    return changed;
+  }
+
+  bool exec(const Schedule& s) {
+    bool any = false;
+    switch (s.kind) {
+      case Schedule::Kind::Run: {
+        size_t si = sets.size();
+        for (size_t i = 0; i < sets.size(); ++i)
+          if (sets[i].name == s.ruleset) si = i;
+        if (si == sets.size()) fail("schedule: unknown ruleset '{}'", s.ruleset);
+        for (size_t k = 0; k < s.count && !stopped; ++k) {
+          const bool changed = iterate(si);
+          any |= changed;
+          if (!changed) break;
+        }
+        return any;
+      }
+      case Schedule::Kind::Repeat:
+        for (size_t k = 0; k < s.count && !stopped; ++k) {
+          const bool changed = exec(s.children.at(0));
+          any |= changed;
+          if (!changed) break;
+        }
+        return any;
+      case Schedule::Kind::Saturate:
+        while (!stopped) {
+          const bool changed = exec(s.children.at(0));
+          any |= changed;
+          if (!changed) break;
+        }
+        return any;
+      case Schedule::Kind::Seq:
+        for (const Schedule& c : s.children) {
+          if (stopped) break;
+          any |= exec(c);
+        }
+        return any;
+    }
+    return any;
+  }
+};
+
+Runner::Runner(RunnerConfig config) : config_(std::move(config)) {}
+Runner::~Runner() = default;
+
+RunReport Runner::run(EGraph& graph, std::span<const RuleSet> rulesets, const Schedule& schedule) {
+  State st(config_, graph, rulesets);
+  if (!graph.clean()) graph.rebuild();
+  st.exec(schedule);
+  if (!st.stopped) st.report.stop = StopReason::Saturated;
+  if (!graph.clean()) graph.rebuild();
+  st.report.nodes = graph.num_nodes();
+  st.report.classes = graph.num_classes();
+  st.report.total_ms = ms_between(st.start, Clock::now());
+  return std::move(st.report);
+}
+
+RunReport Runner::run(EGraph& graph, std::span<const Rule> rules) {
+  // A RuleSet owns its rules; borrow them for the length of the run.
+  std::vector<RuleSet> sets(1);
+  sets[0].name = "all";
+  sets[0].rules.assign(rules.begin(), rules.end());
+  return run(graph, sets, Schedule::saturate(Schedule::run("all")));
+}
+
+}  // namespace spool::egraph
