@@ -328,6 +328,13 @@ HostTensor eval_node(const Node& node, const std::vector<HostTensor>& in, const 
     case Op::Gather: return eval_gather(in[0], in[1], std::get<AxisAttr>(node.attr).axis);
     case Op::ScatterAdd: return eval_scatter_add(in[0], in[1], in[2], std::get<AxisAttr>(node.attr).axis);
     case Op::TopK: return eval_topk(in[0], std::get<TopKAttr>(node.attr).k, node.shape);
+    case Op::LoopStart:
+    case Op::LoopEnd:
+    case Op::LoopInput:
+    case Op::LoopInputStatic:
+    case Op::LoopOutput:
+      fail("interp: {} of loop {}: a rolled graph must be unrolled (roll::unroll) before it runs", op_name(node.op),
+           std::get<LoopAttr>(node.attr).loop);
   }
   SPOOL_ASSERT(false, "bad op");
 }

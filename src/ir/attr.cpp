@@ -51,6 +51,10 @@ size_t hash_attr(const Attr& attr) {
           boost::hash_combine(seed, static_cast<int>(a.to));
         } else if constexpr (std::is_same_v<T, TopKAttr>) {
           boost::hash_combine(seed, a.k);
+        } else if constexpr (std::is_same_v<T, LoopAttr>) {
+          boost::hash_combine(seed, a.loop);
+          boost::hash_combine(seed, a.trips);
+          boost::hash_combine(seed, a.index);
         }
       },
       attr);
@@ -89,9 +93,11 @@ std::string attr_str(const Attr& attr) {
           return fmt::format("{{axis={}}}", a.axis);
         } else if constexpr (std::is_same_v<T, DTypeAttr>) {
           return fmt::format("{{to={}}}", dtype_name(a.to));
-        } else {
-          static_assert(std::is_same_v<T, TopKAttr>);
+        } else if constexpr (std::is_same_v<T, TopKAttr>) {
           return fmt::format("{{k={}}}", a.k);
+        } else {
+          static_assert(std::is_same_v<T, LoopAttr>);
+          return fmt::format("{{loop={}, trips={}, index={}}}", a.loop, a.trips, a.index);
         }
       },
       attr);

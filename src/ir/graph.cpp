@@ -11,6 +11,10 @@ namespace {
 std::string_view name_of(Op op) { return op_name(op); }
 
 void expect_arity(Op op, size_t got) {
+  if (op_info(op).arity == kVariadic) {
+    if (got == 0) fail("{}: expects at least one input", name_of(op));
+    return;
+  }
   if (static_cast<int>(got) != op_info(op).arity)
     fail("{}: expects {} input{}, got {}", name_of(op), op_info(op).arity, op_info(op).arity == 1 ? "" : "s", got);
 }
@@ -70,7 +74,12 @@ void expect_operand_dtype(Op op, DType dtype) {
     case Op::Input:
     case Op::Weight:
     case Op::Constant:
-    case Op::Iota: return;
+    case Op::Iota:
+    case Op::LoopStart:
+    case Op::LoopEnd:
+    case Op::LoopInput:
+    case Op::LoopInputStatic:
+    case Op::LoopOutput: return;
   }
   SPOOL_ASSERT(false, "bad op");
 }
@@ -169,6 +178,24 @@ TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attr& attr
       Shape shape = in[0].shape;
       shape.back() = k;
       return {DType::I64, shape};
+    }
+    case OpClass::LoopMarker: {
+      const LoopAttr& loop = std::get<LoopAttr>(attr);
+      if (loop.trips < 1) fail("{}: loop {} has {} trips", name_of(op), loop.loop, loop.trips);
+      if (op == Op::LoopInput) {
+        if (static_cast<int64_t>(in.size()) != loop.trips)
+          fail("loop_input: loop {} has {} trips but {} sources", loop.loop, loop.trips, in.size());
+        for (size_t i = 1; i < in.size(); ++i)
+          if (in[i] != in[0])
+            fail("loop_input: source {} is {}{} but source 0 is {}{}", i, dtype_name(in[i].dtype),
+                 shape_str(in[i].shape), dtype_name(in[0].dtype), shape_str(in[0].shape));
+      }
+      if (op == Op::LoopEnd && in[0] != in[1])
+        fail("loop_end: the body value {}{} does not match its loop_start {}{}", dtype_name(in[0].dtype),
+             shape_str(in[0].shape), dtype_name(in[1].dtype), shape_str(in[1].shape));
+      if (op == Op::LoopOutput && (loop.index < 0 || loop.index >= loop.trips))
+        fail("loop_output: iteration {} is out of range for {} trips", loop.index, loop.trips);
+      return in[0];
     }
   }
   SPOOL_ASSERT(false, "bad op class");

@@ -82,9 +82,11 @@ class Parser {
         }
       }
       expect(')');
-      if (static_cast<int>(inputs.size()) != info.arity)
-        throw ParseError(op_loc, fmt::format("{} expects {} operand{}, got {}", op_text, info.arity,
-                                             info.arity == 1 ? "" : "s", inputs.size()));
+      if (info.arity == kVariadic ? inputs.empty() : static_cast<int>(inputs.size()) != info.arity)
+        throw ParseError(op_loc, info.arity == kVariadic
+                                     ? fmt::format("{} expects at least one operand", op_text)
+                                     : fmt::format("{} expects {} operand{}, got {}", op_text, info.arity,
+                                                   info.arity == 1 ? "" : "s", inputs.size()));
     }
     Attr attr = attribute(*op);
     expect(':');
@@ -205,6 +207,20 @@ class Parser {
       case AttrKind::Name: attr = NameAttr{string_literal()}; break;
       case AttrKind::Axis: attr = AxisAttr{integer()}; break;
       case AttrKind::TopK: attr = TopKAttr{integer()}; break;
+      case AttrKind::Loop: {
+        LoopAttr loop;
+        loop.loop = integer();
+        for (auto [key, field] : {std::pair{"trips", &loop.trips}, std::pair{"index", &loop.index}}) {
+          expect(',');
+          skip_space();
+          const SourceLoc loc = here();
+          if (identifier("attribute name") != key) throw ParseError(loc, fmt::format("expected '{}'", key));
+          expect('=');
+          *field = integer();
+        }
+        attr = loop;
+        break;
+      }
       case AttrKind::DType: attr = DTypeAttr{dtype_token()}; break;
       case AttrKind::Scalar:
         // The scalar's dtype is the node's, declared after the attribute:
@@ -226,6 +242,7 @@ class Parser {
       case AttrKind::Axis: return "axis";
       case AttrKind::DType: return "to";
       case AttrKind::TopK: return "k";
+      case AttrKind::Loop: return "loop";
     }
     return "";
   }

@@ -51,6 +51,15 @@ Graph every_op_graph() {
   output("counted", counted);
   output("small", small * small);
   output("neg_inf", constant(g, -INFINITY, DType::F32, {2}) + constant(g, 0.1, DType::F16, {2}).cast(DType::F32));
+  // A rolled loop of two trips: state = state * input_k + static.
+  const LoopAttr loop{1, 2, 0};
+  const Tensor start(&g, g.add(Op::LoopStart, {s.edge()}, loop));
+  const Tensor per_iteration(&g, g.add(Op::LoopInput, {half.sum(2).edge(), half.max(2).edge()}, loop));
+  const Tensor fixed(&g, g.add(Op::LoopInputStatic, {s.edge()}, loop));
+  const Tensor body = start * per_iteration + fixed;
+  const Tensor end(&g, g.add(Op::LoopEnd, {body.edge(), start.edge()}, loop));
+  const Tensor first(&g, g.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, 2, 1}));
+  output("loop", end + first);
   return g;
 }
 

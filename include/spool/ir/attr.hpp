@@ -48,8 +48,17 @@ struct TopKAttr {
   bool operator==(const TopKAttr&) const = default;
 };
 
+// Loop markers: which loop, its trip count, and the slot (loop_start,
+// loop_end) or iteration (loop_output); 0 for loop_input(_static).
+struct LoopAttr {
+  int64_t loop = 0;
+  int64_t trips = 0;
+  int64_t index = 0;
+  bool operator==(const LoopAttr&) const = default;
+};
+
 // The alternatives are in AttrKind order.
-using Attr = std::variant<NoAttr, NameAttr, ScalarAttr, AxisAttr, DTypeAttr, TopKAttr>;
+using Attr = std::variant<NoAttr, NameAttr, ScalarAttr, AxisAttr, DTypeAttr, TopKAttr, LoopAttr>;
 
 inline AttrKind attr_kind(const Attr& attr) { return static_cast<AttrKind>(attr.index()); }
 size_t hash_attr(const Attr& attr);

@@ -14,10 +14,13 @@ enum class Op : uint8_t {
 };
 
 // What attribute an op carries.
-enum class AttrKind : uint8_t { None, Name, Scalar, Axis, DType, TopK };
+enum class AttrKind : uint8_t { None, Name, Scalar, Axis, DType, TopK, Loop };
 
 // The family that drives shape and dtype inference.
-enum class OpClass : uint8_t { Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK };
+enum class OpClass : uint8_t { Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK, LoopMarker };
+
+// The arity of an op that takes any positive number of inputs.
+inline constexpr int kVariadic = -1;
 
 inline constexpr Op kAllOps[] = {
 #define SPOOL_OP(name, text, arity, attr, cls, doc) Op::name,
@@ -28,7 +31,7 @@ inline constexpr int kNumOps = sizeof(kAllOps) / sizeof(kAllOps[0]);
 
 struct OpInfo {
   std::string_view name;  // text spelling
-  int arity;
+  int arity;  // kVariadic: one or more
   AttrKind attr;
   OpClass cls;
   std::string_view doc;
@@ -42,6 +45,7 @@ inline constexpr OpInfo kOpInfo[] = {
 
 inline const OpInfo& op_info(Op op) { return kOpInfo[static_cast<int>(op)]; }
 inline std::string_view op_name(Op op) { return op_info(op).name; }
+inline bool is_loop_marker(Op op) { return op_info(op).cls == OpClass::LoopMarker; }
 std::optional<Op> parse_op(std::string_view name);
 
 }  // namespace spool
