@@ -4,6 +4,8 @@
 #include <spool/support/error.hpp>
 
 #include <algorithm>
+#include <boost/container_hash/hash.hpp>
+#include <unordered_map>
 
 namespace spool {
 namespace {
@@ -296,6 +298,116 @@ void Graph::add_output(std::string name, Edge edge) {
     if (output.name == name) fail("output '{}' is defined twice", name);
   edge.view.apply(node(edge.src).shape);  // validates the view
   outputs_.push_back(Output{std::move(name), std::move(edge)});
+}
+
+void Graph::set_output(size_t index, Edge edge) {
+  if (index >= outputs_.size()) fail("set_output: there are {} outputs, not {}", outputs_.size(), index + 1);
+  const TensorType before = edge_type(outputs_[index].edge);
+  if (!contains(edge.src)) fail("set_output: %{} is not a live node", edge.src.value);
+  const TensorType after = edge_type(edge);
+  if (before != after)
+    fail("set_output: output '{}' would change type from {}{} to {}{}", outputs_[index].name, dtype_name(before.dtype),
+         shape_str(before.shape), dtype_name(after.dtype), shape_str(after.shape));
+  outputs_[index].edge = std::move(edge);
+}
+
+void Graph::replace_uses(NodeId old, const Edge& replacement) {
+  const Shape source = node(replacement.src).shape;
+  auto rewired = [&](const Edge& edge) {
+    return Edge{replacement.src, compose_views(replacement.view, edge.view, source)};
+  };
+  for (const NodeId user : users(old)) {
+    const size_t count = nodes_[user.value].inputs.size();
+    for (size_t i = 0; i < count; ++i)
+      if (nodes_[user.value].inputs[i].src == old) set_input(user, i, rewired(nodes_[user.value].inputs[i]));
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (outputs_[i].edge.src == old) set_output(i, rewired(outputs_[i].edge));
+}
+
+Graph compacted(const Graph& graph) {
+  // Output-driven post-order, then whatever no output reaches.
+  std::vector<NodeId> order;
+  std::vector<bool> seen(graph.id_bound(), false);
+  std::vector<std::pair<NodeId, size_t>> stack;  // node, next input to visit
+  auto visit = [&](NodeId root) {
+    if (seen[root.value]) return;
+    seen[root.value] = true;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      auto& [id, next] = stack.back();
+      const Node& n = graph.node(id);
+      if (next < n.inputs.size()) {
+        const NodeId src = n.inputs[next++].src;
+        if (!seen[src.value]) {
+          seen[src.value] = true;
+          stack.push_back({src, 0});
+        }
+        continue;
+      }
+      order.push_back(id);
+      stack.pop_back();
+    }
+  };
+  graph.topo_order();  // fails on a cycle before the walk could loop
+  for (const Output& o : graph.outputs()) visit(o.edge.src);
+  for (const NodeId id : graph.topo_order()) visit(id);
+
+  Graph out(graph.name());
+  std::vector<NodeId> remap(graph.id_bound());
+  for (const NodeId id : order) {
+    const Node& n = graph.node(id);
+    std::vector<Edge> inputs;
+    for (const Edge& e : n.inputs) inputs.push_back(Edge{remap[e.src.value], e.view});
+    remap[id.value] = op_info(n.op).cls == OpClass::Source ? out.add_source(n.op, n.attr, n.dtype, n.shape)
+                                                           : out.add(n.op, std::move(inputs), n.attr);
+  }
+  for (const Output& o : graph.outputs()) out.add_output(o.name, Edge{remap[o.edge.src.value], o.edge.view});
+  return out;
+}
+
+Graph cse(const Graph& graph) {
+  Graph out = graph;
+  // Structural key of a node whose inputs are already canonical.
+  struct Key {
+    Op op;
+    Attr attr;
+    DType dtype;
+    Shape shape;
+    std::vector<Edge> inputs;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      size_t seed = static_cast<size_t>(k.op);
+      boost::hash_combine(seed, hash_attr(k.attr));
+      boost::hash_combine(seed, static_cast<int>(k.dtype));
+      boost::hash_range(seed, k.shape.begin(), k.shape.end());
+      for (const Edge& e : k.inputs) {
+        boost::hash_combine(seed, e.src.value);
+        boost::hash_combine(seed, e.view.hash());
+      }
+      return seed;
+    }
+  };
+  std::unordered_map<Key, NodeId, KeyHash> canonical;
+  for (const NodeId id : graph.topo_order()) {
+    const Node& n = out.node(id);
+    Key key{n.op, n.attr, n.dtype, n.shape, std::vector<Edge>(n.inputs.begin(), n.inputs.end())};
+    // Inputs and weights are the same value exactly when their names are.
+    if (n.op == Op::Input || n.op == Op::Weight) key.dtype = DType::F32, key.shape = {};
+    const auto [it, fresh] = canonical.emplace(std::move(key), id);
+    if (fresh) continue;
+    if (n.op == Op::Input || n.op == Op::Weight) {
+      const Node& first = out.node(it->second);
+      if (first.dtype != n.dtype || first.shape != n.shape)
+        fail("cse: {} '{}' is declared as both {}{} and {}{}", op_name(n.op), std::get<NameAttr>(n.attr).name,
+             dtype_name(first.dtype), shape_str(first.shape), dtype_name(n.dtype), shape_str(n.shape));
+    }
+    out.replace_uses(id, Edge{it->second, {}});
+    out.remove(id);
+  }
+  return out;
 }
 
 const Node& Graph::node(NodeId id) const {

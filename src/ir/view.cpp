@@ -182,6 +182,12 @@ void View::append(const ViewStep& step, const Shape& source, std::string_view op
   steps_.push_back(step);
 }
 
+View compose_views(const View& inner, const View& outer, const Shape& source) {
+  View result = inner;
+  for (const ViewStep& step : outer.steps()) result.append(step, source, "view");
+  return result;
+}
+
 size_t View::hash() const {
   size_t seed = 0;
   for (const ViewStep& step : steps_) {

@@ -80,6 +80,12 @@ class Graph {
 
   void add_output(std::string name, Edge edge);
   const std::vector<Output>& outputs() const { return outputs_; }
+  // Points output `index` at another edge of the same type.
+  void set_output(size_t index, Edge edge);
+  // Makes every reader of `old` (nodes and outputs) read `replacement`
+  // instead, keeping each reader's own view on top of the replacement's.
+  // The types must agree.
+  void replace_uses(NodeId old, const Edge& replacement);
 
   const Node& node(NodeId id) const;
   bool contains(NodeId id) const { return id.value < nodes_.size() && nodes_[id.value].alive; }
@@ -117,6 +123,17 @@ class Graph {
   std::vector<bool> holes_;  // ids skipped by add_with_id, still fillable by it
   size_t num_live_ = 0;
 };
+
+// A copy with dense ids and no deleted slots, numbered by a depth-first walk
+// from the outputs (in output order, inputs in input order, producers
+// first), then any node no output reaches: two graphs that differ only in
+// their ids compact to equal graphs.
+Graph compacted(const Graph& graph);
+
+// Common-subexpression elimination: nodes with the same op, attribute and
+// inputs become one (constants and iotas by value, inputs and weights by
+// name). Ids of kept nodes are kept.
+Graph cse(const Graph& graph);
 
 // Type inference for one op from its input types; shared by Graph and by later
 // stages that build nodes outside a Graph. Throws spool::Error naming the op.

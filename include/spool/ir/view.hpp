@@ -60,6 +60,10 @@ class View {
   std::vector<ViewStep> steps_;
 };
 
+// `outer` read through `inner`: the view that applies `inner` to a buffer of
+// `source` shape and then `outer` to the result.
+View compose_views(const View& inner, const View& outer, const Shape& source);
+
 // The shape a single step produces from `in`, or spool::Error naming `op`.
 Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op);
 

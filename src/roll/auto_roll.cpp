@@ -1,0 +1,419 @@
+// auto_roll: finds repeated bodies and keeps one copy between loop markers.
+//
+// 1. Order. Nodes of one loop context (top level, or one loop's body) in a
+//    stable topological order, sources left out (they are never part of a
+//    body: a body reads them through loop_input / loop_input_static).
+// 2. Candidates. Each node gets a structural signature (op, attribute, type,
+//    the views it reads through, and for source inputs their op and type but
+//    not their name). Prefix hashes over the signature sequence compare
+//    windows in O(1); a run of positions where window i equals window i+P
+//    marks N >= 2 adjacent occurrences of a period-P body.
+// 3. Exact check of a candidate: the occurrences match node for node; every
+//    input is internal (same position in the same occurrence), carried (the
+//    same position of the previous occurrence, an outside node in the first:
+//    a state slot), or outside (per iteration, or static when the same in
+//    every iteration); no input comes from an occurrence further back or
+//    from an outside node that itself reads an occurrence (rolling would
+//    create a cycle); at least one state slot; the markers cost less than
+//    the nodes removed.
+// 4. Rewrite. Occurrence 0 becomes the body: its inputs are rewired to
+//    markers, outside readers of any occurrence read loop_end (the last
+//    state) or loop_output (a per-iteration value), occurrences 1..N-1 go.
+// The best candidate (most nodes saved) is rolled and the search repeats
+// until nothing rolls, so periodic patterns (a body of two alternating
+// layers) and nested repeats (a repeat inside a body) roll too.
+
+#include <spool/roll/roll.hpp>
+#include <spool/support/error.hpp>
+
+#include <boost/container_hash/hash.hpp>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace spool::roll {
+namespace {
+
+bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
+
+// Constants and iotas are values, not places: two with the same attribute and
+// type are the same input.
+bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
+
+size_t source_key(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (!is_value_source(n)) return std::hash<uint32_t>{}(id.value) ^ 0x9e3779b97f4a7c15ULL;
+  size_t seed = static_cast<size_t>(n.op);
+  boost::hash_combine(seed, hash_attr(n.attr));
+  boost::hash_combine(seed, static_cast<int>(n.dtype));
+  boost::hash_range(seed, n.shape.begin(), n.shape.end());
+  return seed;
+}
+
+bool same_source(const Graph& g, NodeId a, NodeId b) {
+  if (a == b) return true;
+  const Node& x = g.node(a);
+  const Node& y = g.node(b);
+  return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
+}
+
+size_t signature(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  size_t seed = static_cast<size_t>(n.op);
+  if (!is_loop_marker(n.op)) boost::hash_combine(seed, hash_attr(n.attr));
+  boost::hash_combine(seed, static_cast<int>(n.dtype));
+  boost::hash_range(seed, n.shape.begin(), n.shape.end());
+  for (const Edge& e : n.inputs) {
+    boost::hash_combine(seed, e.view.hash());
+    const Node& src = g.node(e.src);
+    if (is_source(src)) {
+      boost::hash_combine(seed, static_cast<int>(src.op));
+      boost::hash_combine(seed, static_cast<int>(src.dtype));
+      boost::hash_range(seed, src.shape.begin(), src.shape.end());
+    }
+  }
+  return seed;
+}
+
+// How occurrence inputs at one (position, input) are wired.
+struct InputPlan {
+  enum Kind { Internal, Carried, Static, PerIteration } kind = Internal;
+  size_t position = 0;           // Internal, Carried: the producer's position in the body
+  std::vector<NodeId> sources;   // Static (one), PerIteration (one per occurrence); Carried: the init
+};
+
+struct Candidate {
+  size_t start = 0, period = 0, count = 0;
+  int64_t saving = 0;
+  std::vector<std::vector<InputPlan>> plans;  // [position][input]
+  std::vector<size_t> slot_positions;         // body positions whose value is carried
+};
+
+class Roller {
+ public:
+  explicit Roller(Graph& g) : g_(g) {}
+
+  // Rolls the best candidate of any context; false if nothing rolls.
+  bool roll_once(int64_t loop_id, RollReport& report) {
+    users_.assign(g_.id_bound(), {});
+    for (const NodeId id : g_.live_ids())
+      for (const Edge& e : g_.node(id).inputs) users_[e.src.value].push_back(id);
+    std::optional<Candidate> best;
+    std::vector<NodeId> best_order;
+    for (const std::vector<NodeId>& order : context_orders()) {
+      std::optional<Candidate> c = best_candidate(order);
+      if (c && (!best || c->saving > best->saving)) {
+        best = std::move(c);
+        best_order = order;
+      }
+    }
+    if (!best) return false;
+    rewrite(best_order, *best, loop_id);
+    report.trips.push_back(static_cast<int64_t>(best->count));
+    return true;
+  }
+
+ private:
+  // Non-source nodes grouped by their innermost loop, each in topological order.
+  std::vector<std::vector<NodeId>> context_orders() const {
+    const std::vector<Loop> loops = find_loops(g_);
+    std::vector<int64_t> context(g_.id_bound(), -1);
+    // Outermost first, so inner loops overwrite: the innermost wins.
+    for (const Loop& loop : loops)
+      for (const NodeId n : loop.body) context[n.value] = loop.id;
+    std::map<int64_t, std::vector<NodeId>> by_context;
+    for (const NodeId id : g_.topo_order())
+      if (!is_source(g_.node(id))) by_context[context[id.value]].push_back(id);
+    std::vector<std::vector<NodeId>> orders;
+    for (auto& [ctx, order] : by_context) orders.push_back(std::move(order));
+    return orders;
+  }
+
+  std::optional<Candidate> best_candidate(const std::vector<NodeId>& order) const {
+    const size_t n = order.size();
+    if (n < 2) return std::nullopt;
+    std::vector<size_t> sig(n);
+    for (size_t i = 0; i < n; ++i) sig[i] = signature(g_, order[i]);
+    // Prefix hashes: window(i, P) = sum sig[i+j] * B^(P-1-j), mod 2^64.
+    const uint64_t base = 0x100000001b3ULL;
+    std::vector<uint64_t> prefix(n + 1, 0), power(n + 1, 1);
+    for (size_t i = 0; i < n; ++i) {
+      prefix[i + 1] = prefix[i] * base + sig[i];
+      power[i + 1] = power[i] * base;
+    }
+    auto window = [&](size_t i, size_t p) { return prefix[i + p] - prefix[i] * power[p]; };
+
+    std::optional<Candidate> best;
+    for (size_t period = 1; period * 2 <= n; ++period) {
+      // The best possible saving of this period bounds what it can give.
+      if (best && static_cast<int64_t>((n / period - 1) * period) <= best->saving) continue;
+      size_t i = 0;
+      while (i + 2 * period <= n) {
+        if (window(i, period) != window(i + period, period)) {
+          ++i;
+          continue;
+        }
+        // A run of equal adjacent windows starting at i.
+        size_t count = 2;
+        while (i + (count + 1) * period <= n && window(i + (count - 1) * period, period) == window(i + count * period, period))
+          ++count;
+        // Try each phase that keeps `count` occurrences inside the run (then
+        // one occurrence fewer), stopping at the first that passes: later
+        // phases of the same run roll the same repeat, rotated.
+        for (size_t c = count; c >= 2; --c) {
+          if (best && static_cast<int64_t>((c - 1) * period) <= best->saving) break;
+          std::optional<Candidate> cand;
+          for (size_t phase = 0; phase < period && i + phase + c * period <= n && !cand; ++phase) {
+            if (phase > 0 && window(i + phase + (c - 1) * period, period) != window(i + phase, period)) break;
+            cand = check(order, i + phase, period, c);
+          }
+          if (cand) {
+            if (!best || cand->saving > best->saving) best = std::move(cand);
+            break;
+          }
+        }
+        i += std::max<size_t>(1, (count - 1) * period);
+      }
+    }
+    return best;
+  }
+
+  // The exact check of occurrences order[start + k*period + j].
+  std::optional<Candidate> check(const std::vector<NodeId>& order, size_t start, size_t period, size_t count) const {
+    std::map<uint32_t, std::pair<size_t, size_t>> where;  // node -> (occurrence, position)
+    for (size_t k = 0; k < count; ++k)
+      for (size_t j = 0; j < period; ++j) where[order[start + k * period + j].value] = {k, j};
+    auto at = [&](size_t k, size_t j) { return order[start + k * period + j]; };
+
+    // Nodes downstream of any occurrence (excluding occurrences): an outside
+    // input from there would close a cycle once the occurrences merge.
+    std::vector<bool> downstream(g_.id_bound(), false);
+    {
+      std::vector<NodeId> stack;
+      for (const auto& [id, kj] : where) stack.push_back(NodeId{id});
+      while (!stack.empty()) {
+        const NodeId cur = stack.back();
+        stack.pop_back();
+        for (const NodeId u : users_[cur.value])
+          if (!where.count(u.value) && !downstream[u.value]) {
+            downstream[u.value] = true;
+            stack.push_back(u);
+          }
+      }
+    }
+
+    Candidate cand{start, period, count, 0, {}, {}};
+    cand.plans.resize(period);
+    std::set<size_t> slots;
+    for (size_t j = 0; j < period; ++j) {
+      const Node& first = g_.node(at(0, j));
+      for (size_t k = 1; k < count; ++k) {
+        const Node& other = g_.node(at(k, j));
+        if (other.op != first.op || other.attr != first.attr || other.dtype != first.dtype ||
+            other.shape != first.shape || other.inputs.size() != first.inputs.size())
+          return std::nullopt;
+      }
+      for (size_t i = 0; i < first.inputs.size(); ++i) {
+        InputPlan plan;
+        for (size_t k = 0; k < count; ++k) {
+          const Edge& e = g_.node(at(k, j)).inputs[i];
+          if (e.view != first.inputs[i].view) return std::nullopt;
+          const auto it = where.find(e.src.value);
+          InputPlan::Kind kind;
+          size_t position = 0;
+          if (it == where.end()) {
+            if (downstream[e.src.value]) return std::nullopt;  // would form a cycle
+            kind = InputPlan::PerIteration;
+          } else if (it->second.first == k) {
+            kind = InputPlan::Internal;
+            position = it->second.second;
+          } else if (k > 0 && it->second.first == k - 1) {
+            kind = InputPlan::Carried;
+            position = it->second.second;
+          } else {
+            return std::nullopt;  // from another occurrence: not a loop
+          }
+          if (k == 0) {
+            plan.kind = kind;
+            plan.position = position;
+          } else if (k == 1 && plan.kind == InputPlan::PerIteration && kind == InputPlan::Carried) {
+            plan.kind = InputPlan::Carried;  // outside in occurrence 0, the previous occurrence after: a slot
+            plan.position = position;
+          } else if (kind != plan.kind || position != plan.position) {
+            return std::nullopt;
+          }
+          if (kind == InputPlan::PerIteration) plan.sources.push_back(e.src);
+        }
+        if (plan.kind == InputPlan::Carried) {
+          // The init (occurrence 0's outside input) must have the state's type.
+          const NodeId init = plan.sources.front();
+          const Node& state = g_.node(at(0, plan.position));
+          if (g_.node(init).dtype != state.dtype || g_.node(init).shape != state.shape) return std::nullopt;
+          slots.insert(plan.position);
+        } else if (plan.kind == InputPlan::PerIteration) {
+          bool all_same = true;
+          for (const NodeId s : plan.sources) all_same &= same_source(g_, s, plan.sources.front());
+          if (all_same) {
+            plan.kind = InputPlan::Static;
+            plan.sources.resize(1);
+          }
+        }
+        cand.plans[j].push_back(std::move(plan));
+      }
+    }
+    if (slots.empty()) return std::nullopt;  // no loop-carried state: independent repeats, not a loop
+    cand.slot_positions.assign(slots.begin(), slots.end());
+
+    // One slot position can be carried into several inputs; each position
+    // carried is one loop_start/loop_end pair. A slot's inits must agree.
+    std::map<size_t, NodeId> init_of;
+    for (size_t j = 0; j < period; ++j)
+      for (const InputPlan& p : cand.plans[j])
+        if (p.kind == InputPlan::Carried) {
+          const auto [it, fresh] = init_of.emplace(p.position, p.sources.front());
+          if (!fresh && it->second != p.sources.front()) return std::nullopt;
+        }
+
+    // Cost of the markers: two per slot, one per distinct entry, one per
+    // (position, iteration) read outside.
+    std::set<std::vector<size_t>> entries;
+    for (size_t j = 0; j < period; ++j)
+      for (const InputPlan& p : cand.plans[j])
+        if (p.kind == InputPlan::Static || p.kind == InputPlan::PerIteration) {
+          std::vector<size_t> key{static_cast<size_t>(p.kind)};
+          for (const NodeId s : p.sources) key.push_back(source_key(g_, s));
+          entries.insert(key);
+        }
+    int64_t outputs = 0;
+    for (size_t k = 0; k < count; ++k)
+      for (size_t j = 0; j < period; ++j)
+        if (read_outside(at(k, j), where) && !(k + 1 == count && slots.count(j))) ++outputs;
+    const int64_t removed = static_cast<int64_t>((count - 1) * period);
+    const int64_t added = static_cast<int64_t>(2 * slots.size() + entries.size()) + outputs;
+    cand.saving = removed - added;
+    if (cand.saving <= 0) return std::nullopt;
+    return cand;
+  }
+
+  bool read_outside(NodeId id, const std::map<uint32_t, std::pair<size_t, size_t>>& where) const {
+    for (const NodeId u : users_[id.value])
+      if (!where.count(u.value)) return true;
+    for (const Output& o : g_.outputs())
+      if (o.edge.src == id) return true;
+    return false;
+  }
+
+  void rewrite(const std::vector<NodeId>& order, const Candidate& c, int64_t loop_id) {
+    auto at = [&](size_t k, size_t j) { return order[c.start + k * c.period + j]; };
+    std::map<uint32_t, std::pair<size_t, size_t>> where;
+    for (size_t k = 0; k < c.count; ++k)
+      for (size_t j = 0; j < c.period; ++j) where[at(k, j).value] = {k, j};
+    const int64_t trips = static_cast<int64_t>(c.count);
+
+    // Entry markers, one per slot and per distinct outside input.
+    std::map<size_t, NodeId> start_of;  // slot position -> loop_start
+    std::map<std::vector<uint32_t>, NodeId> entry_of;
+    int64_t slot_index = 0;
+    for (size_t j = 0; j < c.period; ++j) {
+      for (size_t i = 0; i < c.plans[j].size(); ++i) {
+        const InputPlan& plan = c.plans[j][i];
+        NodeId marker;
+        switch (plan.kind) {
+          case InputPlan::Internal: continue;
+          case InputPlan::Carried: {
+            auto it = start_of.find(plan.position);
+            if (it == start_of.end())
+              it = start_of.emplace(plan.position, g_.add(Op::LoopStart, {Edge{plan.sources.front(), {}}},
+                                                          LoopAttr{loop_id, trips, slot_index++}))
+                       .first;
+            marker = it->second;
+            break;
+          }
+          case InputPlan::Static:
+          case InputPlan::PerIteration: {
+            std::vector<uint32_t> key{static_cast<uint32_t>(plan.kind)};
+            for (const NodeId s : plan.sources) key.push_back(s.value);
+            auto it = entry_of.find(key);
+            if (it == entry_of.end()) {
+              std::vector<Edge> sources;
+              for (const NodeId s : plan.sources) sources.push_back(Edge{s, {}});
+              const Op op = plan.kind == InputPlan::Static ? Op::LoopInputStatic : Op::LoopInput;
+              it = entry_of.emplace(key, g_.add(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;
+            }
+            marker = it->second;
+            break;
+          }
+        }
+        g_.set_input(at(0, j), i, Edge{marker, g_.node(at(0, j)).inputs[i].view});
+      }
+    }
+
+    // Exit markers, and outside readers rewired to them.
+    std::map<size_t, NodeId> end_of;
+    for (const auto& [position, start] : start_of)
+      end_of[position] = g_.add(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
+                                LoopAttr{loop_id, trips, std::get<LoopAttr>(g_.node(start).attr).index});
+    std::set<uint32_t> markers;
+    for (const auto& [p, id] : end_of) markers.insert(id.value);
+    for (size_t k = 0; k < c.count; ++k) {
+      for (size_t j = 0; j < c.period; ++j) {
+        const NodeId node = at(k, j);
+        const bool outside_reader = [&] {
+          for (const NodeId u : g_.users(node))
+            if (!where.count(u.value) && !markers.count(u.value)) return true;
+          for (const Output& o : g_.outputs())
+            if (o.edge.src == node) return true;
+          return false;
+        }();
+        if (!outside_reader) continue;
+        NodeId exit;
+        if (k + 1 == c.count && end_of.count(j)) {
+          exit = end_of.at(j);
+        } else {
+          exit = g_.add(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
+          markers.insert(exit.value);
+        }
+        // Rewire outside readers only (not the occurrences, not the markers).
+        for (const NodeId u : g_.users(node)) {
+          if (where.count(u.value) || markers.count(u.value)) continue;
+          const Node& user = g_.node(u);
+          for (size_t i = 0; i < user.inputs.size(); ++i)
+            if (g_.node(u).inputs[i].src == node) g_.set_input(u, i, Edge{exit, g_.node(u).inputs[i].view});
+        }
+        for (size_t o = 0; o < g_.outputs().size(); ++o)
+          if (g_.outputs()[o].edge.src == node) g_.set_output(o, Edge{exit, g_.outputs()[o].edge.view});
+      }
+    }
+
+    // The other occurrences go, readers before producers.
+    for (size_t k = c.count; k-- > 1;)
+      for (size_t j = c.period; j-- > 0;) g_.remove(at(k, j));
+  }
+
+  Graph& g_;
+  std::vector<std::vector<NodeId>> users_;  // of the graph as it is during one search
+};
+
+int64_t next_loop_id(const Graph& g) {
+  int64_t next = 1;
+  for (const NodeId id : g.live_ids())
+    if (is_loop_marker(g.node(id).op)) next = std::max(next, std::get<LoopAttr>(g.node(id).attr).loop + 1);
+  return next;
+}
+
+}  // namespace
+
+RollResult auto_roll(const Graph& graph) {
+  RollResult result{graph, {}};
+  result.report.hlir_nodes_before = graph.num_live();
+  Roller roller(result.graph);
+  while (roller.roll_once(next_loop_id(result.graph), result.report)) ++result.report.loops;
+  result.report.hlir_nodes_after = result.graph.num_live();
+  for (const Loop& loop : find_loops(result.graph))
+    if (loop.parent < 0) result.report.body_nodes += static_cast<int64_t>(loop.body.size());
+  return result;
+}
+
+}  // namespace spool::roll

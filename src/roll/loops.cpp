@@ -1,0 +1,113 @@
+// find_loops: recovers each loop's body from its markers.
+//
+// A loop's body is what its entry markers (loop_start, loop_input,
+// loop_input_static) reach through users before any of its exit markers
+// (loop_end, loop_output). A node that reads no per-iteration value is not
+// in the body even if it was placed there: it is the same in every
+// iteration, so computing it once outside is exact.
+
+#include <spool/roll/roll.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace spool::roll {
+namespace {
+
+bool is_entry(Op op) { return op == Op::LoopStart || op == Op::LoopInput || op == Op::LoopInputStatic; }
+bool is_exit(Op op) { return op == Op::LoopEnd || op == Op::LoopOutput; }
+
+}  // namespace
+
+std::vector<Loop> find_loops(const Graph& graph) {
+  std::map<int64_t, Loop> loops;
+  const std::vector<NodeId> order = graph.topo_order();
+  for (const NodeId id : order) {
+    const Node& node = graph.node(id);
+    if (!is_loop_marker(node.op)) continue;
+    const LoopAttr& attr = std::get<LoopAttr>(node.attr);
+    Loop& loop = loops[attr.loop];
+    if (loop.trips == 0) {
+      loop.id = attr.loop;
+      loop.trips = attr.trips;
+    } else if (loop.trips != attr.trips) {
+      fail("loop {}: {} %{} says {} trips, another marker says {}", attr.loop, op_name(node.op), id.value, attr.trips,
+           loop.trips);
+    }
+    (is_entry(node.op) ? loop.entries : loop.exits).push_back(id);
+  }
+
+  // Users of every node, once.
+  std::vector<std::vector<NodeId>> users(graph.id_bound());
+  for (const NodeId id : order)
+    for (const Edge& edge : graph.node(id).inputs) users[edge.src.value].push_back(id);
+
+  std::vector<int> position(graph.id_bound(), -1);
+  for (size_t i = 0; i < order.size(); ++i) position[order[i].value] = static_cast<int>(i);
+
+  for (auto& [id, loop] : loops) {
+    std::vector<bool> in_body(graph.id_bound(), false);
+    std::vector<NodeId> stack(loop.entries.begin(), loop.entries.end());
+    for (const NodeId entry : loop.entries) in_body[entry.value] = true;
+    while (!stack.empty()) {
+      const NodeId current = stack.back();
+      stack.pop_back();
+      for (const NodeId user : users[current.value]) {
+        const Node& u = graph.node(user);
+        if (is_exit(u.op) && std::get<LoopAttr>(u.attr).loop == id) continue;
+        if (in_body[user.value]) continue;
+        in_body[user.value] = true;
+        stack.push_back(user);
+      }
+    }
+    for (const NodeId n : order)
+      if (in_body[n.value]) loop.body.push_back(n);
+
+    for (const NodeId exit : loop.exits) {
+      const Node& e = graph.node(exit);
+      if (e.op == Op::LoopEnd) {
+        const Node& start = graph.node(e.inputs[1].src);
+        if (start.op != Op::LoopStart || std::get<LoopAttr>(start.attr).loop != id ||
+            std::get<LoopAttr>(start.attr).index != std::get<LoopAttr>(e.attr).index)
+          fail("loop {}: loop_end %{} is not paired with a loop_start of the same loop and slot", id, exit.value);
+      }
+    }
+    for (const NodeId entry : loop.entries) {
+      const Node& n = graph.node(entry);
+      if (n.op != Op::LoopStart) continue;
+      const auto& slot_users = users[entry.value];
+      const auto ends = std::count_if(slot_users.begin(), slot_users.end(),
+                                      [&](NodeId u) { return graph.node(u).op == Op::LoopEnd; });
+      if (ends != 1) fail("loop {}: loop_start %{} has {} loop_ends, not 1", id, entry.value, ends);
+    }
+  }
+
+  // Nesting: a loop's parent is the smallest other loop whose body holds its entries.
+  for (auto& [id, loop] : loops) {
+    size_t best = SIZE_MAX;
+    for (const auto& [other_id, other] : loops) {
+      if (other_id == id || loop.entries.empty()) continue;
+      if (std::find(other.body.begin(), other.body.end(), loop.entries.front()) != other.body.end() &&
+          other.body.size() < best) {
+        best = other.body.size();
+        loop.parent = other_id;
+      }
+    }
+  }
+
+  std::vector<Loop> result;
+  for (auto& [id, loop] : loops) result.push_back(std::move(loop));
+  // Outermost first, by nesting depth.
+  std::map<int64_t, int64_t> parent_of;
+  for (const Loop& l : result) parent_of[l.id] = l.parent;
+  auto nesting = [&](const Loop& l) {
+    int d = 0;
+    for (int64_t p = l.parent; p >= 0 && d <= static_cast<int>(result.size()); p = parent_of[p]) ++d;
+    return d;
+  };
+  std::stable_sort(result.begin(), result.end(), [&](const Loop& a, const Loop& b) { return nesting(a) < nesting(b); });
+  return result;
+}
+
+}  // namespace spool::roll

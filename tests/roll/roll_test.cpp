@@ -1,0 +1,195 @@
+// Loop rolling: detection, markers, unrolling, and the cases that bit before.
+
+#include <doctest/doctest.h>
+
+#include <spool/interp/interp.hpp>
+#include <spool/ir/tensor.hpp>
+#include <spool/ir/text.hpp>
+#include <spool/nn/nn.hpp>
+#include <spool/roll/roll.hpp>
+#include <spool/support/error.hpp>
+
+#include "llama.hpp"
+
+using namespace spool;
+
+namespace {
+
+// Runs both graphs on the same random inputs; every output must be bitwise equal.
+void check_same_outputs(const Graph& a, const Graph& b) {
+  const interp::Env env = interp::random_inputs(a, 7, 16);
+  const auto out_a = interp::run(a, env);
+  const auto out_b = interp::run(b, env);
+  REQUIRE(out_a.size() == out_b.size());
+  for (const auto& [name, value] : out_a) {
+    INFO("output " << name);
+    CHECK(interp::compare(out_b.at(name), value).max_abs == 0.0);
+  }
+}
+
+size_t count_ops(const Graph& g, Op op) {
+  size_t n = 0;
+  for (const NodeId id : g.live_ids()) n += g.node(id).op == op;
+  return n;
+}
+
+// A chain of `layers` copies of body(x, i) on x [4, 8].
+template <typename Body>
+Graph chain(int layers, Body body) {
+  Graph g("chain");
+  Tensor x = input(g, "x", DType::F32, {4, 8});
+  for (int i = 0; i < layers; ++i) x = body(g, x, i);
+  output("y", x);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the tiny llama rolls into one loop over its layers and unrolls to the same program") {
+  for (int layers : {2, 4, 8}) {
+    INFO(layers << " layers");
+    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    config.layers = layers;
+    const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+    const roll::RollResult rolled = roll::auto_roll(g);
+    CHECK(rolled.report.loops == 1);
+    REQUIRE(rolled.report.trips.size() == 1);
+    CHECK(rolled.report.trips[0] == layers);
+    CHECK(rolled.report.hlir_nodes_before == g.num_live());
+    CHECK(rolled.report.hlir_nodes_after == rolled.graph.num_live());
+    CHECK(rolled.report.hlir_nodes_after < rolled.report.hlir_nodes_before);
+    CHECK_NOTHROW(rolled.graph.verify());
+    // The rolled graph's size does not grow with the layer count.
+    MESSAGE(layers << " layers: " << rolled.report.hlir_nodes_before << " -> " << rolled.report.hlir_nodes_after
+                   << " nodes, body " << rolled.report.body_nodes);
+
+    const Graph unrolled = roll::unroll(rolled.graph);
+    CHECK(count_ops(unrolled, Op::LoopInput) + count_ops(unrolled, Op::LoopStart) == 0);
+    // Same program up to node ids (and shared copies of equal constants).
+    CHECK(compacted(cse(unrolled)) == compacted(cse(g)));
+    check_same_outputs(g, unrolled);
+    // The rolled graph has a text form that round-trips.
+    const Result<Graph> parsed = parse_graph(print_graph(rolled.graph));
+    REQUIRE(parsed.ok());
+    CHECK(parsed.value() == rolled.graph);
+  }
+}
+
+TEST_CASE("rolled size is flat in the number of layers") {
+  size_t nodes_at_2 = 0;
+  for (int layers : {2, 8, 32}) {
+    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    config.layers = layers;
+    const roll::RollResult rolled = roll::auto_roll(examples::build_llama(config, examples::Phase::prefill(8)));
+    if (layers == 2) nodes_at_2 = rolled.graph.num_live();
+    // Only the per-iteration weight sources grow (one loop_input input each).
+    CHECK(rolled.graph.num_live() == nodes_at_2);
+  }
+}
+
+TEST_CASE("a periodic pattern rolls as one body of two layers") {
+  const Graph g = chain(8, [](Graph& g, Tensor x, int i) {
+    const Tensor w = weight(g, "w" + std::to_string(i), DType::F32, {8});
+    return i % 2 == 0 ? nn::relu(x * w) : nn::silu(x + w);  // dense / other kind, alternating
+  });
+  const roll::RollResult rolled = roll::auto_roll(g);
+  REQUIRE(rolled.report.loops == 1);
+  CHECK(rolled.report.trips[0] == 4);
+  const std::vector<roll::Loop> loops = roll::find_loops(rolled.graph);
+  REQUIRE(loops.size() == 1);
+  // Both kinds are in the body.
+  bool has_max = false, has_recip = false;
+  for (const NodeId n : loops[0].body) {
+    has_max |= rolled.graph.node(n).op == Op::Max;
+    has_recip |= rolled.graph.node(n).op == Op::Recip;
+  }
+  CHECK(has_max);
+  CHECK(has_recip);
+  check_same_outputs(g, roll::unroll(rolled.graph));
+}
+
+TEST_CASE("a nested pattern rolls twice") {
+  // Each layer: three chained scalar multiplies, then a weight add; six layers.
+  const Graph g = chain(6, [](Graph& g, Tensor x, int i) {
+    for (int j = 0; j < 3; ++j) x = nn::relu(x * weight(g, fmt::format("s{}_{}", i, j), DType::F32, {8}));
+    return x + weight(g, "b" + std::to_string(i), DType::F32, {8});
+  });
+  const roll::RollResult rolled = roll::auto_roll(g);
+  CHECK(rolled.report.loops == 2);
+  const std::vector<roll::Loop> loops = roll::find_loops(rolled.graph);
+  REQUIRE(loops.size() == 2);
+  CHECK(loops[0].parent == -1);
+  CHECK(loops[0].trips == 6);
+  CHECK(loops[1].parent == loops[0].id);
+  CHECK(loops[1].trips == 3);
+  check_same_outputs(g, roll::unroll(rolled.graph));
+  CHECK(compacted(cse(roll::unroll(rolled.graph))) == compacted(cse(g)));
+}
+
+TEST_CASE("a candidate with an input from an earlier occurrence is rejected") {
+  // Layer i reads layer i-2's output: rolling would need a value from two
+  // iterations back, which no loop marker carries.
+  Graph g("skip");
+  std::vector<Tensor> xs{input(g, "x", DType::F32, {4, 8})};
+  xs.push_back(xs[0] * 2.0);
+  for (int i = 0; i < 6; ++i) {
+    const Tensor w = weight(g, "w" + std::to_string(i), DType::F32, {8});
+    xs.push_back(nn::relu(xs.back() * w) + xs[xs.size() - 2]);
+  }
+  output("y", xs.back());
+  const roll::RollResult rolled = roll::auto_roll(g);
+  CHECK(rolled.report.loops == 0);
+  CHECK(rolled.graph == g);
+}
+
+TEST_CASE("independent repeats without carried state do not roll") {
+  Graph g("parallel");
+  const Tensor x = input(g, "x", DType::F32, {4, 8});
+  Tensor acc = x;
+  for (int i = 0; i < 4; ++i) output("y" + std::to_string(i), nn::relu(x * weight(g, "w" + std::to_string(i), DType::F32, {8})));
+  (void)acc;
+  CHECK(roll::auto_roll(g).report.loops == 0);
+}
+
+TEST_CASE("a loop whose carried state resolves to a value outside the body unrolls correctly") {
+  // loop_end(next = a constant defined outside the body): after the first
+  // iteration the state is that constant, whatever the init was.
+  Graph g("invariant");
+  const Tensor x = input(g, "x", DType::F32, {3});
+  const Tensor c = constant(g, 2.0, DType::F32, {3});
+  const LoopAttr loop{1, 3, 0};
+  const Tensor state(&g, g.add(Op::LoopStart, {x.edge()}, loop));
+  const Tensor body = state * 10.0;  // per-iteration output: 10 * state
+  const Tensor end(&g, g.add(Op::LoopEnd, {c.edge(), state.edge()}, loop));
+  output("final", end);
+  output("it0", Tensor(&g, g.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, 3, 0})));
+  output("it2", Tensor(&g, g.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, 3, 2})));
+  const Graph unrolled = roll::unroll(g);
+  const auto out = interp::run(unrolled, {{"x", interp::HostTensor::from_f32({3}, std::vector<float>{1, 2, 3})}});
+  for (int64_t i = 0; i < 3; ++i) {
+    CHECK(out.at("final").get(i) == 2.0);
+    CHECK(out.at("it0").get(i) == 10.0 * static_cast<double>(i + 1));
+    CHECK(out.at("it2").get(i) == 20.0);
+  }
+}
+
+TEST_CASE("inconsistent markers are reported, and the interpreter refuses rolled graphs") {
+  Graph g("bad");
+  const Tensor x = input(g, "x", DType::F32, {3});
+  const Tensor a(&g, g.add(Op::LoopInput, {x.edge(), x.edge()}, LoopAttr{1, 2, 0}));
+  const Tensor b(&g, g.add(Op::LoopInputStatic, {x.edge()}, LoopAttr{1, 3, 0}));
+  output("y", a + b);
+  try {
+    roll::find_loops(g);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("loop 1: loop_input_static") == 0);
+  }
+  try {
+    interp::run(g, {{"x", interp::HostTensor::from_f32({3}, std::vector<float>{1, 2, 3})}});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) ==
+          "interp: loop_input of loop 1: a rolled graph must be unrolled (roll::unroll) before it runs");
+  }
+}
