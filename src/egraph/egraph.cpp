@@ -25,6 +25,7 @@ void EGraph::set_analysis(std::unique_ptr<Analysis> analysis) {
 void EGraph::ListPool::grow(ListRef& r, size_t need) {
   const uint32_t cap = std::bit_ceil(static_cast<uint32_t>(std::max<size_t>(need, 1)));
   const int k = std::countr_zero(cap);
+  // free_[k] holds segments of at least 2^k slots (see release).
   uint32_t begin;
   if (!free_[k].empty()) {
     begin = free_[k].back();
@@ -48,8 +49,15 @@ void EGraph::ListPool::append(ListRef& r, ListRef src) {
 }
 
 void EGraph::ListPool::release(ListRef& r) {
-  if (r.cap) free_[std::countr_zero(r.cap)].push_back(r.begin);
+  if (r.cap) free_[std::bit_width(r.cap) - 1].push_back(r.begin);
   r = ListRef{};
+}
+
+EGraph::ListRef EGraph::ListPool::fresh(std::span<const NodeId> items) {
+  ListRef r{static_cast<uint32_t>(data_.size()), static_cast<uint32_t>(items.size()),
+            static_cast<uint32_t>(items.size())};
+  data_.insert(data_.end(), items.begin(), items.end());
+  return r;
 }
 
 size_t EGraph::ListPool::memory_bytes() const {
@@ -62,17 +70,58 @@ size_t EGraph::ListPool::memory_bytes() const {
 
 ClassId EGraph::find(ClassId c) {
   uint32_t x = c.value;
-  while (parent_[x] != x) {
-    parent_[x] = parent_[parent_[x]];  // path halving
-    x = parent_[x];
+  for (;;) {
+    const uint32_t p = parent_[x];
+    if (p & kRoot) return ClassId{x};
+    const uint32_t gp = parent_[p];
+    if (gp & kRoot) return ClassId{p};
+    parent_[x] = gp;  // path halving
+    x = gp;
   }
-  return ClassId{x};
 }
 
 ClassId EGraph::find_const(ClassId c) const {
   uint32_t x = c.value;
-  while (parent_[x] != x) x = parent_[x];
+  while (!(parent_[x] & kRoot)) x = parent_[x];
   return ClassId{x};
+}
+
+ClassId EGraph::new_class() {
+  SPOOL_ASSERT(parent_.size() < kRoot - 1, "e-graph class id overflow");
+  const ClassId c{static_cast<uint32_t>(parent_.size())};
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = ClassRec{};
+  } else {
+    slot = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  slots_[slot].id = c.value;
+  parent_.push_back(kRoot | slot);
+  ++num_classes_;
+  return c;
+}
+
+void EGraph::mark_dirty(ClassId c) {
+  ClassRec& r = rec(c);
+  if (!r.dirty) {
+    r.dirty = 1;
+    dirty_.push_back(c);
+  }
+}
+
+uint32_t EGraph::push_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, ClassId c) {
+  SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "e-graph node id overflow");
+  const uint32_t n = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back(make_rec(op, attr, children, arity, pool_));
+  node_class_.push_back(c);
+  lists_.push(rec(c).nodes, NodeId{n});
+  // Node ids only grow, so a parent list that was sorted stays sorted.
+  for (size_t i = 0; i < arity; ++i) lists_.push(rec(children[i]).parents, NodeId{n});
+  index_valid_ = false;
+  return n;
 }
 
 // ---- hashcons ---------------------------------------------------------------
@@ -87,7 +136,7 @@ bool EGraph::same_content(uint32_t node, uint16_t op, uint32_t attr, const Class
                           size_t arity) const {
   const NodeRec& r = nodes_[node];
   if (r.op != op || r.attr != attr || r.arity != arity) return false;
-  const ClassId* mine = pool_.data() + r.first;
+  const ClassId* mine = kids_of(r);
   for (size_t i = 0; i < arity; ++i)
     if (mine[i] != children[i]) return false;
   return true;
@@ -128,7 +177,7 @@ bool EGraph::memo_erase(uint32_t node) {
   // The node's content is still what it was when inserted (children are only
   // rewritten right after this call), so its hash finds its probe chain.
   const NodeRec& r = nodes_[node];
-  const uint32_t hash = hash_node(r.op, r.attr, pool_.data() + r.first, r.arity);
+  const uint32_t hash = hash_node(r.op, r.attr, kids_of(r), r.arity);
   const size_t mask = memo_.size() - 1;
   size_t i = hash & mask;
   for (;; i = (i + 1) & mask) {
@@ -165,28 +214,35 @@ ClassId EGraph::add(OpId op, AttrId attr, std::span<const ClassId> children) {
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
   if (found != UINT32_MAX) return find(node_class_[found]);
-
-  SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1 && parent_.size() < UINT32_MAX - 1, "e-graph id overflow");
-  const uint32_t n = static_cast<uint32_t>(nodes_.size());
-  const ClassId c{static_cast<uint32_t>(parent_.size())};
-  nodes_.push_back(NodeRec{op.value, static_cast<uint8_t>(canon.size()), 0, attr.value,
-                           static_cast<uint32_t>(pool_.size())});
-  pool_.insert(pool_.end(), canon.begin(), canon.end());
-  node_class_.push_back(c);
-  parent_.push_back(c.value);
-  classes_.emplace_back();
-  lists_.push(classes_.back().nodes, NodeId{n});
-  dirty_mark_.push_back(0);
-  // Node ids only grow, so a parent list that was sorted stays sorted.
-  for (ClassId child : canon) lists_.push(classes_[child.value].parents, NodeId{n});
+  const ClassId c = new_class();
+  const uint32_t n = push_node(op.value, attr.value, canon.data(), canon.size(), c);
   memo_insert(n, hash);
-  ++num_classes_;
-  index_valid_ = false;
   if (analysis_) {
     analysis_->make(*this, c, NodeId{n});
     modify_pending_.push_back(c);
   }
   return c;
+}
+
+bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> children, ClassId target,
+                          std::string_view reason) {
+  // With an analysis the new node needs its own class first, so make() and
+  // check_merge() see it like any other merge.
+  if (analysis_) return merge(add(op, attr, children), target, reason);
+  const OpDef& def = ops()[op];
+  if (def.arity != kVariadic && static_cast<size_t>(def.arity) != children.size())
+    fail("op '{}' takes {} children, got {}", def.name, def.arity, children.size());
+  if (children.size() > 255) fail("op '{}' has too many children ({})", def.name, children.size());
+  ClassVec canon(children.begin(), children.end());
+  for (ClassId& c : canon) c = find(c);
+  const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
+  const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
+  if (found != UINT32_MAX) return merge(node_class_[found], target, reason);
+  target = find(target);
+  const uint32_t n = push_node(op.value, attr.value, canon.data(), canon.size(), target);
+  memo_insert(n, hash);
+  mark_dirty(target);  // its node list is no longer sorted
+  return true;
 }
 
 std::optional<ClassId> EGraph::lookup(OpId op, AttrId attr, std::span<const ClassId> children) {
@@ -209,8 +265,8 @@ bool EGraph::merge(ClassId a, ClassId b, std::string_view reason) {
   }
   // The class with more nodes and parents stays the root (less to move); ties
   // go to the older class so ids are stable.
-  const ClassRec& ra = classes_[a.value];
-  const ClassRec& rb = classes_[b.value];
+  const ClassRec& ra = rec(a);
+  const ClassRec& rb = rec(b);
   const size_t wa = ra.nodes.size + ra.parents.size;
   const size_t wb = rb.nodes.size + rb.parents.size;
   if (wa > wb || (wa == wb && a < b))
@@ -221,12 +277,11 @@ bool EGraph::merge(ClassId a, ClassId b, std::string_view reason) {
 }
 
 void EGraph::union_classes(ClassId root, ClassId other) {
-  parent_[other.value] = root.value;
+  ClassRec& r = rec(root);
+  ClassRec& o = rec(other);
   --num_classes_;
   ++union_count_;
   index_valid_ = false;
-  ClassRec& r = classes_[root.value];
-  ClassRec& o = classes_[other.value];
   // Every parent of `other` now has a non-canonical child.
   const auto op = lists_.view(o.parents);
   pending_.insert(pending_.end(), op.begin(), op.end());
@@ -234,15 +289,14 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   lists_.append(r.parents, o.parents);
   lists_.release(o.nodes);
   lists_.release(o.parents);
+  free_slots_.push_back(parent_[other.value] & ~kRoot);
+  parent_[other.value] = root.value;
   if (analysis_ && analysis_->merge(root, other)) {
     const auto rp = lists_.view(r.parents);
     analysis_pending_.insert(analysis_pending_.end(), rp.begin(), rp.end());
     modify_pending_.push_back(root);
   }
-  if (!dirty_mark_[root.value]) {
-    dirty_mark_[root.value] = 1;
-    dirty_.push_back(root);
-  }
+  mark_dirty(root);
 }
 
 // ---- rebuild --------------------------------------------------------------------
@@ -251,15 +305,12 @@ void EGraph::repair_node(uint32_t n) {
   NodeRec& r = nodes_[n];
   if (r.dead) return;
   memo_erase(n);
-  ClassId* children = pool_.data() + r.first;
+  ClassId* children = kids_of(r);
   for (size_t i = 0; i < r.arity; ++i) children[i] = find(children[i]);
   const uint32_t hash = hash_node(r.op, r.attr, children, r.arity);
   const uint32_t existing = memo_find(hash, r.op, r.attr, children, r.arity);
   const ClassId mine = find(node_class_[n]);
-  if (!dirty_mark_[mine.value]) {
-    dirty_mark_[mine.value] = 1;
-    dirty_.push_back(mine);
-  }
+  mark_dirty(mine);
   if (existing == UINT32_MAX) {
     memo_insert(n, hash);
     return;
@@ -270,7 +321,8 @@ void EGraph::repair_node(uint32_t n) {
 }
 
 void EGraph::finish_class(ClassId c) {
-  ClassRec& rec = classes_[c.value];
+  ClassRec& rec = this->rec(c);
+  rec.dirty = 0;
   auto dead = [&](NodeId n) { return nodes_[n.value].dead != 0; };
   std::span<NodeId> nodes = lists_.view(rec.nodes);
   auto end = std::remove_if(nodes.begin(), nodes.end(), dead);
@@ -301,7 +353,7 @@ size_t EGraph::rebuild() {
         if (nodes_[n.value].dead) continue;
         const ClassId c = find(node_class_[n.value]);
         if (analysis_->remake(*this, c, n)) {
-          const auto parents = lists_.view(classes_[c.value].parents);
+          const auto parents = lists_.view(rec(c).parents);
           analysis_pending_.insert(analysis_pending_.end(), parents.begin(), parents.end());
           modify_pending_.push_back(c);
         }
@@ -317,16 +369,76 @@ size_t EGraph::rebuild() {
     }
     break;
   }
-  for (ClassId c : dirty_) {
-    dirty_mark_[c.value] = 0;
+  // A dirty class merged away afterwards handed its mark to its root.
+  for (ClassId c : dirty_)
     if (is_canonical(c)) finish_class(c);
-  }
   dirty_.clear();
   index_valid_ = false;
+  if (dead_nodes() > memo_size_ + 4096) compact();
 #ifndef NDEBUG
   check_invariants();
 #endif
   return static_cast<size_t>(union_count_ - unions_before);
+}
+
+// Drops the duplicates rebuild() found and renumbers the live nodes in id
+// order, so every list that was sorted by node id stays sorted.
+void EGraph::compact() {
+  SPOOL_ASSERT(clean(), "compact() needs a rebuilt e-graph");
+  std::vector<uint32_t> remap(nodes_.size(), UINT32_MAX);
+  std::vector<NodeRec> nodes;
+  std::vector<ClassId> pool;
+  std::vector<ClassId> node_class;
+  nodes.reserve(memo_size_);
+  node_class.reserve(memo_size_);
+  size_t children = 0;
+  for (const NodeRec& r : nodes_)
+    if (!r.dead && r.arity > 2) children += r.arity;
+  pool.reserve(children);
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    const NodeRec& r = nodes_[n];
+    if (r.dead) continue;
+    remap[n] = static_cast<uint32_t>(nodes.size());
+    nodes.push_back(make_rec(r.op, r.attr, kids_of(r), r.arity, pool));
+    node_class.push_back(find(node_class_[n]));
+  }
+  nodes_.swap(nodes);
+  pool_.swap(pool);
+  node_class_.swap(node_class);
+
+  // Class records: one slot per canonical class, in class id order; their
+  // lists remapped into a fresh pool of exactly-sized segments.
+  ListPool lists;
+  std::vector<ClassRec> slots;
+  std::vector<NodeId> items;
+  slots.reserve(num_classes_);
+  for (uint32_t c = 0; c < parent_.size(); ++c) {
+    if (!(parent_[c] & kRoot)) continue;
+    ClassRec r = slots_[parent_[c] & ~kRoot];
+    for (ListRef* list : {&r.nodes, &r.parents}) {
+      items.clear();
+      for (NodeId n : lists_.view(*list))
+        if (remap[n.value] != UINT32_MAX) items.push_back(NodeId{remap[n.value]});
+      *list = lists.fresh(items);
+    }
+    parent_[c] = kRoot | static_cast<uint32_t>(slots.size());
+    slots.push_back(r);
+  }
+  lists.shrink_to_fit();
+  lists_ = std::move(lists);
+  slots_.swap(slots);
+  std::vector<uint32_t>().swap(free_slots_);
+
+  // Hashcons: rebuilt at a load of at most one half.
+  std::vector<MemoSlot>(std::max<size_t>(1024, std::bit_ceil(nodes_.size() * 2))).swap(memo_);
+  parent_.shrink_to_fit();
+  memo_size_ = 0;
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    const NodeRec& r = nodes_[n];
+    memo_insert(n, hash_node(r.op, r.attr, kids_of(r), r.arity));
+  }
+  for (auto* v : {&pending_, &analysis_pending_, &todo_nodes_}) std::vector<NodeId>().swap(*v);
+  index_valid_ = false;
 }
 
 // ---- queries --------------------------------------------------------------------
@@ -334,12 +446,12 @@ size_t EGraph::rebuild() {
 void EGraph::build_index() const {
   canonical_.clear();
   for (uint32_t c = 0; c < parent_.size(); ++c)
-    if (parent_[c] == c) canonical_.push_back(ClassId{c});
+    if (parent_[c] & kRoot) canonical_.push_back(ClassId{c});
   const size_t num_ops = ops().size();
   op_begin_.assign(num_ops + 1, 0);
   auto for_each_op = [&](ClassId c, auto&& visit) {
     uint32_t last = UINT32_MAX;
-    for (NodeId n : lists_.view(classes_[c.value].nodes)) {
+    for (NodeId n : lists_.view(rec(c).nodes)) {
       const uint32_t op = nodes_[n.value].op;
       if (op != last) visit(op);
       last = op;
@@ -368,7 +480,7 @@ std::span<const ClassId> EGraph::classes_with_op(OpId op) const {
 }
 
 std::span<const NodeId> EGraph::class_nodes(ClassId c, OpId op) const {
-  const std::span<const NodeId> nodes = lists_.view(classes_[c.value].nodes);
+  const std::span<const NodeId> nodes = lists_.view(rec(c).nodes);
   auto lo = std::partition_point(nodes.begin(), nodes.end(),
                                  [&](NodeId n) { return nodes_[n.value].op < op.value; });
   auto hi = std::partition_point(lo, nodes.end(), [&](NodeId n) { return nodes_[n.value].op == op.value; });
@@ -390,13 +502,10 @@ void EGraph::check_invariants() const {
   size_t live_nodes = 0, canonical = 0;
   for (uint32_t ci = 0; ci < parent_.size(); ++ci) {
     const ClassId c{ci};
-    const ClassRec& rec = classes_[ci];
+    if (!(parent_[ci] & kRoot)) continue;
+    const ClassRec& rec = this->rec(c);
     const std::span<const NodeId> rec_nodes = lists_.view(rec.nodes);
-    if (parent_[ci] != ci) {
-      if (rec.nodes.size != 0 || rec.parents.size != 0)
-        fail("e-graph invariant: merged class c{} still holds nodes", ci);
-      continue;
-    }
+    if (rec.id != ci) fail("e-graph invariant: the slot of c{} belongs to c{}", ci, rec.id);
     ++canonical;
     if (rec_nodes.empty()) fail("e-graph invariant: class c{} is empty", ci);
     for (size_t k = 0; k < rec_nodes.size(); ++k) {
@@ -411,12 +520,12 @@ void EGraph::check_invariants() const {
         if (prev.op > r.op || (prev.op == r.op && rec_nodes[k - 1] >= n))
           fail("e-graph invariant: nodes of c{} are not sorted", ci);
       }
-      const ClassId* children = pool_.data() + r.first;
+      const ClassId* children = kids_of(r);
       for (size_t i = 0; i < r.arity; ++i) {
         const ClassId child = children[i];
-        if (parent_[child.value] != child.value)
+        if (!is_canonical(child))
           fail("e-graph invariant: node {} has a non-canonical child c{}", node_str(n), child.value);
-        const auto parents = lists_.view(classes_[child.value].parents);
+        const auto parents = lists_.view(this->rec(child).parents);
         if (!std::binary_search(parents.begin(), parents.end(), n))
           fail("e-graph invariant: node n{} missing from the parents of c{}", n.value, child.value);
       }
@@ -441,13 +550,14 @@ size_t EGraph::memory_bytes() const {
   size_t bytes = sizeof(*this);
   bytes += nodes_.capacity() * sizeof(NodeRec) + pool_.capacity() * sizeof(ClassId) +
            node_class_.capacity() * sizeof(ClassId) + parent_.capacity() * sizeof(uint32_t) +
-           classes_.capacity() * sizeof(ClassRec) + memo_.capacity() * sizeof(MemoSlot) +
-           dirty_mark_.capacity() + (pending_.capacity() + analysis_pending_.capacity() +
+           slots_.capacity() * sizeof(ClassRec) + free_slots_.capacity() * sizeof(uint32_t) +
+           memo_.capacity() * sizeof(MemoSlot) + (pending_.capacity() + analysis_pending_.capacity() +
                                      todo_nodes_.capacity()) * sizeof(NodeId) +
            (modify_pending_.capacity() + dirty_.capacity() + todo_classes_.capacity() +
             canonical_.capacity() + op_classes_.capacity()) * sizeof(ClassId) +
            op_begin_.capacity() * sizeof(uint32_t);
   bytes += lists_.memory_bytes();
+  if (getenv("SPOOL_EG_MEM")) fmt::print("nodes {} pool {} nc {} uf {} slots {} memo {} lists {} pending {} todo {} canon {} opc {}\n", nodes_.capacity()*16, pool_.capacity()*4, node_class_.capacity()*4, parent_.capacity()*4, slots_.capacity()*sizeof(ClassRec), memo_.capacity()*8, lists_.memory_bytes(), pending_.capacity()*4, todo_nodes_.capacity()*4, canonical_.capacity()*4, op_classes_.capacity()*4);
   if (analysis_) bytes += analysis_->memory_bytes();
   return bytes;
 }

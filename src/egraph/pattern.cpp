@@ -364,6 +364,33 @@ ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classe
   return scratch[pattern.root()];
 }
 
+bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
+                      std::vector<ClassId>& scratch, ClassId target, std::string_view reason) {
+  const PatternNode& root = pattern.root_node();
+  if (root.kind != PatternNode::Kind::Node)
+    return graph.merge(instantiate(graph, pattern, classes, attrs, scratch), target, reason);
+  scratch.resize(pattern.nodes.size());
+  for (size_t i = 0; i + 1 < pattern.nodes.size(); ++i) {
+    const PatternNode& n = pattern.nodes[i];
+    if (n.kind == PatternNode::Kind::Var) {
+      scratch[i] = classes[n.var];
+    } else if (n.kind == PatternNode::Kind::Node) {
+      ClassVec kids;
+      for (uint32_t k : pattern.kids(n)) kids.push_back(scratch[k]);
+      SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+      const AttrId attr = n.attr.kind == AttrPattern::Kind::Var ? attrs[n.attr.var] : n.attr.id;
+      scratch[i] = graph.add(n.op, attr, span_of(kids));
+    } else {
+      SPOOL_ASSERT(false, "a wildcard cannot be instantiated");
+    }
+  }
+  ClassVec kids;
+  for (uint32_t k : pattern.kids(root)) kids.push_back(scratch[k]);
+  SPOOL_ASSERT(root.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+  const AttrId attr = root.attr.kind == AttrPattern::Kind::Var ? attrs[root.attr.var] : root.attr.id;
+  return graph.add_to_class(root.op, attr, span_of(kids), target, reason);
+}
+
 ClassId add_ground(EGraph& graph, const Pattern& pattern) {
   if (!pattern.ground()) fail("add_ground: the pattern has variables or attribute patterns");
   std::vector<ClassId> scratch;

@@ -316,8 +316,7 @@ struct Runner::State {
     for (const Rule::Action& action : rule.actions) {
       const ClassId target = action.target == UINT32_MAX ? root : vars[action.target];
       if (action.kind == ActionSpec::Kind::Union) {
-        const ClassId built = instantiate(g, action.pattern, vars, attrs, scratch);
-        changed |= g.merge(target, built, rule.reason);
+        changed |= instantiate_into(g, action.pattern, vars, attrs, scratch, target, rule.reason);
       } else if (std::optional<ClassId> built = action.applier(g, view(action.args))) {
         changed |= g.merge(target, *built, rule.reason);
       }
@@ -374,6 +373,9 @@ RunReport Runner::run(EGraph& graph, std::span<const RuleSet> rulesets, const Sc
   st.exec(schedule);
   if (!st.stopped) st.report.stop = StopReason::Saturated;
   if (!graph.clean()) graph.rebuild();
+  // Drop the duplicates congruence found so the graph handed back is compact
+  // (not when out of time: compaction costs a pass over the whole graph).
+  if (graph.dead_nodes() > 0 && st.report.stop != StopReason::TimeLimit) graph.compact();
   st.report.nodes = graph.num_nodes();
   st.report.classes = graph.num_classes();
   st.report.total_ms = ms_between(st.start, Clock::now());

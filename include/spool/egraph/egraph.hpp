@@ -104,17 +104,28 @@ class EGraph {
   // Unions two classes; returns false if they were already equal. `reason`
   // (a rule's name and location) is reported if the analysis refuses.
   bool merge(ClassId a, ClassId b, std::string_view reason = "merge");
+  // add() followed by merge() with `target`, without creating a class for a
+  // new node when there is no analysis to consult. Returns whether the graph
+  // changed.
+  bool add_to_class(OpId op, AttrId attr, std::span<const ClassId> children, ClassId target,
+                    std::string_view reason = "merge");
 
   // Restores congruence, analysis data, class node order and the op index.
-  // Returns the number of unions rebuild itself performed.
+  // Returns the number of unions rebuild itself performed. When duplicates
+  // found by congruence outnumber the live nodes, the node storage is
+  // compacted: NodeIds are stable only from one rebuild to the next
+  // (ClassIds are stable forever).
   size_t rebuild();
   bool clean() const { return pending_.empty() && analysis_pending_.empty() && modify_pending_.empty() && dirty_.empty(); }
+  // Drops duplicate nodes and renumbers the live ones (requires a clean graph).
+  void compact();
+  size_t dead_nodes() const { return nodes_.size() - memo_size_; }
 
   // The canonical id of a class (path halving: mutates the union-find).
   ClassId find(ClassId c);
   // The canonical id without path compression (safe in concurrent readers).
   ClassId find_const(ClassId c) const;
-  bool is_canonical(ClassId c) const { return parent_[c.value] == c.value; }
+  bool is_canonical(ClassId c) const { return (parent_[c.value] & kRoot) != 0; }
 
   // Counts of live (hash-consed) nodes and canonical classes.
   size_t num_nodes() const { return memo_size_; }
@@ -125,13 +136,13 @@ class EGraph {
 
   ENodeRef node(NodeId n) const {
     const NodeRec& r = nodes_[n.value];
-    return ENodeRef{OpId{r.op}, AttrId{r.attr}, std::span<const ClassId>(pool_.data() + r.first, r.arity)};
+    return ENodeRef{OpId{r.op}, AttrId{r.attr}, std::span<const ClassId>(kids_of(r), r.arity)};
   }
   // The class a node belongs to (canonical).
   ClassId class_of(NodeId n) const { return find_const(node_class_[n.value]); }
   // Nodes of a canonical class; after rebuild() sorted by (op, node id).
   // Spans into the graph are valid until the next add/merge/rebuild.
-  std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(classes_[c.value].nodes); }
+  std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(rec(c).nodes); }
   // The nodes of class `c` with op `op` (requires a clean graph).
   std::span<const NodeId> class_nodes(ClassId c, OpId op) const;
   // Canonical classes in increasing id order (requires a clean graph).
@@ -153,13 +164,27 @@ class EGraph {
   std::string node_str(NodeId n) const;
 
  private:
+  // 16 bytes: up to two children inline (most nodes), more in pool_.
   struct NodeRec {
     uint16_t op;
     uint8_t arity;
     uint8_t dead;  // a duplicate found by rebuild(); in no class and not in the hashcons
     uint32_t attr;
-    uint32_t first;  // index of the first child in pool_
+    ClassId kids[2];  // arity > 2: kids[0].value is the offset of the children in pool_
   };
+  const ClassId* kids_of(const NodeRec& r) const { return r.arity <= 2 ? r.kids : pool_.data() + r.kids[0].value; }
+  ClassId* kids_of(NodeRec& r) { return r.arity <= 2 ? r.kids : pool_.data() + r.kids[0].value; }
+  NodeRec make_rec(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, std::vector<ClassId>& pool) const {
+    NodeRec r{op, static_cast<uint8_t>(arity), 0, attr, {}};
+    if (arity <= 2) {
+      for (size_t i = 0; i < arity; ++i) r.kids[i] = children[i];
+    } else {
+      r.kids[0] = ClassId{static_cast<uint32_t>(pool.size())};
+      pool.insert(pool.end(), children, children + arity);
+    }
+    return r;
+  }
+
   // A list in the ListPool: segments of power-of-two capacity in one
   // vector, recycled through free lists, so a new class costs no heap
   // allocation of its own.
@@ -177,16 +202,34 @@ class EGraph {
     void append(ListRef& r, ListRef src);
     void release(ListRef& r);
     size_t memory_bytes() const;
+    void clear() {
+      data_.clear();
+      for (auto& f : free_) f.clear();
+    }
+    void shrink_to_fit() { data_.shrink_to_fit(); }
+    // Appends a list with exactly `size` slots (for compaction).
+    ListRef fresh(std::span<const NodeId> items);
 
    private:
     void grow(ListRef& r, size_t need);
     std::vector<NodeId> data_;
     std::vector<uint32_t> free_[32];  // free segment offsets by log2(capacity)
   };
+  // The record of a canonical class, in a slot recycled when the class is
+  // merged away (a merged class costs only its union-find entry).
   struct ClassRec {
     ListRef nodes;
     ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
+    uint32_t id = 0;  // the class owning the slot
+    uint8_t dirty = 0;
   };
+  // parent_[c] is c's parent class, or kRoot | slot for a canonical class.
+  static constexpr uint32_t kRoot = 0x8000'0000u;
+  ClassRec& rec(ClassId c) { return slots_[parent_[c.value] & ~kRoot]; }
+  const ClassRec& rec(ClassId c) const { return slots_[parent_[c.value] & ~kRoot]; }
+  ClassId new_class();
+  uint32_t push_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, ClassId c);
+  void mark_dirty(ClassId c);
 
   uint32_t hash_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
   bool same_content(uint32_t node, uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
@@ -209,8 +252,9 @@ class EGraph {
   std::vector<ClassId> pool_;
   std::vector<ClassId> node_class_;
 
-  std::vector<uint32_t> parent_;  // union-find
-  std::vector<ClassRec> classes_;
+  std::vector<uint32_t> parent_;  // union-find (see kRoot)
+  std::vector<ClassRec> slots_;
+  std::vector<uint32_t> free_slots_;
   ListPool lists_;
   size_t num_classes_ = 0;
 
@@ -227,7 +271,6 @@ class EGraph {
   std::vector<NodeId> analysis_pending_;  // nodes whose children's data changed
   std::vector<ClassId> modify_pending_;   // classes whose analysis data is new/changed
   std::vector<ClassId> dirty_;            // classes whose node list must be re-sorted
-  std::vector<uint8_t> dirty_mark_;
   std::vector<NodeId> todo_nodes_;  // scratch of rebuild()
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;

@@ -95,6 +95,11 @@ std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const P
 // is reused between calls so instantiation does not allocate once warm.
 ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
                     std::vector<ClassId>& scratch);
+// Builds `pattern` and merges it with `target` (the right-hand side of a
+// rewrite); the root node goes straight into `target` when it is new.
+// Returns whether the graph changed.
+bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
+                      std::vector<ClassId>& scratch, ClassId target, std::string_view reason);
 
 // ---- compiled matching ------------------------------------------------------
 
