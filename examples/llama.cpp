@@ -2,10 +2,21 @@
 
 #include "llama.hpp"
 
-#include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
 
 namespace spool::examples {
+namespace {
+
+Tensor layer(const LlamaConfig& c, const Tensor& x, const nn::RopeTables& rope, const Phase& phase,
+             const std::string& prefix, std::optional<int64_t> cache_layer) {
+  Graph& g = x.graph();
+  const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+  const Tensor x1 = x + self_attention(c.attention(), h, rope, phase, prefix + "self_attn.", cache_layer);
+  const Tensor h2 = nn::rms_norm(x1, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+  return x1 + gated_mlp(h2, prefix + "mlp.", c.ffn);
+}
+
+}  // namespace
 
 LlamaConfig LlamaConfig::tiny() { return LlamaConfig{}; }
 
@@ -37,44 +48,27 @@ void LlamaConfig::validate() const {
   if (head_dim % 2 != 0) fail("llama config: head_dim must be even for RoPE, got {}", head_dim);
 }
 
-Tensor llama_layer(const LlamaConfig& c, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                   const std::string& prefix) {
-  Graph& g = x.graph();
-  const int64_t seq = x.dim(0);
-  auto w = [&](const std::string& name, Shape shape) { return weight(g, prefix + name, DType::F32, shape); };
+AttentionShape LlamaConfig::attention() const { return {hidden, heads, kv_heads, head_dim, rope_theta, {}}; }
 
-  // Attention block.
-  const Tensor h = nn::rms_norm(x, w("input_layernorm.weight", {c.hidden}), c.rms_eps);
-  auto heads_first = [&](const Tensor& t, int64_t heads) {  // [seq, heads*D] -> [heads, seq, D]
-    return t.reshape({seq, heads, c.head_dim}).transpose(0, 1);
-  };
-  const Tensor q = heads_first(nn::linear(h, w("self_attn.q_proj.weight", {c.heads * c.head_dim, c.hidden})), c.heads);
-  const Tensor k =
-      heads_first(nn::linear(h, w("self_attn.k_proj.weight", {c.kv_heads * c.head_dim, c.hidden})), c.kv_heads);
-  const Tensor v =
-      heads_first(nn::linear(h, w("self_attn.v_proj.weight", {c.kv_heads * c.head_dim, c.hidden})), c.kv_heads);
-  const Tensor attn = nn::attention(nn::rope(q, cos, sin), nn::rope(k, cos, sin), v, /*causal=*/true);
-  const Tensor merged = attn.transpose(0, 1).reshape({seq, c.heads * c.head_dim});
-  const Tensor x1 = x + nn::linear(merged, w("self_attn.o_proj.weight", {c.hidden, c.heads * c.head_dim}));
-
-  // Feed-forward block.
-  const Tensor h2 = nn::rms_norm(x1, w("post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
-  const Tensor gate = nn::linear(h2, w("mlp.gate_proj.weight", {c.ffn, c.hidden}));
-  const Tensor up = nn::linear(h2, w("mlp.up_proj.weight", {c.ffn, c.hidden}));
-  return x1 + nn::linear(nn::swiglu(gate, up), w("mlp.down_proj.weight", {c.hidden, c.ffn}));
+std::string LlamaConfig::describe() const {
+  return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, FFN {}, vocab {}{}", layers, hidden,
+                     heads, kv_heads, head_dim, ffn, vocab, tie_word_embeddings ? ", tied embeddings" : "");
 }
 
-Graph build_llama(const LlamaConfig& c, int64_t seq) {
+Tensor llama_layer(const LlamaConfig& c, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                   const std::string& prefix) {
+  return layer(c, x, {cos, sin}, Phase::prefill(x.dim(0)), prefix, std::nullopt);
+}
+
+Graph build_llama(const LlamaConfig& c, const Phase& phase) {
   c.validate();
-  if (seq < 1) fail("llama: seq must be positive, got {}", seq);
+  phase.validate("llama");
   Graph g("llama");
-  const Tensor tokens = input(g, "tokens", DType::I64, {seq});
-  Tensor x = nn::embedding(tokens, weight(g, "model.embed_tokens.weight", DType::F32, {c.vocab, c.hidden}));
-  const nn::RopeTables rope = nn::rope_tables(g, seq, c.head_dim, c.rope_theta);
-  for (int64_t layer = 0; layer < c.layers; ++layer)
-    x = llama_layer(c, x, rope.cos, rope.sin, fmt::format("model.layers.{}.", layer));
-  x = nn::rms_norm(x, weight(g, "model.norm.weight", DType::F32, {c.hidden}), c.rms_eps);
-  output("logits", nn::linear(x, weight(g, "lm_head.weight", DType::F32, {c.vocab, c.hidden})));
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  Tensor x = nn::embedding(start.tokens, table);
+  for (int64_t i = 0; i < c.layers; ++i) x = layer(c, x, start.rope, phase, fmt::format("model.layers.{}.", i), i);
+  finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
   return g;
 }
 

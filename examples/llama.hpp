@@ -2,8 +2,9 @@
 // Llama-family decoder built with spool::nn: RMSNorm, grouped-query attention
 // with rotate-half RoPE, SwiGLU feed-forward, untied LM head. Parameter names
 // follow Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, ...).
+// Graph interface (prefill and decode with a KV cache): see decoder.hpp.
 
-#include <spool/ir/tensor.hpp>
+#include "decoder.hpp"
 
 #include <string>
 
@@ -19,19 +20,22 @@ struct LlamaConfig {
   int64_t vocab = 256;
   double rms_eps = 1e-5;
   double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
 
   static LlamaConfig tiny();
   static LlamaConfig llama3_8b();  // hidden 4096, 32 heads, 8 KV heads, FFN 14336, vocab 128256, 32 layers
   void validate() const;           // throws spool::Error naming the bad field
+  AttentionShape attention() const;
+  std::string describe() const;    // one line: layers, hidden, heads, ...
 };
 
-// One decoder layer on x [seq, hidden]; `prefix` names its weights
-// ("model.layers.0."). `cos`/`sin` are the RoPE tables [seq, head_dim].
+// One decoder layer on x [seq, hidden] without a KV cache; `prefix` names
+// its weights ("model.layers.0."). `cos`/`sin` are the RoPE tables [seq, head_dim].
 Tensor llama_layer(const LlamaConfig& config, const Tensor& x, const Tensor& cos, const Tensor& sin,
                    const std::string& prefix);
 
-// The whole model for a prefill of `seq` tokens: input "tokens" (i64 [seq]),
-// output "logits" (f32 [seq, vocab]).
-Graph build_llama(const LlamaConfig& config, int64_t seq);
+// The whole model for one call (prefill or decode): input "tokens", output
+// "logits" and the KV cache (decoder.hpp).
+Graph build_llama(const LlamaConfig& config, const Phase& phase);
 
 }  // namespace spool::examples

@@ -2,46 +2,132 @@
 
 #include "models.hpp"
 
+#include "bert.hpp"
+#include "deepseek_v3.hpp"
+#include "gemma.hpp"
 #include "llama.hpp"
+#include "llama4.hpp"
+#include "qwen3.hpp"
+#include "qwen3_moe.hpp"
 
 #include <spool/support/error.hpp>
+
+#include <algorithm>
 
 namespace spool::examples {
 namespace {
 
-std::string llama_shape(const LlamaConfig& c) {
-  return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, FFN {}, vocab {}", c.layers,
-                     c.hidden, c.heads, c.kv_heads, c.head_dim, c.ffn, c.vocab);
+constexpr int64_t kTinyDefaultTokens = 8;
+constexpr int64_t kRealDefaultTokens = 512;
+
+// The config of the requested size, with --layers applied.
+template <typename Config>
+Config sized(const ModelOptions& options, const char* model, Config (*real)()) {
+  Config c;
+  if (options.size == "tiny")
+    c = Config::tiny();
+  else if (options.size == "real")
+    c = real();
+  else
+    fail("{}: unknown size '{}' (expected tiny or real)", model, options.size);
+  if (options.layers != 0) c.layers = options.layers;
+  return c;
 }
 
-LlamaConfig llama_config(const ModelOptions& options) {
-  LlamaConfig c;
-  if (options.size == "tiny")
-    c = LlamaConfig::tiny();
-  else if (options.size == "real")
-    c = LlamaConfig::llama3_8b();
-  else
-    fail("llama: unknown size '{}' (expected tiny or real)", options.size);
+void no_variants(const ModelOptions& options, const char* model) {
+  if (!options.variant.empty()) fail("{}: has no variant '{}'", model, options.variant);
+}
+
+template <typename Config, typename Build>
+std::function<Graph(const ModelOptions&)> builder(const char* model, Config (*real)(), Build build) {
+  return [=](const ModelOptions& options) {
+    no_variants(options, model);
+    return build(sized<Config>(options, model, real), resolve_phase(options));
+  };
+}
+
+BertConfig bert_config(const ModelOptions& options) {
+  BertConfig c;
+  if (options.size == "tiny") {
+    if (!options.variant.empty())
+      fail("bert: variant '{}' is a real shape: use --size real (tiny has no variants)", options.variant);
+    c = BertConfig::tiny();
+  } else if (options.size == "real") {
+    c = BertConfig::variant_named(options.variant.empty() ? "base" : options.variant);
+  } else {
+    fail("bert: unknown size '{}' (expected tiny or real)", options.size);
+  }
   if (options.layers != 0) c.layers = options.layers;
   return c;
 }
 
 }  // namespace
 
+Phase resolve_phase(const ModelOptions& options) {
+  const int64_t fallback = options.size == "real" ? kRealDefaultTokens : kTinyDefaultTokens;
+  if (options.phase == "prefill") {
+    if (options.context != 0) fail("--context is the KV cache length of a decode step; a prefill starts with none");
+    return Phase::prefill(options.seq != 0 ? options.seq : fallback);
+  }
+  if (options.phase == "decode") {
+    if (options.seq != 0 && options.seq != 1)
+      fail("a decode step processes one token; --seq {} is for --phase prefill", options.seq);
+    return Phase::decode(options.context != 0 ? options.context : fallback);
+  }
+  fail("unknown phase '{}' (expected prefill or decode)", options.phase);
+}
+
 const std::vector<ModelEntry>& models() {
   static const std::vector<ModelEntry> registry = {
-      {"llama", "Llama-3 decoder: RMSNorm, GQA attention with RoPE, SwiGLU", llama_shape(LlamaConfig::tiny()),
-       llama_shape(LlamaConfig::llama3_8b()),
-       [](const ModelOptions& options) { return build_llama(llama_config(options), options.seq); }},
+      {"llama", "Llama-3 decoder: RMSNorm, GQA attention with RoPE, SwiGLU", LlamaConfig::tiny().describe(),
+       "llama-3-8B: " + LlamaConfig::llama3_8b().describe(), {},
+       builder("llama", &LlamaConfig::llama3_8b, build_llama), true},
+      {"gemma", "Gemma decoder: scaled embeddings, 1+w RMSNorm, MQA, GeGLU, tied LM head",
+       GemmaConfig::tiny().describe(), "gemma-2B: " + GemmaConfig::gemma_2b().describe(), {},
+       builder("gemma", &GemmaConfig::gemma_2b, build_gemma), true},
+      {"qwen3", "Qwen3 decoder: GQA with per-head q/k RMSNorm, SwiGLU", Qwen3Config::tiny().describe(),
+       "qwen3-4B: " + Qwen3Config::qwen3_4b().describe(), {},
+       builder("qwen3", &Qwen3Config::qwen3_4b, build_qwen3), true},
+      {"qwen3_moe", "Qwen3-MoE decoder: softmax top-k routing (renormalised), experts as batched GEMMs",
+       Qwen3MoeConfig::tiny().describe(), "qwen3-30B-A3B: " + Qwen3MoeConfig::qwen3_30b_a3b().describe(), {},
+       builder("qwen3_moe", &Qwen3MoeConfig::qwen3_30b_a3b, build_qwen3_moe), true},
+      {"deepseek_v3",
+       "DeepSeek-V3 decoder (MHA in place of MLA): group-limited sigmoid routing with bias correction, shared experts",
+       DeepseekV3Config::tiny().describe(), "deepseek-v3: " + DeepseekV3Config::deepseek_v3().describe(), {},
+       builder("deepseek_v3", &DeepseekV3Config::deepseek_v3, build_deepseek_v3), false},
+      {"llama4", "Llama-4 decoder: MoE every second layer, top-1 sigmoid routing, shared expert, chunked SwiGLU",
+       Llama4Config::tiny().describe(), "llama-4-scout: " + Llama4Config::scout().describe(), {},
+       builder("llama4", &Llama4Config::scout, build_llama4), false},
+      {"bert", "BERT encoder block as the bert:base|large|xlarge workloads define it (prefill only)",
+       BertConfig::tiny().describe(),
+       BertConfig::base().describe() + "; " + BertConfig::large().describe() + "; " + BertConfig::xlarge().describe(),
+       {"base", "large", "xlarge"},
+       [](const ModelOptions& options) {
+         const BertConfig c = bert_config(options);
+         ModelOptions phase_options = options;
+         if (phase_options.seq == 0 && phase_options.phase == "prefill") phase_options.seq = c.seq;
+         return build_bert(c, resolve_phase(phase_options));
+       },
+       false},
   };
   return registry;
 }
 
-const ModelEntry& find_model(const std::string& name) {
+ModelRef find_model(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  const std::string variant = colon == std::string::npos ? "" : spec.substr(colon + 1);
   std::string known;
   for (const ModelEntry& entry : models()) {
-    if (entry.name == name) return entry;
     known += (known.empty() ? "" : ", ") + entry.name;
+    if (entry.name != name) continue;
+    if (colon != std::string::npos &&
+        std::find(entry.variants.begin(), entry.variants.end(), variant) == entry.variants.end()) {
+      std::string variants;
+      for (const std::string& v : entry.variants) variants += (variants.empty() ? "" : ", ") + name + ":" + v;
+      fail("model {} has no variant '{}'{}", name, variant, variants.empty() ? "" : " (known: " + variants + ")");
+    }
+    return {&entry, variant};
   }
   fail("unknown model '{}' (known: {})", name, known);
 }

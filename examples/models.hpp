@@ -3,6 +3,8 @@
 
 #include <spool/ir/graph.hpp>
 
+#include "decoder.hpp"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -10,21 +12,36 @@
 namespace spool::examples {
 
 struct ModelOptions {
-  std::string size = "tiny";  // "tiny" or "real"
-  int64_t layers = 0;         // 0: the size's own layer count
-  int64_t seq = 8;            // prefill tokens
+  std::string size = "tiny";        // "tiny" or "real"
+  std::string variant;              // a model's named variant (bert: base, large, xlarge); empty: its default
+  int64_t layers = 0;               // 0: the size's own layer count
+  std::string phase = "prefill";    // "prefill" or "decode"
+  int64_t seq = 0;                  // prefill tokens; 0: the default (8 tiny, 512 real)
+  int64_t context = 0;              // decode: KV cache length; 0: the default (8 tiny, 512 real)
 };
+
+// The phase that `options` asks for, with the defaults filled in. Fails on a
+// decode with --seq other than 1 or a prefill with a context.
+Phase resolve_phase(const ModelOptions& options);
 
 struct ModelEntry {
   std::string name;
   std::string description;
   std::string tiny_shape;  // one line: layers, hidden, heads, ...
   std::string real_shape;
+  std::vector<std::string> variants;  // named real variants; the first is the default
   std::function<Graph(const ModelOptions&)> build;
+  bool reads_hf_weights = false;  // --weights DIR works (hf_weights.hpp)
 };
 
 const std::vector<ModelEntry>& models();
-// The entry named `name`, or spool::Error listing the known names.
-const ModelEntry& find_model(const std::string& name);
+
+// `spec` is NAME or NAME:VARIANT (e.g. bert:large). Fails listing the known
+// names, or the model's variants.
+struct ModelRef {
+  const ModelEntry* entry = nullptr;
+  std::string variant;
+};
+ModelRef find_model(const std::string& spec);
 
 }  // namespace spool::examples

@@ -1,14 +1,16 @@
 // `spool run MODEL` and `spool models`.
 //
-// For now `run` builds the model's HLIR and executes it with the reference
-// interpreter (--interp); the compile pipeline (rolling, saturation,
-// extraction, lowering, simulation) is added stage by stage and `run` refuses
-// to pretend it ran a stage that does not exist yet.
+// For now `run` builds the model's HLIR (prefill or decode, random weights or
+// a Hugging Face folder) and executes it with the reference interpreter
+// (--interp); the compile pipeline (rolling, saturation, extraction,
+// lowering, simulation) is added stage by stage and `run` refuses to pretend
+// it ran a stage that does not exist yet.
 
 #include "commands.hpp"
 
 #include <spool/spool.hpp>
 
+#include "hf_weights.hpp"
 #include "models.hpp"
 
 #include <chrono>
@@ -19,14 +21,31 @@
 namespace spool::cli {
 namespace {
 
+// The interpreter holds every value as a double: beyond this many parameters
+// a run would need tens of gigabytes and hours.
+constexpr int64_t kInterpParameterLimit = 200'000'000;
+// The largest error, relative to the reference's scale, that --check-logits accepts.
+constexpr double kLogitTolerance = 1e-4;
+
 struct RunOptions {
   std::string model;
   examples::ModelOptions model_options;
   bool interp = false;
   uint64_t seed = 0;
+  std::string weights_dir;
+  std::string tokens;
+  std::string dump_logits;
+  std::string check_logits;
   std::string dot_file;
   std::string hlir_file;
+  bool size_given = false;
 };
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -35,37 +54,192 @@ void write_file(const std::string& path, const std::string& text) {
   if (!out) fail("failed to write '{}'", path);
 }
 
-void run(const RunOptions& options) {
-  const examples::ModelEntry& entry = examples::find_model(options.model);
-  using Clock = std::chrono::steady_clock;
-  const auto build_start = Clock::now();
-  const Graph graph = entry.build(options.model_options);
-  const double build_ms = std::chrono::duration<double, std::milli>(Clock::now() - build_start).count();
-  if (!options.dot_file.empty()) write_file(options.dot_file, graph_to_dot(graph));
-  if (!options.hlir_file.empty()) write_file(options.hlir_file, print_graph(graph));
+std::vector<int64_t> parse_tokens(const std::string& text) {
+  std::vector<int64_t> tokens;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    int64_t value = -1;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 0)
+      fail("--tokens: '{}' is not a non-negative integer (expected a list like 1,2,3)", item);
+    tokens.push_back(value);
+    start = comma + 1;
+  }
+  return tokens;
+}
 
-  std::printf("model      %s (%s)\n", entry.name.c_str(), options.model_options.size.c_str());
-  std::printf("seq        %lld tokens, prefill\n", static_cast<long long>(options.model_options.seq));
-  std::printf("hlir       %zu nodes, built in %.1f ms\n", graph.num_live(), build_ms);
-  if (!options.interp)
-    fail("only the reference interpreter can run models so far: add --interp "
-         "(compiling for the NPU is not available yet)");
+int64_t parameter_count(const Graph& graph) {
+  int64_t count = 0;
+  for (const NodeId id : graph.live_ids())
+    if (graph.node(id).op == Op::Weight) count += num_elements(graph.node(id).shape);
+  return count;
+}
 
-  const interp::Env inputs = interp::random_inputs(graph, options.seed, /*integer_bound=*/16);
-  const auto run_start = Clock::now();
-  const auto outputs = interp::run(graph, inputs);
-  const double run_ms = std::chrono::duration<double, std::milli>(Clock::now() - run_start).count();
-  std::printf("interp     %.1f ms (reference interpreter, seed %llu)\n", run_ms,
-              static_cast<unsigned long long>(options.seed));
+// The graph of one call and the weights read for it (empty: seeded random).
+struct Built {
+  Graph graph;
+  interp::Env weights;
+  std::string shape;
+};
+
+Built build(const RunOptions& options, const examples::ModelRef& ref, const examples::Phase& phase) {
+  if (!options.weights_dir.empty()) {
+    examples::LoadedModel loaded = examples::load_hf_model(ref.entry->name, options.weights_dir, phase);
+    return {std::move(loaded.graph), std::move(loaded.weights), loaded.shape + " (from config.json)"};
+  }
+  examples::ModelOptions model_options = options.model_options;
+  model_options.variant = ref.variant;
+  model_options.seq = phase.seq;
+  model_options.context = phase.context;
+  const std::string& shape = model_options.size == "real" ? ref.entry->real_shape : ref.entry->tiny_shape;
+  return {ref.entry->build(model_options), {}, shape};
+}
+
+// Values for every source: seeded random, then the checkpoint's weights and the given tokens.
+interp::Env make_inputs(const Built& built, uint64_t seed, const std::vector<int64_t>& tokens) {
+  interp::Env env = interp::random_inputs(built.graph, seed, /*integer_bound=*/16);
+  for (const auto& [name, value] : built.weights) env[name] = value;
+  if (!tokens.empty()) env["tokens"] = interp::HostTensor::from_i64({static_cast<int64_t>(tokens.size())}, tokens);
+  return env;
+}
+
+void check_tokens(const Graph& graph, const std::vector<int64_t>& tokens, const std::string& model) {
+  bool has_tokens = false;
+  int64_t vocab = -1;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    if (node.op == Op::Input && std::get<NameAttr>(node.attr).name == "tokens") has_tokens = true;
+    if (node.op == Op::Weight && std::get<NameAttr>(node.attr).name == "model.embed_tokens.weight")
+      vocab = node.shape[0];
+  }
+  if (!has_tokens) fail("--tokens: {} takes no token ids", model);
+  for (const int64_t token : tokens)
+    if (vocab >= 0 && token >= vocab) fail("--tokens: token {} is outside the vocabulary of {} tokens", token, vocab);
+}
+
+void print_outputs(const std::map<std::string, interp::HostTensor>& outputs) {
   for (const auto& [name, value] : outputs) {
     double sum = 0.0, sum_abs = 0.0;
+    bool finite = true;
     for (int64_t i = 0; i < value.size(); ++i) {
       sum += value.get(i);
       sum_abs += std::abs(value.get(i));
+      finite = finite && std::isfinite(value.get(i));
     }
-    std::printf("output     %s %s%s  checksum sum=%.6f mean|x|=%.6f\n", name.c_str(),
+    std::printf("output     %s %s%s  checksum sum=%.6f mean|x|=%.6f%s\n", name.c_str(),
                 std::string(dtype_name(value.dtype())).c_str(), shape_str(value.shape()).c_str(), sum,
-                value.size() ? sum_abs / static_cast<double>(value.size()) : 0.0);
+                value.size() ? sum_abs / static_cast<double>(value.size()) : 0.0, finite ? "" : "  NOT FINITE");
+  }
+}
+
+void run(const RunOptions& options) {
+  const examples::ModelRef ref = examples::find_model(options.model);
+  const std::string& name = ref.entry->name;
+  if (!options.weights_dir.empty()) {
+    if (!ref.entry->reads_hf_weights)
+      fail("--weights: reading Hugging Face folders is supported for llama, qwen3, gemma and qwen3_moe, not {}", name);
+    if (options.size_given || options.model_options.layers != 0 || !ref.variant.empty())
+      fail("--weights: the shapes come from {}/config.json; drop --size, --layers and the variant",
+           options.weights_dir);
+  }
+
+  // The tokens fix the phase's length: a prefill of all of them, or a decode
+  // of the last one after a prefill of the others has filled the cache.
+  const std::vector<int64_t> tokens = options.tokens.empty() ? std::vector<int64_t>{} : parse_tokens(options.tokens);
+  examples::ModelOptions phase_options = options.model_options;
+  if (!tokens.empty()) {
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (phase_options.phase == "prefill") {
+      if (phase_options.seq != 0 && phase_options.seq != n)
+        fail("--tokens gives {} tokens but --seq is {}", n, phase_options.seq);
+      phase_options.seq = n;
+    } else {
+      if (n < 2)
+        fail("--phase decode --tokens needs at least 2 tokens: the first ones fill the KV cache, the last is decoded");
+      if (phase_options.context != 0 && phase_options.context != n - 1)
+        fail("--tokens gives a cache of {} tokens but --context is {}", n - 1, phase_options.context);
+      phase_options.context = n - 1;
+    }
+  }
+  const examples::Phase phase = examples::resolve_phase(phase_options);
+
+  const auto build_start = Clock::now();
+  const Built built = build(options, ref, phase);
+  const double build_ms = ms_since(build_start);
+  if (!options.dot_file.empty()) write_file(options.dot_file, graph_to_dot(built.graph));
+  if (!options.hlir_file.empty()) write_file(options.hlir_file, print_graph(built.graph));
+
+  const int64_t parameters = parameter_count(built.graph);
+  const std::string source = options.weights_dir.empty() ? options.model_options.size : "weights from " + options.weights_dir;
+  std::printf("model      %s%s (%s)\n", name.c_str(), ref.variant.empty() ? "" : (":" + ref.variant).c_str(),
+              source.c_str());
+  std::printf("shape      %s\n", built.shape.c_str());
+  if (phase.has_cache())
+    std::printf("phase      decode, %lld token after %lld cached\n", static_cast<long long>(phase.seq),
+                static_cast<long long>(phase.context));
+  else
+    std::printf("seq        %lld tokens, prefill\n", static_cast<long long>(phase.seq));
+  std::printf("hlir       %zu nodes, built in %.1f ms\n", built.graph.num_live(), build_ms);
+  std::printf("weights    %lld parameters (%.1f MB as f32)\n", static_cast<long long>(parameters),
+              static_cast<double>(parameters) * 4.0 / 1e6);
+  if (!options.interp)
+    fail("only the reference interpreter can run models so far: add --interp "
+         "(compiling for the NPU is not available yet)");
+  if (parameters > kInterpParameterLimit)
+    fail("the reference interpreter holds every value as a double and cannot run {} parameters; "
+         "use --size tiny or a small checkpoint",
+         parameters);
+  if (!tokens.empty()) check_tokens(built.graph, tokens, name);
+
+  interp::Env inputs;
+  if (phase.has_cache() && !tokens.empty()) {
+    // Fill the cache with a prefill of all tokens but the last.
+    const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
+    const Built prefill = build(options, ref, examples::Phase::prefill(phase.context));
+    const auto prefill_start = Clock::now();
+    const auto prefill_out = interp::run(prefill.graph, make_inputs(prefill, options.seed, prompt));
+    std::printf("prefill    %lld tokens on the interpreter to fill the KV cache (%.1f ms)\n",
+                static_cast<long long>(phase.context), ms_since(prefill_start));
+    inputs = make_inputs(built, options.seed, {tokens.back()});
+    for (const auto& [output_name, value] : prefill_out)
+      if (output_name.rfind("present_", 0) == 0) inputs["past_" + output_name.substr(8)] = value;
+  } else {
+    inputs = make_inputs(built, options.seed, tokens);
+  }
+
+  const auto run_start = Clock::now();
+  const auto outputs = interp::run(built.graph, inputs);
+  std::printf("interp     %.1f ms (reference interpreter, %s)\n", ms_since(run_start),
+              options.weights_dir.empty() ? fmt::format("seed {}", options.seed).c_str() : "checkpoint weights");
+  print_outputs(outputs);
+
+  if (!options.dump_logits.empty() || !options.check_logits.empty()) {
+    const auto logits = outputs.find("logits");
+    if (logits == outputs.end()) fail("{} has no logits output", name);
+    if (!options.dump_logits.empty()) {
+      write_npy(options.dump_logits, logits->second.to_npy());
+      std::printf("logits     written to %s\n", options.dump_logits.c_str());
+    }
+    if (!options.check_logits.empty()) {
+      const interp::HostTensor expected =
+          interp::HostTensor::from_npy(read_npy(options.check_logits), options.check_logits);
+      if (expected.shape() != logits->second.shape())
+        fail("--check-logits: {} holds {} but the logits are {}", options.check_logits, shape_str(expected.shape()),
+             shape_str(logits->second.shape()));
+      const interp::Difference diff = interp::compare(logits->second, expected);
+      const bool ok = diff.max_rel_to_scale <= kLogitTolerance;
+      std::printf("check      logits vs %s: max abs err %.3g, relative to scale %.3g (tolerance %.0e): %s\n",
+                  options.check_logits.c_str(), diff.max_abs, diff.max_rel_to_scale, kLogitTolerance,
+                  ok ? "ok" : "FAILED");
+      if (!ok) fail("logits differ from {} by {:.3g} relative to scale", options.check_logits, diff.max_rel_to_scale);
+    }
   }
 }
 
@@ -74,20 +248,35 @@ void run(const RunOptions& options) {
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run_cmd = app.add_subcommand("run", "Build an example model and run it");
-  run_cmd->add_option("model", options->model, "Model name (see `spool models`)")->required();
+  run_cmd->add_option("model", options->model, "Model name, or NAME:VARIANT (see `spool models`)")->required();
   run_cmd->add_option("--size", options->model_options.size, "tiny or real")
       ->check(CLI::IsMember({"tiny", "real"}))
       ->capture_default_str();
   run_cmd->add_option("--layers", options->model_options.layers, "Number of layers (default: the size's own)")
       ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--seq", options->model_options.seq, "Prefill tokens")
-      ->check(CLI::PositiveNumber)
+  run_cmd->add_option("--phase", options->model_options.phase, "prefill, or decode (one token after a KV cache)")
+      ->check(CLI::IsMember({"prefill", "decode"}))
       ->capture_default_str();
+  run_cmd->add_option("--seq", options->model_options.seq, "Prefill tokens (default: 8 tiny, 512 real)")
+      ->check(CLI::PositiveNumber);
+  run_cmd->add_option("--context", options->model_options.context,
+                      "Decode: KV cache length (default: 8 tiny, 512 real)")
+      ->check(CLI::PositiveNumber);
+  run_cmd->add_option("--weights", options->weights_dir,
+                      "Hugging Face model folder (config.json, model.safetensors); shapes come from it");
+  run_cmd->add_option("--tokens", options->tokens,
+                      "Token ids, e.g. 1,2,3 (prefill: all of them; decode: the last, after a prefill of the others)");
+  run_cmd->add_option("--dump-logits", options->dump_logits, "Write the logits as a .npy file");
+  run_cmd->add_option("--check-logits", options->check_logits,
+                      "Compare the logits with a .npy reference (fails beyond 1e-4 relative to its scale)");
   run_cmd->add_flag("--interp", options->interp, "Run the HLIR with the reference interpreter");
-  run_cmd->add_option("--seed", options->seed, "Seed of the random weights and tokens")->capture_default_str();
+  run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")->capture_default_str();
   run_cmd->add_option("--dot", options->dot_file, "Write a Graphviz picture of the HLIR");
   run_cmd->add_option("--hlir", options->hlir_file, "Write the HLIR in text form");
-  run_cmd->callback([options] { run(*options); });
+  run_cmd->callback([options, run_cmd] {
+    options->size_given = run_cmd->count("--size") > 0;
+    run(*options);
+  });
 }
 
 void add_models_command(CLI::App& app) {
@@ -96,6 +285,12 @@ void add_models_command(CLI::App& app) {
       std::printf("%-12s %s\n", entry.name.c_str(), entry.description.c_str());
       std::printf("%-12s   tiny: %s\n", "", entry.tiny_shape.c_str());
       std::printf("%-12s   real: %s\n", "", entry.real_shape.c_str());
+      if (!entry.variants.empty()) {
+        std::string variants;
+        for (const std::string& v : entry.variants) variants += (variants.empty() ? "" : ", ") + entry.name + ":" + v;
+        std::printf("%-12s   variants (--size real): %s\n", "", variants.c_str());
+      }
+      if (entry.reads_hf_weights) std::printf("%-12s   --weights: Hugging Face folders\n", "");
     }
   });
 }

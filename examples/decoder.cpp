@@ -1,0 +1,77 @@
+// Shared decoder pieces: phases, cached self-attention, gated MLP, model ends.
+
+#include "decoder.hpp"
+
+#include <spool/support/error.hpp>
+
+#include <cmath>
+
+namespace spool::examples {
+
+void Phase::validate(std::string_view model) const {
+  if (seq < 1) fail("{}: seq must be positive, got {}", model, seq);
+  if (context < 0) fail("{}: context must not be negative, got {}", model, context);
+}
+
+Tensor f32_weight(Graph& graph, const std::string& name, const Shape& shape) {
+  return weight(graph, name, DType::F32, shape);
+}
+
+DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta) {
+  const Tensor tokens = input(graph, "tokens", DType::I64, {phase.seq});
+  return {tokens, nn::rope_tables(graph, phase.seq, head_dim, rope_theta, phase.context)};
+}
+
+Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTables& rope, const Phase& phase,
+                      const std::string& prefix, std::optional<int64_t> cache_layer) {
+  Graph& g = h.graph();
+  const int64_t seq = h.dim(0), d = a.head_dim;
+  auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+  // [seq, heads*D] -> [seq, heads, D]; heads move first after the per-head norm.
+  Tensor q = nn::linear(h, w("q_proj.weight", {a.heads * d, a.hidden})).reshape({seq, a.heads, d});
+  Tensor k = nn::linear(h, w("k_proj.weight", {a.kv_heads * d, a.hidden})).reshape({seq, a.kv_heads, d});
+  const Tensor v = nn::linear(h, w("v_proj.weight", {a.kv_heads * d, a.hidden})).reshape({seq, a.kv_heads, d});
+  if (a.qk_norm_eps) {
+    q = nn::rms_norm(q, w("q_norm.weight", {d}), *a.qk_norm_eps);
+    k = nn::rms_norm(k, w("k_norm.weight", {d}), *a.qk_norm_eps);
+  }
+  q = nn::rope(q.transpose(0, 1), rope.cos, rope.sin);
+  k = nn::rope(k.transpose(0, 1), rope.cos, rope.sin);
+  const Tensor v_heads = v.transpose(0, 1);
+  Tensor keys = k, values = v_heads;
+  if (cache_layer) {
+    const int64_t layer = *cache_layer;
+    output(fmt::format("present_key.{}", layer), k);
+    output(fmt::format("present_value.{}", layer), v_heads);
+    if (phase.has_cache()) {
+      const Shape cache_shape = {a.kv_heads, phase.context, d};
+      keys = nn::concat({input(g, fmt::format("past_key.{}", layer), DType::F32, cache_shape), k}, 1);
+      values = nn::concat({input(g, fmt::format("past_value.{}", layer), DType::F32, cache_shape), v_heads}, 1);
+    }
+  } else {
+    SPOOL_ASSERT(!phase.has_cache(), "self_attention: a phase with a KV cache needs a cache layer");
+  }
+  const Tensor attn = nn::attention(q, keys, values, /*causal=*/true);
+  const Tensor merged = attn.transpose(0, 1).reshape({seq, a.heads * d});
+  return nn::linear(merged, w("o_proj.weight", {a.hidden, a.heads * d}));
+}
+
+Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activation activation) {
+  Graph& g = x.graph();
+  const int64_t hidden = x.dim(-1);
+  const Tensor gate = nn::linear(x, f32_weight(g, prefix + "gate_proj.weight", {ffn, hidden}));
+  const Tensor up = nn::linear(x, f32_weight(g, prefix + "up_proj.weight", {ffn, hidden}));
+  const Tensor act = activation == Activation::Silu ? nn::swiglu(gate, up) : nn::geglu(gate, up);
+  return nn::linear(act, f32_weight(g, prefix + "down_proj.weight", {hidden, ffn}));
+}
+
+void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t vocab, double rms_eps, bool tied,
+                    bool norm_unit_offset) {
+  Graph& g = x.graph();
+  const int64_t hidden = x.dim(-1);
+  const Tensor normed = nn::rms_norm(x, f32_weight(g, "model.norm.weight", {hidden}), rms_eps, norm_unit_offset);
+  const Tensor head = tied ? embedding_table : f32_weight(g, "lm_head.weight", {vocab, hidden});
+  output("logits", nn::linear(normed, head));
+}
+
+}  // namespace spool::examples

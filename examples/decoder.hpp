@@ -1,0 +1,79 @@
+#pragma once
+// Pieces shared by the decoder-only example models: what one call of a model
+// processes (a prefill, or a decode step with a KV cache), self-attention that
+// reads and writes that cache, the gated feed-forward, and the two ends of the
+// model (token embedding, final norm and LM head).
+//
+// The graph interface of every decoder built from these pieces:
+//   input  tokens                      i64 [seq]
+//   input  past_key.L, past_value.L    f32 [kv_heads, context, head_dim]  (only when context > 0)
+//   output logits                      f32 [seq, vocab]
+//   output present_key.L, present_value.L  f32 [kv_heads, seq, head_dim]
+// `present_*` hold the keys (after RoPE) and values of the `seq` tokens this
+// call processed; the cache after the call is past ++ present along axis 1.
+// Decode therefore never copies the whole cache into an output.
+
+#include <spool/nn/nn.hpp>
+
+#include <optional>
+#include <string>
+
+namespace spool::examples {
+
+// Tokens processed by one call (`seq`) after `context` tokens already in the
+// KV cache. Prefill: {S, 0}. Decode: {1, C}. Any seq >= 1 with any context
+// >= 0 builds (a chunked prefill), and positions are context .. context+seq-1.
+struct Phase {
+  int64_t seq = 8;
+  int64_t context = 0;
+
+  static Phase prefill(int64_t seq) { return {seq, 0}; }
+  static Phase decode(int64_t context) { return {1, context}; }
+  bool has_cache() const { return context > 0; }
+  void validate(std::string_view model) const;  // throws spool::Error naming the model
+};
+
+// The attention of one decoder layer.
+struct AttentionShape {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  double rope_theta = 10000.0;
+  // qwen3: RMSNorm over each head's q and k before RoPE (weights q_norm/k_norm [head_dim]).
+  std::optional<double> qk_norm_eps;
+};
+
+// Every example weight is f32; a checkpoint's bf16/f16 values are widened on load.
+Tensor f32_weight(Graph& graph, const std::string& name, const Shape& shape);
+
+// Starts a decoder: input "tokens" i64 [seq] and the RoPE tables of positions
+// context .. context+seq-1.
+struct DecoderStart {
+  Tensor tokens;
+  nn::RopeTables rope;
+};
+DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta);
+
+// Self-attention of layer `layer` on the normalised hidden states h [seq,
+// hidden], weights under `prefix` ("model.layers.3.self_attn."): q/k/v/o
+// projections without bias, rotate-half RoPE, causal grouped-query attention
+// over past ++ present keys. With a `cache_layer` L it declares
+// past_key/value.L (when the phase has a cache) and outputs
+// present_key/value.L; without one it neither reads nor writes a cache.
+// Returns o_proj's output [seq, hidden].
+Tensor self_attention(const AttentionShape& shape, const Tensor& h, const nn::RopeTables& rope, const Phase& phase,
+                      const std::string& prefix, std::optional<int64_t> cache_layer);
+
+enum class Activation { Silu, GeluTanh };
+
+// down(act(gate(x)) * up(x)) with weights prefix+"gate_proj.weight" [ffn,
+// hidden], "up_proj.weight" [ffn, hidden], "down_proj.weight" [hidden, ffn].
+Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activation activation = Activation::Silu);
+
+// Final RMSNorm ("model.norm.weight") and the LM head: "lm_head.weight", or
+// the embedding table itself when the embeddings are tied. Outputs "logits".
+void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t vocab, double rms_eps, bool tied,
+                    bool norm_unit_offset = false);
+
+}  // namespace spool::examples

@@ -1,0 +1,481 @@
+// Reading Hugging Face model folders: config.json and safetensors files.
+//
+// safetensors layout: an 8-byte little-endian header length N, N bytes of
+// JSON mapping each tensor name to {dtype, shape, data_offsets: [begin, end]}
+// (offsets into the data that follows the header; an optional
+// "__metadata__" entry of strings), then the raw little-endian data.
+
+#include "hf_weights.hpp"
+
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace spool::examples {
+namespace {
+
+using nlohmann::json;
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open '{}'", path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("failed to read '{}'", path);
+  return bytes;
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : std::string(separator)) + item;
+  return out;
+}
+
+// IEEE half to float (exact): subnormals, infinities and NaN included.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  const uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+uint16_t load_u16(const char* p) {
+  return static_cast<uint16_t>(static_cast<uint8_t>(p[0]) | (static_cast<uint8_t>(p[1]) << 8));
+}
+
+uint32_t load_u32(const char* p) {
+  return static_cast<uint32_t>(load_u16(p)) | (static_cast<uint32_t>(load_u16(p + 2)) << 16);
+}
+
+// Keys of every config.json that do not change what the model computes.
+const std::vector<std::string> kIgnoredKeys = {
+    "architectures", "torch_dtype", "dtype", "transformers_version", "bos_token_id", "eos_token_id",
+    "pad_token_id", "max_position_embeddings", "initializer_range", "use_cache", "attention_dropout",
+    "_name_or_path", "_attn_implementation", "return_dict", "output_attentions", "output_hidden_states",
+    "pretraining_tp", "max_window_layers", "output_router_logits", "router_aux_loss_coef"};
+
+// The keys shared by llama, qwen3, gemma and qwen3_moe.
+struct CommonKeys {
+  int64_t hidden, ffn, heads, kv_heads, head_dim, layers, vocab;
+  double rms_eps, rope_theta;
+  bool tie;
+};
+
+CommonKeys read_common(const HfConfig& c, std::string_view model, bool head_dim_required) {
+  CommonKeys k;
+  k.hidden = c.integer("hidden_size");
+  k.ffn = c.integer("intermediate_size");
+  k.heads = c.integer("num_attention_heads");
+  k.kv_heads = c.integer("num_key_value_heads");
+  k.head_dim = head_dim_required ? c.integer("head_dim") : c.integer_or("head_dim", k.heads > 0 ? k.hidden / k.heads : 0);
+  k.layers = c.integer("num_hidden_layers");
+  k.vocab = c.integer("vocab_size");
+  k.rms_eps = c.number("rms_norm_eps");
+  k.rope_theta = c.number("rope_theta");
+  k.tie = c.boolean("tie_word_embeddings");
+  c.expect_one_of("rope_scaling", {}, fmt::format("spool's {} has no RoPE scaling", model));
+  c.expect_one_of("attention_bias", {false}, fmt::format("spool's {} has no attention bias", model));
+  c.expect_one_of("mlp_bias", {false}, fmt::format("spool's {} has no MLP bias", model));
+  c.expect_one_of("use_sliding_window", {false}, fmt::format("spool's {} has no sliding window", model));
+  c.ignore({"sliding_window"});  // only read by Hugging Face when use_sliding_window is true
+  return k;
+}
+
+void expect_model_type(const HfConfig& c, const std::string& expected) {
+  const std::string type = c.string_or("model_type", "");
+  if (type.empty()) fail("{}: missing key 'model_type' (expected \"{}\")", c.path(), expected);
+  if (type != expected) fail("{}: model_type is \"{}\" but the model is {} (model_type \"{}\")", c.path(), type, expected, expected);
+}
+
+}  // namespace
+
+// ---- HfConfig ---------------------------------------------------------------
+
+HfConfig::HfConfig(json value, std::string path) : json_(std::move(value)), path_(std::move(path)) {
+  if (!json_.is_object()) fail("{}: expected a JSON object", path_);
+}
+
+HfConfig HfConfig::read(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) fail("{}: no such file", path);
+  const std::vector<char> bytes = read_bytes(path);
+  try {
+    return HfConfig(json::parse(bytes.begin(), bytes.end()), path);
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON: {}", path, e.what());
+  }
+}
+
+bool HfConfig::has(const std::string& key) const {
+  used_.insert(key);
+  return json_.contains(key) && !json_.at(key).is_null();
+}
+
+const json& HfConfig::at(const std::string& key, std::string_view expected) const {
+  used_.insert(key);
+  if (!json_.contains(key) || json_.at(key).is_null()) fail("{}: missing key '{}' ({})", path_, key, expected);
+  return json_.at(key);
+}
+
+int64_t HfConfig::integer(const std::string& key) const {
+  const json& v = at(key, "an integer");
+  if (!v.is_number_integer()) fail("{}: key '{}' must be an integer, got {}", path_, key, v.dump());
+  return v.get<int64_t>();
+}
+
+int64_t HfConfig::integer_or(const std::string& key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
+
+double HfConfig::number(const std::string& key) const {
+  const json& v = at(key, "a number");
+  if (!v.is_number()) fail("{}: key '{}' must be a number, got {}", path_, key, v.dump());
+  return v.get<double>();
+}
+
+double HfConfig::number_or(const std::string& key, double fallback) const { return has(key) ? number(key) : fallback; }
+
+bool HfConfig::boolean(const std::string& key) const {
+  const json& v = at(key, "true or false");
+  if (!v.is_boolean()) fail("{}: key '{}' must be true or false, got {}", path_, key, v.dump());
+  return v.get<bool>();
+}
+
+bool HfConfig::boolean_or(const std::string& key, bool fallback) const { return has(key) ? boolean(key) : fallback; }
+
+std::string HfConfig::string_or(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  const json& v = json_.at(key);
+  if (!v.is_string()) fail("{}: key '{}' must be a string, got {}", path_, key, v.dump());
+  return v.get<std::string>();
+}
+
+std::vector<int64_t> HfConfig::integers_or(const std::string& key, const std::vector<int64_t>& fallback) const {
+  if (!has(key)) return fallback;
+  const json& v = json_.at(key);
+  std::vector<int64_t> out;
+  if (!v.is_array()) fail("{}: key '{}' must be a list of integers, got {}", path_, key, v.dump());
+  for (const json& item : v) {
+    if (!item.is_number_integer()) fail("{}: key '{}' must be a list of integers, got {}", path_, key, v.dump());
+    out.push_back(item.get<int64_t>());
+  }
+  return out;
+}
+
+void HfConfig::expect_one_of(const std::string& key, const std::vector<json>& allowed, std::string_view why) const {
+  if (!has(key)) return;
+  const json& v = json_.at(key);
+  if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+    fail("{}: unsupported value {} for key '{}' ({})", path_, v.dump(), key, why);
+}
+
+void HfConfig::ignore(const std::vector<std::string>& keys) const { used_.insert(keys.begin(), keys.end()); }
+
+void HfConfig::reject_unknown_keys(std::string_view model) const {
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : json_.items())
+    if (!used_.contains(key)) unknown.push_back("'" + key + "'");
+  if (!unknown.empty())
+    fail("{}: unknown key{} {} for a {} model (spool does not know what {} would change)", path_,
+         unknown.size() == 1 ? "" : "s", join(unknown, ", "), model, unknown.size() == 1 ? "it" : "they");
+}
+
+// ---- configs ------------------------------------------------------------------
+
+LlamaConfig llama_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "llama");
+  const CommonKeys k = read_common(c, "llama", /*head_dim_required=*/false);
+  c.expect_one_of("hidden_act", {"silu"}, "spool's llama uses SwiGLU");
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("llama");
+  LlamaConfig out;
+  out.layers = k.layers;
+  out.hidden = k.hidden;
+  out.heads = k.heads;
+  out.kv_heads = k.kv_heads;
+  out.head_dim = k.head_dim;
+  out.ffn = k.ffn;
+  out.vocab = k.vocab;
+  out.rms_eps = k.rms_eps;
+  out.rope_theta = k.rope_theta;
+  out.tie_word_embeddings = k.tie;
+  out.validate();
+  return out;
+}
+
+Qwen3Config qwen3_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "qwen3");
+  const CommonKeys k = read_common(c, "qwen3", /*head_dim_required=*/true);
+  c.expect_one_of("hidden_act", {"silu"}, "spool's qwen3 uses SwiGLU");
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("qwen3");
+  Qwen3Config out;
+  out.layers = k.layers;
+  out.hidden = k.hidden;
+  out.heads = k.heads;
+  out.kv_heads = k.kv_heads;
+  out.head_dim = k.head_dim;
+  out.ffn = k.ffn;
+  out.vocab = k.vocab;
+  out.rms_eps = k.rms_eps;
+  out.rope_theta = k.rope_theta;
+  out.tie_word_embeddings = k.tie;
+  out.validate();
+  return out;
+}
+
+GemmaConfig gemma_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "gemma");
+  const CommonKeys k = read_common(c, "gemma", /*head_dim_required=*/true);
+  // Hugging Face's Gemma uses the tanh GELU whether the config says "gelu" or "gelu_pytorch_tanh".
+  c.expect_one_of("hidden_act", {"gelu", "gelu_pytorch_tanh"}, "spool's gemma uses GeGLU with the tanh GELU");
+  c.expect_one_of("hidden_activation", {"gelu", "gelu_pytorch_tanh"}, "spool's gemma uses GeGLU with the tanh GELU");
+  if (!k.tie) fail("{}: tie_word_embeddings is false, but Gemma ties its LM head to the embeddings", c.path());
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("gemma");
+  GemmaConfig out;
+  out.layers = k.layers;
+  out.hidden = k.hidden;
+  out.heads = k.heads;
+  out.kv_heads = k.kv_heads;
+  out.head_dim = k.head_dim;
+  out.ffn = k.ffn;
+  out.vocab = k.vocab;
+  out.rms_eps = k.rms_eps;
+  out.rope_theta = k.rope_theta;
+  out.validate();
+  return out;
+}
+
+Qwen3MoeConfig qwen3_moe_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "qwen3_moe");
+  const CommonKeys k = read_common(c, "qwen3_moe", /*head_dim_required=*/true);
+  c.expect_one_of("hidden_act", {"silu"}, "spool's qwen3_moe uses SwiGLU experts");
+  Qwen3MoeConfig out;
+  out.moe_ffn = c.integer("moe_intermediate_size");
+  out.experts = c.integer("num_experts");
+  out.top_k = c.integer("num_experts_per_tok");
+  out.norm_topk_prob = c.boolean("norm_topk_prob");
+  out.decoder_sparse_step = c.integer_or("decoder_sparse_step", 1);
+  out.mlp_only_layers = c.integers_or("mlp_only_layers", {});
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("qwen3_moe");
+  out.layers = k.layers;
+  out.hidden = k.hidden;
+  out.heads = k.heads;
+  out.kv_heads = k.kv_heads;
+  out.head_dim = k.head_dim;
+  out.ffn = k.ffn;
+  out.vocab = k.vocab;
+  out.rms_eps = k.rms_eps;
+  out.rope_theta = k.rope_theta;
+  out.tie_word_embeddings = k.tie;
+  out.validate();
+  return out;
+}
+
+// ---- safetensors ----------------------------------------------------------------
+
+Checkpoint read_safetensors(const std::string& path) {
+  const std::vector<char> bytes = read_bytes(path);
+  if (bytes.size() < 8) fail("{}: not a safetensors file (shorter than its 8-byte header length)", path);
+  const uint64_t header_size = static_cast<uint64_t>(load_u32(bytes.data())) |
+                               (static_cast<uint64_t>(load_u32(bytes.data() + 4)) << 32);
+  if (header_size > bytes.size() - 8)
+    fail("{}: header length {} exceeds the file's {} bytes", path, header_size, bytes.size());
+  json header;
+  try {
+    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid header JSON: {}", path, e.what());
+  }
+  if (!header.is_object()) fail("{}: the header must be a JSON object", path);
+  const char* data = bytes.data() + 8 + header_size;
+  const uint64_t data_size = bytes.size() - 8 - header_size;
+
+  Checkpoint out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+      fail("{}: tensor '{}' needs dtype, shape and data_offsets", path, name);
+    const json& dtype = entry.at("dtype");
+    const json& shape_json = entry.at("shape");
+    const json& offsets = entry.at("data_offsets");
+    if (!dtype.is_string()) fail("{}: tensor '{}': dtype must be a string", path, name);
+    const std::string type = dtype.get<std::string>();
+    int64_t element_size = 0;
+    if (type == "F32")
+      element_size = 4;
+    else if (type == "BF16" || type == "F16")
+      element_size = 2;
+    else
+      fail("{}: tensor '{}' has dtype {} (spool reads F32, BF16 and F16)", path, name, type);
+    Shape shape;
+    if (!shape_json.is_array()) fail("{}: tensor '{}': shape must be a list", path, name);
+    for (const json& d : shape_json) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        fail("{}: tensor '{}': bad shape {}", path, name, shape_json.dump());
+      shape.push_back(d.get<int64_t>());
+    }
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      fail("{}: tensor '{}': data_offsets must be two non-negative integers", path, name);
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    const int64_t count = num_elements(shape);
+    if (begin > end || end > data_size)
+      fail("{}: tensor '{}': data_offsets [{}, {}] are outside the {} data bytes", path, name, begin, end, data_size);
+    if (end - begin != static_cast<uint64_t>(count * element_size))
+      fail("{}: tensor '{}': {} data bytes for {} {} elements of shape {}", path, name, end - begin, count, type,
+           shape_str(shape));
+    interp::HostTensor value(DType::F32, shape);
+    const char* p = data + begin;
+    for (int64_t i = 0; i < count; ++i) {
+      float f = 0.0f;
+      if (type == "F32")
+        f = std::bit_cast<float>(load_u32(p + 4 * i));
+      else if (type == "BF16")
+        f = std::bit_cast<float>(static_cast<uint32_t>(load_u16(p + 2 * i)) << 16);
+      else
+        f = half_to_float(load_u16(p + 2 * i));
+      value.set(i, f);
+    }
+    out.emplace(name, CheckpointTensor{std::move(value), path});
+  }
+  return out;
+}
+
+Checkpoint read_checkpoint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) fail("{}: not a directory (expected a Hugging Face model folder)", dir);
+  const std::string single = (fs::path(dir) / "model.safetensors").string();
+  if (fs::is_regular_file(single)) return read_safetensors(single);
+  const std::string index_path = (fs::path(dir) / "model.safetensors.index.json").string();
+  if (!fs::is_regular_file(index_path))
+    fail("{}: no model.safetensors (nor model.safetensors.index.json) in the folder", dir);
+  const std::vector<char> bytes = read_bytes(index_path);
+  json index;
+  try {
+    index = json::parse(bytes.begin(), bytes.end());
+  } catch (const json::parse_error& e) {
+    fail("{}: invalid JSON: {}", index_path, e.what());
+  }
+  if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+    fail("{}: missing object 'weight_map'", index_path);
+  std::set<std::string> shards;
+  for (const auto& [name, file] : index.at("weight_map").items()) {
+    if (!file.is_string()) fail("{}: weight_map entry '{}' must name a file", index_path, name);
+    shards.insert(file.get<std::string>());
+  }
+  Checkpoint out;
+  for (const std::string& shard : shards) {
+    Checkpoint part = read_safetensors((fs::path(dir) / shard).string());
+    for (auto& [name, tensor] : part)
+      if (!out.emplace(name, std::move(tensor)).second) fail("{}: tensor '{}' appears in two shards", dir, name);
+  }
+  return out;
+}
+
+// ---- binding ----------------------------------------------------------------
+
+interp::Env bind_weights(const Graph& graph, Checkpoint checkpoint, bool stacked_experts, std::string_view model) {
+  std::string file = "the checkpoint";
+  if (!checkpoint.empty()) file = checkpoint.begin()->second.file;
+  std::vector<std::string> problems;
+  interp::Env env;
+  auto take = [&](const std::string& name, const Shape& shape) -> const interp::HostTensor* {
+    const auto it = checkpoint.find(name);
+    if (it == checkpoint.end()) {
+      problems.push_back(fmt::format("missing tensor '{}' (expected {})", name, shape_str(shape)));
+      return nullptr;
+    }
+    if (it->second.value.shape() != shape) {
+      problems.push_back(fmt::format("{}: tensor '{}' has shape {} but the model expects {}", it->second.file, name,
+                                     shape_str(it->second.value.shape()), shape_str(shape)));
+      return nullptr;
+    }
+    return &it->second.value;
+  };
+  std::set<std::string> used;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    if (node.op != Op::Weight) continue;
+    const std::string& name = std::get<NameAttr>(node.attr).name;
+    const size_t experts_at = name.find(".experts.");
+    if (stacked_experts && experts_at != std::string::npos && node.shape.size() == 3) {
+      // P.experts.W [E, a, b] from P.experts.e.W [a, b].
+      const std::string head = name.substr(0, experts_at + 9), tail = name.substr(experts_at + 9);
+      const Shape part_shape(node.shape.begin() + 1, node.shape.end());
+      interp::HostTensor stacked(DType::F32, node.shape);
+      bool complete = true;
+      const int64_t part_size = num_elements(part_shape);
+      for (int64_t e = 0; e < node.shape[0]; ++e) {
+        const std::string part_name = fmt::format("{}{}.{}", head, e, tail);
+        used.insert(part_name);
+        const interp::HostTensor* part = take(part_name, part_shape);
+        if (!part) {
+          complete = false;
+          continue;
+        }
+        for (int64_t i = 0; i < part_size; ++i) stacked.set(e * part_size + i, part->get(i));
+      }
+      if (complete) env.emplace(name, std::move(stacked));
+      continue;
+    }
+    used.insert(name);
+    if (const interp::HostTensor* value = take(name, node.shape)) env.emplace(name, *value);
+  }
+  for (const auto& [name, tensor] : checkpoint)
+    if (!used.contains(name))
+      problems.push_back(fmt::format("{}: unknown tensor '{}' (not a parameter of this {} model)", tensor.file, name, model));
+  if (!problems.empty())
+    fail("{} does not match the {} model of its config.json ({} problem{}):\n  {}", file, model, problems.size(),
+         problems.size() == 1 ? "" : "s", join(problems, "\n  "));
+  return env;
+}
+
+// ---- whole models ---------------------------------------------------------------
+
+bool has_hf_loader(const std::string& family) {
+  return family == "llama" || family == "qwen3" || family == "gemma" || family == "qwen3_moe";
+}
+
+LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase) {
+  const HfConfig config = HfConfig::read((std::filesystem::path(dir) / "config.json").string());
+  LoadedModel out;
+  bool stacked = false;
+  if (family == "llama") {
+    const LlamaConfig c = llama_config_from_hf(config);
+    out.graph = build_llama(c, phase);
+    out.shape = c.describe();
+    out.vocab = c.vocab;
+  } else if (family == "qwen3") {
+    const Qwen3Config c = qwen3_config_from_hf(config);
+    out.graph = build_qwen3(c, phase);
+    out.shape = c.describe();
+    out.vocab = c.vocab;
+  } else if (family == "gemma") {
+    const GemmaConfig c = gemma_config_from_hf(config);
+    out.graph = build_gemma(c, phase);
+    out.shape = c.describe();
+    out.vocab = c.vocab;
+  } else if (family == "qwen3_moe") {
+    const Qwen3MoeConfig c = qwen3_moe_config_from_hf(config);
+    out.graph = build_qwen3_moe(c, phase);
+    out.shape = c.describe();
+    out.vocab = c.vocab;
+    stacked = true;
+  } else {
+    fail("{}: reading Hugging Face weights is supported for llama, qwen3, gemma and qwen3_moe", family);
+  }
+  out.weights = bind_weights(out.graph, read_checkpoint(dir), stacked, family);
+  return out;
+}
+
+}  // namespace spool::examples

@@ -1,0 +1,100 @@
+#pragma once
+// Hugging Face model folders: `config.json` and `model.safetensors` (or the
+// shards named by `model.safetensors.index.json`), read for llama, qwen3,
+// gemma and qwen3_moe. The model's shapes come from config.json; the
+// weights (f32, bf16 or f16 in the file) become the f32 values of the graph's
+// Weight nodes. Every problem is a spool::Error naming the file and the key or
+// tensor: a missing, mistyped or unknown config key, an unsupported feature
+// (rope_scaling, attention bias, another activation, ...), a missing, unknown
+// or mis-shaped tensor, an unsupported dtype, a malformed file.
+//
+// Reading holds every value as a double (interp::HostTensor), so it is meant
+// for small checkpoints run on the reference interpreter.
+
+#include <spool/interp/host_tensor.hpp>
+#include <spool/interp/interp.hpp>
+
+#include "decoder.hpp"
+#include "gemma.hpp"
+#include "llama.hpp"
+#include "qwen3.hpp"
+#include "qwen3_moe.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace spool::examples {
+
+// A config.json that remembers which keys were read, so that the keys nobody
+// read can be reported as unknown.
+class HfConfig {
+ public:
+  static HfConfig read(const std::string& path);
+  HfConfig(nlohmann::json json, std::string path);
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& key) const;  // present and not null
+  int64_t integer(const std::string& key) const;
+  int64_t integer_or(const std::string& key, int64_t fallback) const;
+  double number(const std::string& key) const;
+  double number_or(const std::string& key, double fallback) const;
+  bool boolean(const std::string& key) const;
+  bool boolean_or(const std::string& key, bool fallback) const;
+  std::string string_or(const std::string& key, const std::string& fallback) const;
+  std::vector<int64_t> integers_or(const std::string& key, const std::vector<int64_t>& fallback) const;
+  // The key, when present, must hold one of `allowed` (null counts as absent).
+  void expect_one_of(const std::string& key, const std::vector<nlohmann::json>& allowed, std::string_view why) const;
+  // Marks keys that do not change the computation (token ids, dtype, ...).
+  void ignore(const std::vector<std::string>& keys) const;
+  // Fails naming every key that was neither read nor ignored.
+  void reject_unknown_keys(std::string_view model) const;
+
+ private:
+  const nlohmann::json& at(const std::string& key, std::string_view expected) const;
+
+  nlohmann::json json_;
+  std::string path_;
+  mutable std::set<std::string> used_;
+};
+
+// Shapes from config.json, checked as described above.
+LlamaConfig llama_config_from_hf(const HfConfig& config);
+Qwen3Config qwen3_config_from_hf(const HfConfig& config);
+GemmaConfig gemma_config_from_hf(const HfConfig& config);
+Qwen3MoeConfig qwen3_moe_config_from_hf(const HfConfig& config);
+
+// A checkpoint tensor and the file it came from.
+struct CheckpointTensor {
+  interp::HostTensor value;  // f32
+  std::string file;
+};
+using Checkpoint = std::map<std::string, CheckpointTensor>;
+
+// One .safetensors file: its F32, BF16 and F16 tensors, widened to f32.
+Checkpoint read_safetensors(const std::string& path);
+// A folder's model.safetensors, or every shard of model.safetensors.index.json.
+Checkpoint read_checkpoint(const std::string& dir);
+
+// Values for every Weight node of `graph`, taken from the checkpoint by name.
+// With `stacked_experts`, a weight named `P.experts.W` of shape [E, a, b] is
+// stacked from the checkpoint's `P.experts.0.W` .. `P.experts.{E-1}.W` [a, b].
+// Fails listing every missing, mis-shaped and unknown tensor.
+interp::Env bind_weights(const Graph& graph, Checkpoint checkpoint, bool stacked_experts, std::string_view model);
+
+// A model built from a Hugging Face folder: the graph for `phase` with the
+// folder's shapes, and its weights.
+struct LoadedModel {
+  Graph graph;
+  interp::Env weights;
+  std::string shape;  // one line, as `spool models` prints shapes
+  int64_t vocab = 0;
+};
+// `family` is llama, qwen3, gemma or qwen3_moe; config.json's model_type must match.
+LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase);
+bool has_hf_loader(const std::string& family);
+
+}  // namespace spool::examples

@@ -1,0 +1,84 @@
+// Llama-4 text decoder (simplified attention, see llama4.hpp), MoE as Hugging
+// Face's Llama4TextMoe computes it.
+
+#include "llama4.hpp"
+
+#include "config_checks.hpp"
+#include "moe.hpp"
+
+namespace spool::examples {
+
+Llama4Config Llama4Config::tiny() { return Llama4Config{}; }
+
+Llama4Config Llama4Config::scout() {
+  Llama4Config c;
+  c.layers = 48;
+  c.hidden = 5120;
+  c.heads = 40;
+  c.kv_heads = 8;
+  c.head_dim = 128;
+  c.ffn = 8192;
+  c.ffn_dense = 16384;
+  c.experts = 16;
+  c.top_k = 1;
+  c.vocab = 202048;
+  return c;
+}
+
+void Llama4Config::validate() const {
+  check_decoder_dims("llama4",
+                     {{"layers", layers},
+                      {"hidden", hidden},
+                      {"ffn", ffn},
+                      {"ffn_dense", ffn_dense},
+                      {"experts", experts},
+                      {"top_k", top_k},
+                      {"moe_layer_step", moe_layer_step},
+                      {"vocab", vocab}},
+                     heads, kv_heads, head_dim);
+  if (top_k > experts) fail("llama4 config: top_k ({}) exceeds experts ({})", top_k, experts);
+}
+
+AttentionShape Llama4Config::attention() const { return {hidden, heads, kv_heads, head_dim, rope_theta, {}}; }
+
+std::string Llama4Config::describe() const {
+  return fmt::format(
+      "{} layers (MoE every {}), hidden {}, {} heads, {} KV heads, head dim {}, {} experts top-{} of FFN {} + shared, "
+      "dense FFN {}, vocab {}",
+      layers, moe_layer_step, hidden, heads, kv_heads, head_dim, experts, top_k, ffn, ffn_dense, vocab);
+}
+
+Tensor llama4_moe_block(const Llama4Config& c, const Tensor& x, const std::string& prefix) {
+  Graph& g = x.graph();
+  auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+  const Tensor logits = nn::linear(x, w("router.weight", {c.experts, c.hidden}));
+  const RoutedPairs pairs = route_pairs(x, sigmoid_topk_routing(logits, c.top_k));
+  // The router score scales the expert's input, not its output.
+  const Tensor rows = pairs.rows * pairs.weights.unsqueeze(1);
+  const Tensor gate_up = expert_matmul(rows, w("experts.gate_up_proj", {c.experts, c.hidden, 2 * c.ffn}), pairs.experts);
+  const std::vector<Tensor> halves = gate_up.chunk(2, -1);
+  const Tensor act = nn::swiglu(halves[0], halves[1]);
+  const Tensor down = expert_matmul(act, w("experts.down_proj", {c.experts, c.ffn, c.hidden}), pairs.experts);
+  return gated_mlp(x, prefix + "shared_expert.", c.ffn) + combine_pairs(down, pairs, /*weighted=*/false);
+}
+
+Graph build_llama4(const Llama4Config& c, const Phase& phase) {
+  c.validate();
+  phase.validate("llama4");
+  Graph g("llama4");
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  Tensor x = nn::embedding(start.tokens, table);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string prefix = fmt::format("model.layers.{}.", i);
+    const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+    x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
+    const Tensor h2 = nn::rms_norm(x, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+    x = x + (c.is_moe(i) ? llama4_moe_block(c, h2, prefix + "feed_forward.")
+                         : gated_mlp(h2, prefix + "feed_forward.", c.ffn_dense));
+  }
+  finish_decoder(x, table, c.vocab, c.rms_eps, /*tied=*/false);
+  return g;
+}
+
+}  // namespace spool::examples

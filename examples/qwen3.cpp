@@ -1,0 +1,54 @@
+// Qwen3 dense decoder, as Hugging Face's Qwen3ForCausalLM computes it.
+
+#include "qwen3.hpp"
+
+#include "config_checks.hpp"
+
+namespace spool::examples {
+
+Qwen3Config Qwen3Config::tiny() { return Qwen3Config{}; }
+
+Qwen3Config Qwen3Config::qwen3_4b() {
+  Qwen3Config c;
+  c.layers = 36;
+  c.hidden = 2560;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.head_dim = 128;
+  c.ffn = 9728;
+  c.vocab = 151936;
+  return c;
+}
+
+void Qwen3Config::validate() const {
+  check_decoder_dims("qwen3", {{"layers", layers}, {"hidden", hidden}, {"ffn", ffn}, {"vocab", vocab}}, heads,
+                     kv_heads, head_dim);
+}
+
+AttentionShape Qwen3Config::attention() const { return {hidden, heads, kv_heads, head_dim, rope_theta, rms_eps}; }
+
+std::string Qwen3Config::describe() const {
+  return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, FFN {}, vocab {}, q/k RMSNorm{}",
+                     layers, hidden, heads, kv_heads, head_dim, ffn, vocab,
+                     tie_word_embeddings ? ", tied embeddings" : "");
+}
+
+Graph build_qwen3(const Qwen3Config& c, const Phase& phase) {
+  c.validate();
+  phase.validate("qwen3");
+  Graph g("qwen3");
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  Tensor x = nn::embedding(start.tokens, table);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string prefix = fmt::format("model.layers.{}.", i);
+    const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+    x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
+    const Tensor h2 = nn::rms_norm(x, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+    x = x + gated_mlp(h2, prefix + "mlp.", c.ffn);
+  }
+  finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
+  return g;
+}
+
+}  // namespace spool::examples

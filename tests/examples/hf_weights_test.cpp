@@ -1,0 +1,277 @@
+// Hugging Face folders: the PyTorch goldens of tests/golden/models (tiny
+// llama in f32, tiny qwen3-MoE in bf16) loaded and run on the reference
+// interpreter, and every reader diagnostic on small hand-made folders.
+
+#include <doctest/doctest.h>
+
+#include <spool/interp/interp.hpp>
+#include <spool/support/error.hpp>
+#include <spool/support/npy.hpp>
+
+#include "hf_weights.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace spool;
+using namespace spool::examples;
+using interp::HostTensor;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string golden_dir(const std::string& model) { return std::string(SPOOL_SOURCE_DIR) + "/tests/golden/models/" + model; }
+
+HostTensor load_npy(const std::string& path) { return HostTensor::from_npy(read_npy(path), path); }
+
+std::vector<int64_t> golden_tokens(const std::string& model) {
+  const HostTensor t = load_npy(golden_dir(model) + "/tokens.npy");
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < t.size(); ++i) out.push_back(t.get_int(i));
+  return out;
+}
+
+std::map<std::string, HostTensor> run_loaded(const LoadedModel& m, const std::vector<int64_t>& tokens,
+                                             const interp::Env& extra = {}) {
+  interp::Env env = m.weights;
+  env["tokens"] = HostTensor::from_i64({static_cast<int64_t>(tokens.size())}, tokens);
+  for (const auto& [name, value] : extra) env[name] = value;
+  return interp::run(m.graph, env);
+}
+
+void check_golden(const std::string& model) {
+  const std::string dir = golden_dir(model);
+  const std::vector<int64_t> tokens = golden_tokens(model);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+
+  const LoadedModel prefill = load_hf_model(model, dir, Phase::prefill(n));
+  const interp::Difference diff = interp::compare(run_loaded(prefill, tokens).at("logits"), load_npy(dir + "/logits.npy"));
+  MESSAGE(model << " prefill logits vs PyTorch: max abs " << diff.max_abs << ", relative to scale "
+                << diff.max_rel_to_scale);
+  CHECK(diff.max_rel_to_scale <= 1e-4);
+
+  // Decode the last token with the cache of a prefill of the others.
+  const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
+  const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1)), prompt);
+  interp::Env cache;
+  for (const auto& [name, value] : first)
+    if (name.rfind("present_", 0) == 0) cache["past_" + name.substr(8)] = value;
+  const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1));
+  const interp::Difference step =
+      interp::compare(run_loaded(decode, {tokens.back()}, cache).at("logits"), load_npy(dir + "/decode_logits.npy"));
+  MESSAGE(model << " decode logits vs PyTorch: max abs " << step.max_abs << ", relative to scale "
+                << step.max_rel_to_scale);
+  CHECK(step.max_rel_to_scale <= 1e-4);
+}
+
+// A scratch folder with a small llama config and a writer of safetensors files.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& name)
+      : dir_((fs::temp_directory_path() / ("spool_hf_test_" + name + "_" + std::to_string(::getpid()))).string()) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    config_ = {{"model_type", "llama"},       {"hidden_size", 4},         {"intermediate_size", 6},
+               {"num_attention_heads", 2},    {"num_key_value_heads", 1}, {"num_hidden_layers", 1},
+               {"vocab_size", 8},             {"rms_norm_eps", 1e-5},     {"rope_theta", 10000.0},
+               {"tie_word_embeddings", true}, {"hidden_act", "silu"},     {"torch_dtype", "float32"}};
+    const int64_t h = 4, f = 6, d = 2;
+    shapes_ = {{"model.embed_tokens.weight", {8, h}},
+               {"model.norm.weight", {h}},
+               {"model.layers.0.input_layernorm.weight", {h}},
+               {"model.layers.0.post_attention_layernorm.weight", {h}},
+               {"model.layers.0.self_attn.q_proj.weight", {2 * d, h}},
+               {"model.layers.0.self_attn.k_proj.weight", {d, h}},
+               {"model.layers.0.self_attn.v_proj.weight", {d, h}},
+               {"model.layers.0.self_attn.o_proj.weight", {h, 2 * d}},
+               {"model.layers.0.mlp.gate_proj.weight", {f, h}},
+               {"model.layers.0.mlp.up_proj.weight", {f, h}},
+               {"model.layers.0.mlp.down_proj.weight", {h, f}}};
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+
+  const std::string& dir() const { return dir_; }
+  json& config() { return config_; }
+  std::map<std::string, Shape>& shapes() { return shapes_; }
+  std::string file() const { return dir_ + "/model.safetensors"; }
+
+  // Writes config.json and model.safetensors (every tensor of `dtype`, value i * 0.25 at flat index i).
+  void write(const std::string& dtype = "F32") const {
+    std::ofstream(dir_ + "/config.json") << config_.dump();
+    json header = json::object();
+    std::string data;
+    for (const auto& [name, shape] : shapes_) {
+      const int64_t count = num_elements(shape);
+      const size_t begin = data.size();
+      for (int64_t i = 0; i < count; ++i) {
+        const float value = static_cast<float>(i) * 0.25f;
+        uint32_t bits;
+        std::memcpy(&bits, &value, 4);
+        if (dtype == "F32") {
+          for (int b = 0; b < 4; ++b) data.push_back(static_cast<char>((bits >> (8 * b)) & 0xff));
+        } else if (dtype == "BF16") {  // multiples of 0.25 below 2^8 are exact in bf16
+          data.push_back(static_cast<char>((bits >> 16) & 0xff));
+          data.push_back(static_cast<char>((bits >> 24) & 0xff));
+        } else {  // F16: exact for these values
+          const uint16_t half = to_half(value);
+          data.push_back(static_cast<char>(half & 0xff));
+          data.push_back(static_cast<char>(half >> 8));
+        }
+      }
+      header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
+    }
+    const std::string text = header.dump();
+    std::ofstream out(file(), std::ios::binary);
+    const uint64_t size = text.size();
+    for (int b = 0; b < 8; ++b) out.put(static_cast<char>((size >> (8 * b)) & 0xff));
+    out << text << data;
+  }
+
+ private:
+  static uint16_t to_half(float value) {  // normal, exactly representable values only
+    if (value == 0.0f) return 0;
+    int exponent = 0;
+    const float mantissa = std::frexp(value, &exponent);  // value = mantissa * 2^exponent, mantissa in [0.5, 1)
+    const auto fraction = static_cast<uint16_t>(std::lround((mantissa * 2.0f - 1.0f) * 1024.0f));
+    return static_cast<uint16_t>(((exponent - 1 + 15) << 10) | fraction);
+  }
+
+  std::string dir_;
+  json config_;
+  std::map<std::string, Shape> shapes_;
+};
+
+std::string load_error(const Scratch& scratch) {
+  try {
+    load_hf_model("llama", scratch.dir(), Phase::prefill(2));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("tiny llama from a Hugging Face folder matches PyTorch (f32 weights)") { check_golden("llama"); }
+
+TEST_CASE("tiny qwen3-MoE from a Hugging Face folder matches PyTorch (bf16 weights, stacked experts)") {
+  check_golden("qwen3_moe");
+}
+
+TEST_CASE("the config of a folder gives the model's shapes") {
+  const LoadedModel m = load_hf_model("qwen3_moe", golden_dir("qwen3_moe"), Phase::prefill(4));
+  CHECK(m.vocab == 256);
+  CHECK(m.shape == "2 layers, hidden 64, 4 heads, 2 KV heads, head dim 16, 8 experts top-2 of FFN 32, vocab 256");
+  CHECK(m.weights.at("model.layers.1.mlp.experts.down_proj.weight").shape() == Shape{8, 64, 32});
+}
+
+TEST_CASE("f32, bf16 and f16 tensors read back exactly") {
+  for (const char* dtype : {"F32", "BF16", "F16"}) {
+    INFO(std::string(dtype));
+    Scratch scratch(std::string("dtype_") + dtype);
+    scratch.write(dtype);
+    const Checkpoint checkpoint = read_safetensors(scratch.file());
+    const HostTensor& t = checkpoint.at("model.layers.0.mlp.down_proj.weight").value;
+    CHECK(t.shape() == Shape{4, 6});
+    for (int64_t i = 0; i < t.size(); ++i) CHECK(t.get(i) == 0.25 * static_cast<double>(i));
+    CHECK(load_error(scratch) == "no error");  // tied embeddings: no lm_head.weight
+  }
+}
+
+TEST_CASE("reader diagnostics name the file and the tensor or key") {
+  SUBCASE("missing tensor") {
+    Scratch s("missing");
+    s.shapes().erase("model.layers.0.mlp.up_proj.weight");
+    s.write();
+    CHECK(load_error(s) == s.file() + " does not match the llama model of its config.json (1 problem):\n"
+                                      "  missing tensor 'model.layers.0.mlp.up_proj.weight' (expected [6,4])");
+  }
+  SUBCASE("unknown and mis-shaped tensors") {
+    Scratch s("unknown");
+    s.shapes()["model.layers.0.self_attn.q_bias"] = {4};
+    s.shapes()["model.norm.weight"] = {5};
+    s.write();
+    CHECK(load_error(s) == s.file() + " does not match the llama model of its config.json (2 problems):\n  " +
+                               s.file() + ": tensor 'model.norm.weight' has shape [5] but the model expects [4]\n  " +
+                               s.file() +
+                               ": unknown tensor 'model.layers.0.self_attn.q_bias' (not a parameter of this llama "
+                               "model)");
+  }
+  SUBCASE("missing config key") {
+    Scratch s("no_key");
+    s.config().erase("rms_norm_eps");
+    s.write();
+    CHECK(load_error(s) == s.dir() + "/config.json: missing key 'rms_norm_eps' (a number)");
+  }
+  SUBCASE("unknown config key") {
+    Scratch s("unknown_key");
+    s.config()["num_expert_groups"] = 4;
+    s.write();
+    CHECK(load_error(s) == s.dir() +
+                               "/config.json: unknown key 'num_expert_groups' for a llama model (spool does not know "
+                               "what it would change)");
+  }
+  SUBCASE("mistyped config key") {
+    Scratch s("mistyped");
+    s.config()["hidden_size"] = "4";
+    s.write();
+    CHECK(load_error(s) == s.dir() + "/config.json: key 'hidden_size' must be an integer, got \"4\"");
+  }
+  SUBCASE("unsupported feature") {
+    Scratch s("rope_scaling");
+    s.config()["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+    s.write();
+    CHECK(load_error(s) == s.dir() +
+                               "/config.json: unsupported value {\"factor\":8.0,\"rope_type\":\"llama3\"} for key "
+                               "'rope_scaling' (spool's llama has no RoPE scaling)");
+  }
+  SUBCASE("another model type") {
+    Scratch s("model_type");
+    s.config()["model_type"] = "mistral";
+    s.write();
+    CHECK(load_error(s) == s.dir() + "/config.json: model_type is \"mistral\" but the model is llama (model_type \"llama\")");
+  }
+  SUBCASE("unsupported dtype") {
+    Scratch s("dtype");
+    s.write();
+    // Rewrite the header's first dtype in place: same length, so offsets stay valid.
+    std::string bytes;
+    {
+      std::ifstream in(s.file(), std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    bytes.replace(bytes.find("\"F32\""), 5, "\"I32\"");
+    std::ofstream(s.file(), std::ios::binary) << bytes;
+    CHECK(load_error(s) == s.file() + ": tensor 'model.embed_tokens.weight' has dtype I32 (spool reads F32, BF16 and F16)");
+  }
+  SUBCASE("truncated file") {
+    Scratch s("truncated");
+    s.write();
+    fs::resize_file(s.file(), fs::file_size(s.file()) - 4);
+    CHECK(load_error(s).find("are outside the") != std::string::npos);
+  }
+  SUBCASE("no checkpoint") {
+    Scratch s("empty");
+    s.write();
+    fs::remove(s.file());
+    CHECK(load_error(s) == s.dir() + ": no model.safetensors (nor model.safetensors.index.json) in the folder");
+  }
+}
+
+TEST_CASE("qwen3-MoE: a missing expert is named by its Hugging Face name") {
+  const std::string dir = golden_dir("qwen3_moe");
+  Checkpoint checkpoint = read_checkpoint(dir);
+  checkpoint.erase("model.layers.1.mlp.experts.5.up_proj.weight");
+  const Qwen3MoeConfig c = qwen3_moe_config_from_hf(HfConfig::read(dir + "/config.json"));
+  const Graph g = build_qwen3_moe(c, Phase::prefill(2));
+  CHECK_THROWS_WITH(bind_weights(g, checkpoint, true, "qwen3_moe"),
+                    (dir + "/model.safetensors does not match the qwen3_moe model of its config.json (1 problem):\n"
+                           "  missing tensor 'model.layers.1.mlp.experts.5.up_proj.weight' (expected [32,64])")
+                        .c_str());
+}

@@ -1,0 +1,228 @@
+// The example models: every tiny model builds and runs on the reference
+// interpreter in prefill and decode with finite outputs; a decode step with
+// the cache of a prefill equals the last row of a longer prefill; every
+// real-shaped model builds its graph (shapes only).
+
+#include <doctest/doctest.h>
+
+#include <spool/interp/interp.hpp>
+
+#include "bert.hpp"
+#include "deepseek_v3.hpp"
+#include "gemma.hpp"
+#include "llama.hpp"
+#include "llama4.hpp"
+#include "models.hpp"
+#include "qwen3.hpp"
+#include "qwen3_moe.hpp"
+
+#include <chrono>
+#include <cmath>
+
+using namespace spool;
+using namespace spool::examples;
+using interp::HostTensor;
+
+namespace {
+
+const char* const kDecoders[] = {"llama", "gemma", "qwen3", "qwen3_moe", "deepseek_v3", "llama4"};
+
+Graph build(const std::string& name, const std::string& size, const std::string& phase, int64_t seq = 0,
+            int64_t context = 0) {
+  ModelOptions options;
+  options.size = size;
+  options.phase = phase;
+  options.seq = seq;
+  options.context = context;
+  return find_model(name).entry->build(options);
+}
+
+bool all_finite(const HostTensor& t) {
+  for (int64_t i = 0; i < t.size(); ++i)
+    if (!std::isfinite(t.get(i))) return false;
+  return true;
+}
+
+std::map<std::string, HostTensor> run_with_tokens(const Graph& g, const std::vector<int64_t>& tokens,
+                                                  const interp::Env& extra = {}) {
+  interp::Env env = interp::random_inputs(g, /*seed=*/7);
+  env["tokens"] = HostTensor::from_i64({static_cast<int64_t>(tokens.size())}, tokens);
+  for (const auto& [name, value] : extra) env[name] = value;
+  return interp::run(g, env);
+}
+
+HostTensor last_row(const HostTensor& logits) {
+  const int64_t rows = logits.shape()[0], cols = logits.shape()[1];
+  HostTensor out(logits.dtype(), {1, cols});
+  for (int64_t j = 0; j < cols; ++j) out.set(j, logits.get((rows - 1) * cols + j));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("spool models lists every model with tiny and real shapes") {
+  std::vector<std::string> names;
+  for (const ModelEntry& entry : models()) {
+    names.push_back(entry.name);
+    CHECK(!entry.tiny_shape.empty());
+    CHECK(!entry.real_shape.empty());
+  }
+  CHECK(names == std::vector<std::string>{"llama", "gemma", "qwen3", "qwen3_moe", "deepseek_v3", "llama4", "bert"});
+  CHECK_THROWS_WITH(find_model("gpt9"),
+                    "unknown model 'gpt9' (known: llama, gemma, qwen3, qwen3_moe, deepseek_v3, llama4, bert)");
+  CHECK(find_model("bert:large").variant == "large");
+  CHECK_THROWS_WITH(find_model("bert:huge"),
+                    "model bert has no variant 'huge' (known: bert:base, bert:large, bert:xlarge)");
+}
+
+TEST_CASE("tiny configs stay tiny and keep their family's structure") {
+  CHECK(LlamaConfig::tiny().hidden <= 128);
+  CHECK(GemmaConfig::tiny().kv_heads == 1);  // MQA, as gemma-2B
+  CHECK(Qwen3MoeConfig::tiny().experts > Qwen3MoeConfig::tiny().top_k);
+  const DeepseekV3Config ds = DeepseekV3Config::tiny();
+  CHECK(ds.first_k_dense_replace >= 1);
+  CHECK(ds.first_k_dense_replace < ds.layers);
+  CHECK(ds.n_group > ds.topk_group);
+  const Llama4Config l4 = Llama4Config::tiny();
+  CHECK(!l4.is_moe(0));
+  CHECK(l4.is_moe(1));
+  CHECK(l4.top_k == 1);
+  for (const auto& [layers, hidden, vocab] :
+       {std::tuple{LlamaConfig::tiny().layers, LlamaConfig::tiny().hidden, LlamaConfig::tiny().vocab},
+        std::tuple{GemmaConfig::tiny().layers, GemmaConfig::tiny().hidden, GemmaConfig::tiny().vocab},
+        std::tuple{Qwen3Config::tiny().layers, Qwen3Config::tiny().hidden, Qwen3Config::tiny().vocab},
+        std::tuple{Qwen3MoeConfig::tiny().layers, Qwen3MoeConfig::tiny().hidden, Qwen3MoeConfig::tiny().vocab},
+        std::tuple{ds.layers, ds.hidden, ds.vocab}, std::tuple{l4.layers, l4.hidden, l4.vocab}}) {
+    CHECK(layers >= 2);
+    CHECK(layers <= 4);
+    CHECK(hidden <= 128);
+    CHECK(vocab <= 512);
+  }
+}
+
+TEST_CASE("every tiny decoder runs prefill and decode with finite outputs") {
+  for (const char* name : kDecoders) {
+    INFO("model " << std::string(name));
+    const auto prefill = run_with_tokens(build(name, "tiny", "prefill", 6), {3, 1, 4, 1, 5, 9});
+    REQUIRE(prefill.contains("logits"));
+    CHECK(prefill.at("logits").shape()[0] == 6);
+    CHECK(prefill.contains("present_key.0"));
+    for (const auto& [output, value] : prefill) {
+      INFO("output " << output);
+      CHECK(all_finite(value));
+    }
+    const Graph decode_graph = build(name, "tiny", "decode", 0, 5);
+    const auto decode = interp::run(decode_graph, interp::random_inputs(decode_graph, 3));
+    CHECK(decode.at("logits").shape()[0] == 1);
+    CHECK(decode.at("present_key.0").shape()[1] == 1);
+    for (const auto& [output, value] : decode) {
+      INFO("output " << output);
+      CHECK(all_finite(value));
+    }
+  }
+}
+
+TEST_CASE("decode with the cache of a prefill equals the last row of a longer prefill") {
+  const std::vector<int64_t> prompt = {11, 2, 200, 37, 5, 64, 8};
+  for (const char* name : kDecoders) {
+    INFO("model " << std::string(name));
+    const auto full = run_with_tokens(build(name, "tiny", "prefill", 8), [&] {
+      std::vector<int64_t> all = prompt;
+      all.push_back(99);
+      return all;
+    }());
+    const auto prefill = run_with_tokens(build(name, "tiny", "prefill", 7), prompt);
+    interp::Env cache;
+    for (const auto& [output, value] : prefill)
+      if (output.rfind("present_", 0) == 0) cache["past_" + output.substr(8)] = value;
+    const auto decode = run_with_tokens(build(name, "tiny", "decode", 0, 7), {99}, cache);
+    const interp::Difference diff = interp::compare(decode.at("logits"), last_row(full.at("logits")));
+    MESSAGE(std::string(name) << ": decode vs prefill max abs " << diff.max_abs << ", relative to scale " << diff.max_rel_to_scale);
+    CHECK(diff.max_rel_to_scale <= 1e-5);
+    // The new cache rows equal the prefill's last row of keys.
+    const HostTensor& key = full.at("present_key.0");
+    const HostTensor& new_key = decode.at("present_key.0");
+    const int64_t heads = key.shape()[0], seq = key.shape()[1], dim = key.shape()[2];
+    double worst = 0.0;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t d = 0; d < dim; ++d)
+        worst = std::max(worst, std::abs(new_key.get(h * dim + d) - key.get((h * seq + seq - 1) * dim + d)));
+    CHECK(worst <= 1e-5);
+  }
+}
+
+TEST_CASE("bert: the tiny block runs; an encoder has no decode phase") {
+  const Graph g = build("bert", "tiny", "prefill");
+  const auto out = interp::run(g, interp::random_inputs(g, 1));
+  REQUIRE(out.contains("y"));
+  CHECK(out.at("y").shape() == Shape{8, 64});
+  CHECK(all_finite(out.at("y")));
+  CHECK_THROWS_WITH(build("bert", "tiny", "decode"),
+                    "bert: an encoder has no KV cache, so there is no decode phase (use --phase prefill)");
+}
+
+TEST_CASE("bert real variants have issue 6's shapes at sequence 512") {
+  for (const auto& [variant, hidden, heads] :
+       {std::tuple{"base", 768, 12}, std::tuple{"large", 1024, 16}, std::tuple{"xlarge", 2048, 32}}) {
+    ModelOptions options;
+    options.size = "real";
+    options.variant = variant;
+    const Graph g = find_model("bert").entry->build(options);
+    REQUIRE(g.outputs().size() == 1);
+    const Node& y = g.node(g.outputs()[0].edge.src);
+    INFO(std::string(variant));
+    CHECK(g.outputs()[0].edge.view.apply(y.shape) == Shape{512, hidden});
+    CHECK(BertConfig::variant_named(variant).heads == heads);
+  }
+}
+
+TEST_CASE("every real-shaped model builds its graph (shapes only)") {
+  // Not a benchmark: the bound is far above the few milliseconds a build
+  // takes and only catches a builder that went quadratic or allocated data.
+  for (const ModelEntry& entry : models()) {
+    for (const char* phase : {"prefill", "decode"}) {
+      if (entry.name == "bert" && std::string(phase) == "decode") continue;
+      INFO(entry.name << " " << std::string(phase));
+      const auto start = std::chrono::steady_clock::now();
+      const Graph g = build(entry.name, "real", phase);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      int64_t parameters = 0;
+      for (const NodeId id : g.live_ids())
+        if (g.node(id).op == Op::Weight) parameters += num_elements(g.node(id).shape);
+      MESSAGE(entry.name << " real " << std::string(phase) << ": " << g.num_live() << " nodes, " << parameters / 1e9
+                         << " B parameters, built in " << ms << " ms");
+      CHECK(ms < 5000.0);
+      CHECK(g.num_live() > 0);
+    }
+  }
+}
+
+TEST_CASE("real shapes have their published parameter counts") {
+  auto parameters = [](const Graph& g) {
+    int64_t n = 0;
+    for (const NodeId id : g.live_ids())
+      if (g.node(id).op == Op::Weight) n += num_elements(g.node(id).shape);
+    return n;
+  };
+  // llama-3-8B: 8.03 B; qwen3-4B: 4.02 B (tied); gemma-2B: 2.51 B; qwen3-30B-A3B: 30.5 B.
+  CHECK(parameters(build("llama", "real", "decode", 0, 4)) == 8030261248);
+  CHECK(parameters(build("qwen3", "real", "decode", 0, 4)) == 4022468096);
+  CHECK(parameters(build("gemma", "real", "decode", 0, 4)) == 2506172416);
+  CHECK(parameters(build("qwen3_moe", "real", "decode", 0, 4)) == 30532122624);
+}
+
+TEST_CASE("phase options") {
+  ModelOptions options;
+  CHECK(resolve_phase(options).seq == 8);
+  options.size = "real";
+  CHECK(resolve_phase(options).seq == 512);
+  options.phase = "decode";
+  CHECK(resolve_phase(options).context == 512);
+  CHECK(resolve_phase(options).seq == 1);
+  options.seq = 4;
+  CHECK_THROWS_WITH(resolve_phase(options), "a decode step processes one token; --seq 4 is for --phase prefill");
+  options = ModelOptions{};
+  options.context = 3;
+  CHECK_THROWS_WITH(resolve_phase(options),
+                    "--context is the KV cache length of a decode step; a prefill starts with none");
+}

@@ -1,0 +1,116 @@
+// The MoE pieces: routers on hand-computed cases, and the sorted routed-pair
+// formulation against a dense every-expert formulation of the same block.
+
+#include <doctest/doctest.h>
+
+#include <spool/interp/interp.hpp>
+#include <spool/nn/nn.hpp>
+
+#include "moe.hpp"
+#include "qwen3_moe.hpp"
+
+#include <cmath>
+
+using namespace spool;
+using namespace spool::examples;
+using interp::HostTensor;
+
+namespace {
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace
+
+TEST_CASE("deepseek group-limited routing keeps the best groups, selects with the bias, weighs without it") {
+  Graph g;
+  const Tensor logits = input(g, "logits", DType::F32, {1, 8});
+  const Tensor bias = input(g, "bias", DType::F32, {8});
+  const Routing r = group_limited_routing(logits, bias, /*top_k=*/2, /*n_group=*/4, /*topk_group=*/2,
+                                          /*normalize=*/true, /*scaling=*/2.5);
+  output("experts", r.experts);
+  output("weights", r.weights);
+  interp::Env env;
+  // Groups {0,1} {2,3} {4,5} {6,7}. Expert 2 has the best raw score but its
+  // group sums to 1.0; the bias of expert 7 lifts group 3 and expert 7.
+  env["logits"] = HostTensor::from_f32({1, 8}, std::vector<float>{0.5f, 0.4f, 3.0f, -3.0f, 1.0f, 0.9f, -1.0f, -2.0f});
+  env["bias"] = HostTensor::from_f32({8}, std::vector<float>{0, 0, 0, 0, 0, 0, 0, 5.0f});
+  const auto out = interp::run(g, env);
+  CHECK(out.at("experts").get_int(0) == 7);
+  CHECK(out.at("experts").get_int(1) == 4);
+  const double s7 = sigmoid(-2.0), s4 = sigmoid(1.0);
+  CHECK(out.at("weights").get(0) == doctest::Approx(2.5 * s7 / (s7 + s4)).epsilon(1e-6));
+  CHECK(out.at("weights").get(1) == doctest::Approx(2.5 * s4 / (s7 + s4)).epsilon(1e-6));
+}
+
+TEST_CASE("softmax top-k routing renormalises; llama4 routing is the sigmoid of the top logit") {
+  Graph g;
+  const Tensor logits = input(g, "logits", DType::F32, {1, 4});
+  const Routing soft = softmax_topk_routing(logits, 2, true);
+  const Routing sig = sigmoid_topk_routing(logits, 1);
+  output("soft_experts", soft.experts);
+  output("soft_weights", soft.weights);
+  output("sig_experts", sig.experts);
+  output("sig_weights", sig.weights);
+  interp::Env env;
+  env["logits"] = HostTensor::from_f32({1, 4}, std::vector<float>{0.1f, 2.0f, -1.0f, 1.0f});
+  const auto out = interp::run(g, env);
+  CHECK(out.at("soft_experts").get_int(0) == 1);
+  CHECK(out.at("soft_experts").get_int(1) == 3);
+  const double e1 = std::exp(2.0), e3 = std::exp(1.0);
+  CHECK(out.at("soft_weights").get(0) == doctest::Approx(e1 / (e1 + e3)).epsilon(1e-6));
+  CHECK(out.at("soft_weights").get(1) == doctest::Approx(e3 / (e1 + e3)).epsilon(1e-6));
+  CHECK(out.at("sig_experts").get_int(0) == 1);
+  CHECK(out.at("sig_weights").get(0) == doctest::Approx(sigmoid(2.0)).epsilon(1e-6));
+}
+
+TEST_CASE("routed pairs are sorted by expert, then by token") {
+  Graph g;
+  const Tensor x = input(g, "x", DType::F32, {3, 2});
+  const Tensor experts = input(g, "experts", DType::I64, {3, 2});
+  const Tensor weights = input(g, "weights", DType::F32, {3, 2});
+  const RoutedPairs pairs = route_pairs(x, {experts, weights});
+  output("experts", pairs.experts);
+  output("tokens", pairs.tokens);
+  output("weights", pairs.weights);
+  interp::Env env;
+  env["x"] = HostTensor::from_f32({3, 2}, std::vector<float>{0, 1, 2, 3, 4, 5});
+  env["experts"] = HostTensor::from_i64({3, 2}, std::vector<int64_t>{2, 0, 0, 1, 2, 1});
+  env["weights"] = HostTensor::from_f32({3, 2}, std::vector<float>{.1f, .2f, .3f, .4f, .5f, .6f});
+  const auto out = interp::run(g, env);
+  const std::vector<int64_t> sorted_experts = {0, 0, 1, 1, 2, 2}, sorted_tokens = {0, 1, 1, 2, 0, 2};
+  const std::vector<float> sorted_weights = {.2f, .3f, .4f, .6f, .1f, .5f};
+  for (int64_t p = 0; p < 6; ++p) {
+    CHECK(out.at("experts").get_int(p) == sorted_experts[static_cast<size_t>(p)]);
+    CHECK(out.at("tokens").get_int(p) == sorted_tokens[static_cast<size_t>(p)]);
+    CHECK(out.at("weights").get(p) == doctest::Approx(sorted_weights[static_cast<size_t>(p)]));
+  }
+}
+
+TEST_CASE("the routed-pair MoE equals a dense every-expert formulation (qwen3-MoE block)") {
+  Qwen3MoeConfig c = Qwen3MoeConfig::tiny();
+  Graph g;
+  const int64_t tokens = 6;
+  const Tensor x = input(g, "x", DType::F32, {tokens, c.hidden});
+  output("sparse", qwen3_moe_block(c, x, "mlp."));
+
+  // Dense: every expert on every token, weighted by the (renormalised) routing
+  // weight of the expert, zero when it was not chosen.
+  const Tensor logits = nn::linear(x, weight(g, "mlp.gate.weight", DType::F32, {c.experts, c.hidden}));
+  const Routing r = softmax_topk_routing(logits, c.top_k, true);
+  const Tensor gate_w = weight(g, "mlp.experts.gate_proj.weight", DType::F32, {c.experts, c.moe_ffn, c.hidden});
+  const Tensor up_w = weight(g, "mlp.experts.up_proj.weight", DType::F32, {c.experts, c.moe_ffn, c.hidden});
+  const Tensor down_w = weight(g, "mlp.experts.down_proj.weight", DType::F32, {c.experts, c.hidden, c.moe_ffn});
+  Tensor dense;
+  for (int64_t e = 0; e < c.experts; ++e) {
+    auto slice = [&](const Tensor& w) { return w.slice(0, e, e + 1).squeeze(0); };
+    const Tensor y = nn::linear(nn::swiglu(nn::linear(x, slice(gate_w)), nn::linear(x, slice(up_w))), slice(down_w));
+    const Tensor chosen = equal(r.experts, constant(g, static_cast<double>(e), DType::I64, {tokens, c.top_k}));
+    const Tensor w = nn::where(chosen, r.weights, constant(g, 0.0, DType::F32, {tokens, c.top_k})).sum(-1, true);
+    dense = dense.is_null() ? y * w : dense + y * w;
+  }
+  output("dense", dense);
+  const auto out = interp::run(g, interp::random_inputs(g, 11));
+  const interp::Difference diff = interp::compare(out.at("sparse"), out.at("dense"));
+  MESSAGE("routed pairs vs dense experts: max abs " << diff.max_abs << ", relative " << diff.max_rel_to_scale);
+  CHECK(diff.max_rel_to_scale <= 1e-6);
+}

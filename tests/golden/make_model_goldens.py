@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""Generates small Hugging Face model folders and their expected logits.
+
+Run with Debian's python3-torch:  /usr/bin/python3 tests/golden/make_model_goldens.py
+It rewrites tests/golden/models/<model>/:
+  config.json, model.safetensors   a Hugging Face folder (written here, no transformers needed)
+  tokens.npy                       the prompt (i64)
+  logits.npy                       logits of a prefill of the whole prompt, [S, vocab] f32
+  decode_logits.npy                logits of the last token decoded with the KV cache of a
+                                   prefill of the others, [1, vocab] f32
+The PyTorch models below follow Hugging Face's LlamaForCausalLM and
+Qwen3MoeForCausalLM (eager attention, float32 compute) and are written
+independently of Spool's builders. The files are committed; building and
+testing Spool never runs Python. Keep the prompts in sync with
+tests/cli/CMakeLists.txt.
+"""
+
+import json
+import math
+import os
+import shutil
+import struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+LLAMA_TOKENS = [1, 17, 42, 255, 3, 99, 128, 7]
+QWEN3_MOE_TOKENS = [5, 200, 31, 64, 9, 150, 2, 77]
+
+
+# ---- files -------------------------------------------------------------------
+
+def write_safetensors(path, tensors, dtype):
+    """The safetensors format: u64 header length, JSON header, raw data."""
+    names = sorted(tensors)
+    header, chunks, offset = {}, [], 0
+    for name in names:
+        t = tensors[name].detach().contiguous()
+        if dtype == "BF16":
+            data = t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
+        elif dtype == "F16":
+            data = t.to(torch.float16).numpy().astype("<f2").tobytes()
+        else:
+            data = t.to(torch.float32).numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for chunk in chunks:
+            f.write(chunk)
+
+
+def stored(tensors, dtype):
+    """The values the file holds, as float32 (what a reader gets back)."""
+    if dtype == "BF16":
+        return {k: v.to(torch.bfloat16).float() for k, v in tensors.items()}
+    if dtype == "F16":
+        return {k: v.to(torch.float16).float() for k, v in tensors.items()}
+    return {k: v.float() for k, v in tensors.items()}
+
+
+def save_folder(name, config, weights, dtype, tokens, logits, decode_logits):
+    folder = os.path.join(ROOT, name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+        f.write("\n")
+    write_safetensors(os.path.join(folder, "model.safetensors"), weights, dtype)
+    np.save(os.path.join(folder, "tokens.npy"), np.array(tokens, dtype=np.int64))
+    np.save(os.path.join(folder, "logits.npy"), logits.numpy().astype(np.float32))
+    np.save(os.path.join(folder, "decode_logits.npy"), decode_logits.numpy().astype(np.float32))
+
+
+# ---- layers, as Hugging Face computes them ---------------------------------------
+
+def rms_norm(x, w, eps):
+    x32 = x.float()
+    return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rope_cos_sin(positions, dim, theta):
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def attention(cfg, w, prefix, h, cos, sin, past, qk_norm):
+    """HF LlamaAttention / Qwen3MoeAttention (eager) on h [S, hidden]; past is (k, v) or None."""
+    s, d = h.shape[0], cfg["head_dim"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    q = F.linear(h, w[prefix + "q_proj.weight"]).view(s, heads, d)
+    k = F.linear(h, w[prefix + "k_proj.weight"]).view(s, kv_heads, d)
+    v = F.linear(h, w[prefix + "v_proj.weight"]).view(s, kv_heads, d)
+    if qk_norm:
+        q = rms_norm(q, w[prefix + "q_norm.weight"], cfg["rms_norm_eps"])
+        k = rms_norm(k, w[prefix + "k_norm.weight"], cfg["rms_norm_eps"])
+    q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+    q = q * cos + rotate_half(q) * sin
+    k = k * cos + rotate_half(k) * sin
+    if past is not None:
+        k = torch.cat((past[0], k), dim=1)
+        v = torch.cat((past[1], v), dim=1)
+    present = (k, v)
+    group = heads // kv_heads
+    kr, vr = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)  # repeat_kv
+    t = kr.shape[1]
+    scores = torch.matmul(q, kr.transpose(1, 2)) / math.sqrt(d)
+    mask = torch.ones(s, t, dtype=torch.bool).triu(diagonal=t - s + 1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1)
+    out = torch.matmul(probs, vr).transpose(0, 1).reshape(s, heads * d)
+    return F.linear(out, w[prefix + "o_proj.weight"]), present
+
+
+def mlp(w, prefix, x):
+    return F.linear(F.silu(F.linear(x, w[prefix + "gate_proj.weight"])) * F.linear(x, w[prefix + "up_proj.weight"]),
+                    w[prefix + "down_proj.weight"])
+
+
+def qwen3_moe_block(cfg, w, prefix, x):
+    """HF Qwen3MoeSparseMoeBlock: softmax, top-k, renormalise, loop over the hit experts with index_add_."""
+    router_logits = F.linear(x, w[prefix + "gate.weight"])
+    routing = torch.softmax(router_logits, dim=1, dtype=torch.float)
+    routing, selected = torch.topk(routing, cfg["num_experts_per_tok"], dim=-1)
+    if cfg["norm_topk_prob"]:
+        routing = routing / routing.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(x)
+    mask = F.one_hot(selected, num_classes=cfg["num_experts"]).permute(2, 1, 0)  # [E, k, T]
+    for e in range(cfg["num_experts"]):
+        idx, top_x = torch.where(mask[e])
+        if top_x.numel() == 0:
+            continue
+        y = mlp(w, f"{prefix}experts.{e}.", x[top_x]) * routing[top_x, idx, None]
+        out.index_add_(0, top_x, y)
+    return out, selected, torch.softmax(router_logits, dim=1)
+
+
+def forward(cfg, w, tokens, past, kind):
+    """Logits [S, vocab] and the new cache for `tokens` after `past` (a list of (k, v) or None)."""
+    tokens = torch.tensor(tokens, dtype=torch.int64)
+    start = 0 if past is None else past[0][0].shape[1]
+    cos, sin = rope_cos_sin(torch.arange(start, start + len(tokens)), cfg["head_dim"], cfg["rope_theta"])
+    x = F.embedding(tokens, w["model.embed_tokens.weight"])
+    presents, routers = [], []
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], cfg["rms_norm_eps"])
+        a, present = attention(cfg, w, p + "self_attn.", h, cos, sin, None if past is None else past[i],
+                               qk_norm=(kind == "qwen3_moe"))
+        presents.append(present)
+        x = x + a
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg["rms_norm_eps"])
+        if kind == "qwen3_moe":
+            m, selected, probs = qwen3_moe_block(cfg, w, p + "mlp.", h)
+            routers.append(probs)
+            x = x + m
+        else:
+            x = x + mlp(w, p + "mlp.", h)
+    x = rms_norm(x, w["model.norm.weight"], cfg["rms_norm_eps"])
+    return F.linear(x, w["lm_head.weight"]), presents, routers
+
+
+def check_routing_margins(cfg, routers, what):
+    """The top-k choice must not hinge on float rounding: the k-th and (k+1)-th probabilities differ clearly."""
+    k = cfg["num_experts_per_tok"]
+    for probs in routers:
+        top = torch.topk(probs, k + 1, dim=-1).values
+        margin = (top[:, k - 1] - top[:, k]).min().item()
+        assert margin > 1e-4, f"{what}: routing margin {margin} is too small; change the seed or tokens"
+
+
+# ---- the two models ----------------------------------------------------------------
+
+def init_weights(names_shapes, seed):
+    g = torch.Generator().manual_seed(seed)
+    w = {}
+    for name, shape in names_shapes:
+        if len(shape) == 1:  # norms
+            w[name] = 1.0 + 0.1 * torch.randn(shape, generator=g)
+        else:
+            w[name] = torch.randn(shape, generator=g) / math.sqrt(shape[-1])
+    return w
+
+
+def llama_case():
+    cfg = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 2, "vocab_size": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False, "rope_scaling": None,
+        "max_position_embeddings": 128, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
+    }
+    h, f, d, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"], cfg["vocab_size"]
+    hq, hkv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    shapes = [("model.embed_tokens.weight", (v, h)), ("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes += [(p + "input_layernorm.weight", (h,)), (p + "post_attention_layernorm.weight", (h,)),
+                   (p + "self_attn.q_proj.weight", (hq, h)), (p + "self_attn.k_proj.weight", (hkv, h)),
+                   (p + "self_attn.v_proj.weight", (hkv, h)), (p + "self_attn.o_proj.weight", (h, hq)),
+                   (p + "mlp.gate_proj.weight", (f, h)), (p + "mlp.up_proj.weight", (f, h)),
+                   (p + "mlp.down_proj.weight", (h, f))]
+    return cfg, init_weights(shapes, 1234), "F32"
+
+
+def qwen3_moe_case():
+    cfg = {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_act": "silu",
+        "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "num_experts": 8,
+        "num_experts_per_tok": 2, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 2,
+        "vocab_size": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "rope_scaling": None, "use_sliding_window": False, "sliding_window": None,
+        "max_window_layers": 2, "output_router_logits": False, "router_aux_loss_coef": 0.001,
+        "max_position_embeddings": 128, "torch_dtype": "bfloat16",
+    }
+    h, d, v = cfg["hidden_size"], cfg["head_dim"], cfg["vocab_size"]
+    fm, e = cfg["moe_intermediate_size"], cfg["num_experts"]
+    hq, hkv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    shapes = [("model.embed_tokens.weight", (v, h)), ("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes += [(p + "input_layernorm.weight", (h,)), (p + "post_attention_layernorm.weight", (h,)),
+                   (p + "self_attn.q_proj.weight", (hq, h)), (p + "self_attn.k_proj.weight", (hkv, h)),
+                   (p + "self_attn.v_proj.weight", (hkv, h)), (p + "self_attn.o_proj.weight", (h, hq)),
+                   (p + "self_attn.q_norm.weight", (d,)), (p + "self_attn.k_norm.weight", (d,)),
+                   (p + "mlp.gate.weight", (e, h))]
+        for x in range(e):
+            q = f"{p}mlp.experts.{x}."
+            shapes += [(q + "gate_proj.weight", (fm, h)), (q + "up_proj.weight", (fm, h)),
+                       (q + "down_proj.weight", (h, fm))]
+    return cfg, init_weights(shapes, 5678), "BF16"
+
+
+def make(name, case, tokens):
+    cfg, weights, dtype = case()
+    w = stored(weights, dtype)  # compute with exactly the values the file holds
+    logits, _, routers = forward(cfg, w, tokens, None, name)
+    check_routing_margins(cfg, routers, name + " prefill") if name == "qwen3_moe" else None
+    _, cache, _ = forward(cfg, w, tokens[:-1], None, name)
+    decode_logits, _, routers = forward(cfg, w, tokens[-1:], cache, name)
+    check_routing_margins(cfg, routers, name + " decode") if name == "qwen3_moe" else None
+    gap = (decode_logits[0] - logits[-1]).abs().max().item()
+    assert gap < 1e-4, f"{name}: decode with the cache differs from the prefill by {gap}"
+    save_folder(name, cfg, weights, dtype, tokens, logits, decode_logits)
+    print(f"{name}: {len(weights)} tensors ({dtype}), logits {tuple(logits.shape)}, decode gap {gap:.2e}")
+
+
+if __name__ == "__main__":
+    if os.path.isdir(ROOT):
+        shutil.rmtree(ROOT)
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        make("llama", llama_case, LLAMA_TOKENS)
+        make("qwen3_moe", qwen3_moe_case, QWEN3_MOE_TOKENS)
