@@ -220,7 +220,9 @@ TensorType Graph::infer(Op op, const std::vector<Edge>& inputs, const Attr& attr
 
 NodeId Graph::push(Node node) {
   SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "graph exceeds 2^32 node ids");
+  for (const Edge& e : node.inputs) ++use_count_[e.src.value];
   nodes_.push_back(std::move(node));
+  use_count_.push_back(0);
   holes_.clear();  // once add() hands out an id, no earlier hole may be filled
   ++num_live_;
   return NodeId{static_cast<uint32_t>(nodes_.size() - 1)};
@@ -252,8 +254,10 @@ NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr,
   // Ids skipped on the way to `id` become holes: dead slots that a later
   // add_with_id may still fill (the text form lists nodes in topological
   // order, not id order). Ids handed out by add() are never holes.
+  for (const Edge& e : inputs) ++use_count_[e.src.value];
   while (nodes_.size() <= id.value) {
     nodes_.push_back(Node{Op::Input, DType::F32, {}, NoAttr{}, {}, false});
+    use_count_.push_back(0);
     holes_.resize(nodes_.size(), false);
     holes_.back() = true;
   }
@@ -276,16 +280,20 @@ void Graph::set_input(NodeId id, size_t index, Edge edge) {
   if (type.dtype != target.dtype || type.shape != target.shape)
     fail("set_input: {} %{} would change type from {}{} to {}{}", name_of(target.op), id.value,
          dtype_name(target.dtype), shape_str(target.shape), dtype_name(type.dtype), shape_str(type.shape));
+  --use_count_[target.inputs[index].src.value];
+  ++use_count_[inputs[index].src.value];
   target.inputs[index] = std::move(inputs[index]);
 }
 
 void Graph::remove(NodeId id) {
   if (!contains(id)) fail("remove: %{} is not a live node", id.value);
-  for (const NodeId user : users(id))
-    fail("remove: %{} is still used by %{}", id.value, user.value);
-  for (const Output& output : outputs_)
-    if (output.edge.src == id) fail("remove: %{} is the output '{}'", id.value, output.name);
+  if (use_count_[id.value] > 0) {  // the slow path only to name the reader
+    for (const NodeId user : users(id)) fail("remove: %{} is still used by %{}", id.value, user.value);
+    for (const Output& output : outputs_)
+      if (output.edge.src == id) fail("remove: %{} is the output '{}'", id.value, output.name);
+  }
   Node& dead = nodes_[id.value];
+  for (const Edge& e : dead.inputs) --use_count_[e.src.value];
   dead.alive = false;
   dead.inputs.clear();
   --num_live_;
@@ -297,6 +305,7 @@ void Graph::add_output(std::string name, Edge edge) {
   for (const Output& output : outputs_)
     if (output.name == name) fail("output '{}' is defined twice", name);
   edge.view.apply(node(edge.src).shape);  // validates the view
+  ++use_count_[edge.src.value];
   outputs_.push_back(Output{std::move(name), std::move(edge)});
 }
 
@@ -308,10 +317,13 @@ void Graph::set_output(size_t index, Edge edge) {
   if (before != after)
     fail("set_output: output '{}' would change type from {}{} to {}{}", outputs_[index].name, dtype_name(before.dtype),
          shape_str(before.shape), dtype_name(after.dtype), shape_str(after.shape));
+  --use_count_[outputs_[index].edge.src.value];
+  ++use_count_[edge.src.value];
   outputs_[index].edge = std::move(edge);
 }
 
 void Graph::replace_uses(NodeId old, const Edge& replacement) {
+  if (use_count_[old.value] == 0) return;
   const Shape source = node(replacement.src).shape;
   auto rewired = [&](const Edge& edge) {
     return Edge{replacement.src, compose_views(replacement.view, edge.view, source)};

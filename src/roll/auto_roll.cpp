@@ -1,5 +1,6 @@
 // auto_roll: finds repeated bodies and keeps one copy between loop markers.
 //
+// 0. Equal constants and iotas are merged into one node each.
 // 1. Order. Nodes of one loop context (top level, or one loop's body) in a
 //    stable topological order, sources left out (they are never part of a
 //    body: a body reads them through loop_input / loop_input_static).
@@ -65,14 +66,14 @@ size_t signature(const Graph& g, NodeId id) {
   if (!is_loop_marker(n.op)) boost::hash_combine(seed, hash_attr(n.attr));
   boost::hash_combine(seed, static_cast<int>(n.dtype));
   boost::hash_range(seed, n.shape.begin(), n.shape.end());
+  // Inputs by view and producer type only: the same position of different
+  // occurrences may read a source in one and a computed node in another (the
+  // first layer reads the model input, the others the previous layer).
   for (const Edge& e : n.inputs) {
     boost::hash_combine(seed, e.view.hash());
     const Node& src = g.node(e.src);
-    if (is_source(src)) {
-      boost::hash_combine(seed, static_cast<int>(src.op));
-      boost::hash_combine(seed, static_cast<int>(src.dtype));
-      boost::hash_range(seed, src.shape.begin(), src.shape.end());
-    }
+    boost::hash_combine(seed, static_cast<int>(src.dtype));
+    boost::hash_range(seed, src.shape.begin(), src.shape.end());
   }
   return seed;
 }
@@ -116,16 +117,21 @@ class Roller {
   }
 
  private:
-  // Non-source nodes grouped by their innermost loop, each in topological order.
-  std::vector<std::vector<NodeId>> context_orders() const {
+  // Nodes grouped by their innermost loop, each in topological order. Left
+  // out: sources, and a loop's own entry markers, which are its body's
+  // outside inputs just as sources are the top level's.
+  std::vector<std::vector<NodeId>> context_orders() {
     const std::vector<Loop> loops = find_loops(g_);
     std::vector<int64_t> context(g_.id_bound(), -1);
     // Outermost first, so inner loops overwrite: the innermost wins.
     for (const Loop& loop : loops)
       for (const NodeId n : loop.body) context[n.value] = loop.id;
+    outside_like_.assign(g_.id_bound(), false);
+    for (const Loop& loop : loops)
+      for (const NodeId n : loop.entries) outside_like_[n.value] = true;
     std::map<int64_t, std::vector<NodeId>> by_context;
     for (const NodeId id : g_.topo_order())
-      if (!is_source(g_.node(id))) by_context[context[id.value]].push_back(id);
+      if (!is_source(g_.node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
     std::vector<std::vector<NodeId>> orders;
     for (auto& [ctx, order] : by_context) orders.push_back(std::move(order));
     return orders;
@@ -145,36 +151,49 @@ class Roller {
     }
     auto window = [&](size_t i, size_t p) { return prefix[i + p] - prefix[i] * power[p]; };
 
-    std::optional<Candidate> best;
+    // Maximal runs of equal adjacent windows, for every period.
+    struct Run {
+      size_t start, period, count;
+      size_t bound() const { return (count - 1) * period; }  // nodes it could remove
+    };
+    std::vector<Run> runs;
     for (size_t period = 1; period * 2 <= n; ++period) {
-      // The best possible saving of this period bounds what it can give.
-      if (best && static_cast<int64_t>((n / period - 1) * period) <= best->saving) continue;
       size_t i = 0;
       while (i + 2 * period <= n) {
-        if (window(i, period) != window(i + period, period)) {
+        // Comparing the first elements is a cheap filter before the window hashes.
+        if (sig[i] != sig[i + period] || window(i, period) != window(i + period, period)) {
           ++i;
           continue;
         }
-        // A run of equal adjacent windows starting at i.
         size_t count = 2;
-        while (i + (count + 1) * period <= n && window(i + (count - 1) * period, period) == window(i + count * period, period))
+        while (i + (count + 1) * period <= n &&
+               window(i + (count - 1) * period, period) == window(i + count * period, period))
           ++count;
-        // Try each phase that keeps `count` occurrences inside the run (then
-        // one occurrence fewer), stopping at the first that passes: later
-        // phases of the same run roll the same repeat, rotated.
-        for (size_t c = count; c >= 2; --c) {
-          if (best && static_cast<int64_t>((c - 1) * period) <= best->saving) break;
-          std::optional<Candidate> cand;
-          for (size_t phase = 0; phase < period && i + phase + c * period <= n && !cand; ++phase) {
-            if (phase > 0 && window(i + phase + (c - 1) * period, period) != window(i + phase, period)) break;
-            cand = check(order, i + phase, period, c);
-          }
-          if (cand) {
-            if (!best || cand->saving > best->saving) best = std::move(cand);
+        runs.push_back({i, period, count});
+        i += (count - 1) * period;
+      }
+    }
+    // Most promising first; stop once no run can beat the best found.
+    std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.bound() > b.bound(); });
+    std::optional<Candidate> best;
+    for (const Run& run : runs) {
+      if (best && static_cast<int64_t>(run.bound()) <= best->saving) break;
+      const size_t period = run.period;
+      // Each phase that keeps c occurrences inside the run, then one fewer;
+      // the first phase that passes wins (later phases roll the same repeat,
+      // rotated).
+      for (size_t c = run.count; c >= 2; --c) {
+        if (best && static_cast<int64_t>((c - 1) * period) <= best->saving) break;
+        std::optional<Candidate> cand;
+        for (size_t phase = 0; phase < period && run.start + phase + c * period <= n && !cand; ++phase) {
+          if (phase > 0 && window(run.start + phase + (c - 1) * period, period) != window(run.start + phase, period))
             break;
-          }
+          cand = check(order, run.start + phase, period, c);
         }
-        i += std::max<size_t>(1, (count - 1) * period);
+        if (cand) {
+          if (!best || cand->saving > best->saving) best = std::move(cand);
+          break;
+        }
       }
     }
     return best;
@@ -360,8 +379,10 @@ class Roller {
     for (size_t k = 0; k < c.count; ++k) {
       for (size_t j = 0; j < c.period; ++j) {
         const NodeId node = at(k, j);
+        // users_ lists the readers from before the rewrite; readers rewired
+        // since then are skipped by the edge check below.
         const bool outside_reader = [&] {
-          for (const NodeId u : g_.users(node))
+          for (const NodeId u : users_[node.value])
             if (!where.count(u.value) && !markers.count(u.value)) return true;
           for (const Output& o : g_.outputs())
             if (o.edge.src == node) return true;
@@ -376,7 +397,7 @@ class Roller {
           markers.insert(exit.value);
         }
         // Rewire outside readers only (not the occurrences, not the markers).
-        for (const NodeId u : g_.users(node)) {
+        for (const NodeId u : users_[node.value]) {
           if (where.count(u.value) || markers.count(u.value)) continue;
           const Node& user = g_.node(u);
           for (size_t i = 0; i < user.inputs.size(); ++i)
@@ -387,14 +408,59 @@ class Roller {
       }
     }
 
-    // The other occurrences go, readers before producers.
+    // The other occurrences go, readers before producers, and with them the
+    // constants and iotas only they read (occurrence 0's copies serve all).
+    std::set<uint32_t> read_sources;
+    for (size_t k = 1; k < c.count; ++k)
+      for (size_t j = 0; j < c.period; ++j)
+        for (const Edge& e : g_.node(at(k, j)).inputs)
+          if (is_value_source(g_.node(e.src))) read_sources.insert(e.src.value);
     for (size_t k = c.count; k-- > 1;)
       for (size_t j = c.period; j-- > 0;) g_.remove(at(k, j));
+    for (const uint32_t id : read_sources)
+      if (g_.use_count(NodeId{id}) == 0) g_.remove(NodeId{id});
   }
 
   Graph& g_;
   std::vector<std::vector<NodeId>> users_;  // of the graph as it is during one search
+  std::vector<bool> outside_like_;          // entry markers: outside inputs of their loop's body
 };
+
+// Equal constants and iotas become one node, so that every occurrence reads
+// the same node and the loop reads it as one static input. Computed nodes are
+// left alone: merging a per-layer mask into one shared node would leave the
+// first layer with nodes the others lack, and the layers would no longer
+// line up as occurrences.
+Graph merge_value_sources(const Graph& graph) {
+  Graph g = graph;
+  std::vector<NodeId> canonical(g.id_bound());
+  std::map<size_t, std::vector<NodeId>> by_key;
+  std::vector<NodeId> duplicates;
+  for (const NodeId id : g.live_ids()) {
+    canonical[id.value] = id;
+    if (!is_value_source(g.node(id))) continue;
+    std::vector<NodeId>& same = by_key[source_key(g, id)];
+    const auto first = std::find_if(same.begin(), same.end(), [&](NodeId s) { return same_source(g, s, id); });
+    if (first == same.end()) {
+      same.push_back(id);
+    } else {
+      canonical[id.value] = *first;
+      duplicates.push_back(id);
+    }
+  }
+  // One pass over every edge (replace_uses per duplicate would be quadratic).
+  for (const NodeId id : g.live_ids())
+    for (size_t i = 0; i < g.node(id).inputs.size(); ++i) {
+      const Edge& e = g.node(id).inputs[i];
+      if (canonical[e.src.value] != e.src) g.set_input(id, i, Edge{canonical[e.src.value], e.view});
+    }
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    const Edge& e = g.outputs()[o].edge;
+    if (canonical[e.src.value] != e.src) g.set_output(o, Edge{canonical[e.src.value], e.view});
+  }
+  for (const NodeId id : duplicates) g.remove(id);
+  return g;
+}
 
 int64_t next_loop_id(const Graph& g) {
   int64_t next = 1;
@@ -406,7 +472,7 @@ int64_t next_loop_id(const Graph& g) {
 }  // namespace
 
 RollResult auto_roll(const Graph& graph) {
-  RollResult result{graph, {}};
+  RollResult result{merge_value_sources(graph), {}};
   result.report.hlir_nodes_before = graph.num_live();
   Roller roller(result.graph);
   while (roller.roll_once(next_loop_id(result.graph), result.report)) ++result.report.loops;

@@ -93,8 +93,10 @@ class Graph {
   size_t id_bound() const { return nodes_.size(); }
   size_t num_live() const { return num_live_; }
   std::vector<NodeId> live_ids() const;
-  // Live nodes that read `id`, in id order.
+  // Live nodes that read `id`, in id order. Linear in the graph's size.
   std::vector<NodeId> users(NodeId id) const;
+  // How many input edges and outputs read `id`. Constant time.
+  uint32_t use_count(NodeId id) const { return use_count_[id.value]; }
 
   // The type an edge delivers (the producer's type seen through the view).
   TensorType edge_type(const Edge& edge) const;
@@ -121,6 +123,7 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Output> outputs_;
   std::vector<bool> holes_;  // ids skipped by add_with_id, still fillable by it
+  std::vector<uint32_t> use_count_;  // readers (input edges and outputs) of each id
   size_t num_live_ = 0;
 };
 
