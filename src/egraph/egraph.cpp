@@ -116,7 +116,7 @@ uint32_t EGraph::push_node(uint16_t op, uint32_t attr, const ClassId* children, 
   SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "e-graph node id overflow");
   const uint32_t n = static_cast<uint32_t>(nodes_.size());
   nodes_.push_back(make_rec(op, attr, children, arity, pool_));
-  node_class_.push_back(c);
+  nodes_.back().cls = c;
   lists_.push(rec(c).nodes, NodeId{n});
   // Node ids only grow, so a parent list that was sorted stays sorted.
   for (size_t i = 0; i < arity; ++i) lists_.push(rec(children[i]).parents, NodeId{n});
@@ -213,7 +213,7 @@ ClassId EGraph::add(OpId op, AttrId attr, std::span<const ClassId> children) {
   for (ClassId& c : canon) c = find(c);
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
-  if (found != UINT32_MAX) return find(node_class_[found]);
+  if (found != UINT32_MAX) return find(nodes_[found].cls);
   const ClassId c = new_class();
   const uint32_t n = push_node(op.value, attr.value, canon.data(), canon.size(), c);
   memo_insert(n, hash);
@@ -237,7 +237,7 @@ bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> childre
   for (ClassId& c : canon) c = find(c);
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
-  if (found != UINT32_MAX) return merge(node_class_[found], target, reason);
+  if (found != UINT32_MAX) return merge(nodes_[found].cls, target, reason);
   target = find(target);
   const uint32_t n = push_node(op.value, attr.value, canon.data(), canon.size(), target);
   memo_insert(n, hash);
@@ -251,7 +251,7 @@ std::optional<ClassId> EGraph::lookup(OpId op, AttrId attr, std::span<const Clas
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
   if (found == UINT32_MAX) return std::nullopt;
-  return find(node_class_[found]);
+  return find(nodes_[found].cls);
 }
 
 bool EGraph::merge(ClassId a, ClassId b, std::string_view reason) {
@@ -309,7 +309,7 @@ void EGraph::repair_node(uint32_t n) {
   for (size_t i = 0; i < r.arity; ++i) children[i] = find(children[i]);
   const uint32_t hash = hash_node(r.op, r.attr, children, r.arity);
   const uint32_t existing = memo_find(hash, r.op, r.attr, children, r.arity);
-  const ClassId mine = find(node_class_[n]);
+  const ClassId mine = find(nodes_[n].cls);
   mark_dirty(mine);
   if (existing == UINT32_MAX) {
     memo_insert(n, hash);
@@ -317,7 +317,7 @@ void EGraph::repair_node(uint32_t n) {
   }
   // Congruent to a node already in the hashcons: this one is a duplicate.
   r.dead = 1;
-  merge(node_class_[existing], mine, "congruence");
+  merge(nodes_[existing].cls, mine, "congruence");
 }
 
 void EGraph::finish_class(ClassId c) {
@@ -351,7 +351,7 @@ size_t EGraph::rebuild() {
       todo_nodes_.swap(analysis_pending_);
       for (NodeId n : todo_nodes_) {
         if (nodes_[n.value].dead) continue;
-        const ClassId c = find(node_class_[n.value]);
+        const ClassId c = find(nodes_[n.value].cls);
         if (analysis_->remake(*this, c, n)) {
           const auto parents = lists_.view(rec(c).parents);
           analysis_pending_.insert(analysis_pending_.end(), parents.begin(), parents.end());
@@ -388,9 +388,7 @@ void EGraph::compact() {
   std::vector<uint32_t> remap(nodes_.size(), UINT32_MAX);
   std::vector<NodeRec> nodes;
   std::vector<ClassId> pool;
-  std::vector<ClassId> node_class;
   nodes.reserve(memo_size_);
-  node_class.reserve(memo_size_);
   size_t children = 0;
   for (const NodeRec& r : nodes_)
     if (!r.dead && r.arity > 2) children += r.arity;
@@ -400,11 +398,10 @@ void EGraph::compact() {
     if (r.dead) continue;
     remap[n] = static_cast<uint32_t>(nodes.size());
     nodes.push_back(make_rec(r.op, r.attr, kids_of(r), r.arity, pool));
-    node_class.push_back(find(node_class_[n]));
+    nodes.back().cls = find(r.cls);
   }
   nodes_.swap(nodes);
   pool_.swap(pool);
-  node_class_.swap(node_class);
 
   // Class records: one slot per canonical class, in class id order; their
   // lists remapped into a fresh pool of exactly-sized segments.
@@ -512,9 +509,9 @@ void EGraph::check_invariants() const {
       const NodeId n = rec_nodes[k];
       const NodeRec& r = nodes_[n.value];
       if (r.dead) fail("e-graph invariant: dead node n{} in class c{}", n.value, ci);
-      if (find_const(node_class_[n.value]) != c)
+      if (find_const(nodes_[n.value].cls) != c)
         fail("e-graph invariant: node n{} listed in c{} but belongs to c{}", n.value, ci,
-             find_const(node_class_[n.value]).value);
+             find_const(nodes_[n.value].cls).value);
       if (k > 0) {
         const NodeRec& prev = nodes_[rec_nodes[k - 1].value];
         if (prev.op > r.op || (prev.op == r.op && rec_nodes[k - 1] >= n))
@@ -549,7 +546,7 @@ void EGraph::check_invariants() const {
 size_t EGraph::memory_bytes() const {
   size_t bytes = sizeof(*this);
   bytes += nodes_.capacity() * sizeof(NodeRec) + pool_.capacity() * sizeof(ClassId) +
-           node_class_.capacity() * sizeof(ClassId) + parent_.capacity() * sizeof(uint32_t) +
+           parent_.capacity() * sizeof(uint32_t) +
            slots_.capacity() * sizeof(ClassRec) + free_slots_.capacity() * sizeof(uint32_t) +
            memo_.capacity() * sizeof(MemoSlot) + (pending_.capacity() + analysis_pending_.capacity() +
                                      todo_nodes_.capacity()) * sizeof(NodeId) +
@@ -557,7 +554,6 @@ size_t EGraph::memory_bytes() const {
             canonical_.capacity() + op_classes_.capacity()) * sizeof(ClassId) +
            op_begin_.capacity() * sizeof(uint32_t);
   bytes += lists_.memory_bytes();
-  if (getenv("SPOOL_EG_MEM")) fmt::print("nodes {} pool {} nc {} uf {} slots {} memo {} lists {} pending {} todo {} canon {} opc {}\n", nodes_.capacity()*16, pool_.capacity()*4, node_class_.capacity()*4, parent_.capacity()*4, slots_.capacity()*sizeof(ClassRec), memo_.capacity()*8, lists_.memory_bytes(), pending_.capacity()*4, todo_nodes_.capacity()*4, canonical_.capacity()*4, op_classes_.capacity()*4);
   if (analysis_) bytes += analysis_->memory_bytes();
   return bytes;
 }

@@ -163,7 +163,16 @@ class Reader {
       return t;
     }
     if (c == '[') {
-      size_t end = text_.find(']', pos_);
+      // Brackets nest: `[name="x" : f32[2,3]]`.
+      size_t end = std::string_view::npos;
+      int depth = 0;
+      for (size_t i = pos_; i < text_.size(); ++i) {
+        if (text_[i] == '[') ++depth;
+        if (text_[i] == ']' && --depth == 0) {
+          end = i;
+          break;
+        }
+      }
       if (end == std::string_view::npos) {
         t.kind = Token::Attr;
         t.text = {};

@@ -134,7 +134,8 @@ struct Runner::State {
     const double limit = std::max(0.0, cfg.time_limit_ms);
     deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
     for (const RuleSet& set : sets) rule_state.emplace_back(set.rules.size());
-    arena = cfg.threads > 0 ? std::make_unique<tbb::task_arena>(cfg.threads) : std::make_unique<tbb::task_arena>();
+    if (cfg.threads != 1)
+      arena = cfg.threads > 0 ? std::make_unique<tbb::task_arena>(cfg.threads) : std::make_unique<tbb::task_arena>();
   }
 
   void stop(StopReason reason) {
@@ -189,19 +190,26 @@ struct Runner::State {
       }
     }
     std::atomic<bool> timed_out{false};
-    arena->execute([&] {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, num_chunks, 1), [&](const tbb::blocked_range<size_t>& range) {
-        for (size_t i = range.begin(); i != range.end(); ++i) {
-          Chunk& c = chunks[i];
-          const auto t0 = Clock::now();
-          const Query& q = set.rules[c.rule].query;
-          search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out);
-          const auto t1 = Clock::now();
-          c.ms = ms_between(t0, t1);
-          if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
-        }
+    auto search_chunk = [&](size_t i) {
+      Chunk& c = chunks[i];
+      const auto t0 = Clock::now();
+      const Query& q = set.rules[c.rule].query;
+      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out);
+      const auto t1 = Clock::now();
+      c.ms = ms_between(t0, t1);
+      if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
+    };
+    // A few chunks are cheaper to match here than to hand to other threads;
+    // either way each chunk fills its own buffer, so the result is the same.
+    if (num_chunks <= 4 || cfg.threads == 1) {
+      for (size_t i = 0; i < num_chunks; ++i) search_chunk(i);
+    } else {
+      arena->execute([&] {
+        tbb::parallel_for(tbb::blocked_range<size_t>(0, num_chunks, 1), [&](const tbb::blocked_range<size_t>& range) {
+          for (size_t i = range.begin(); i != range.end(); ++i) search_chunk(i);
+        });
       });
-    });
+    }
     const auto t_apply = Clock::now();
     it.search_ms = ms_between(t_search, t_apply);
     rule_matches.assign(set.rules.size(), 0);

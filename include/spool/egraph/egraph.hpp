@@ -139,7 +139,7 @@ class EGraph {
     return ENodeRef{OpId{r.op}, AttrId{r.attr}, std::span<const ClassId>(kids_of(r), r.arity)};
   }
   // The class a node belongs to (canonical).
-  ClassId class_of(NodeId n) const { return find_const(node_class_[n.value]); }
+  ClassId class_of(NodeId n) const { return find_const(nodes_[n.value].cls); }
   // Nodes of a canonical class; after rebuild() sorted by (op, node id).
   // Spans into the graph are valid until the next add/merge/rebuild.
   std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(rec(c).nodes); }
@@ -164,18 +164,21 @@ class EGraph {
   std::string node_str(NodeId n) const;
 
  private:
-  // 16 bytes: up to two children inline (most nodes), more in pool_.
+  // 20 bytes: the class the node was added to (find() it), and up to two
+  // children inline (most nodes), more in pool_. A hashcons hit reads the
+  // content and the class from one record.
   struct NodeRec {
     uint16_t op;
     uint8_t arity;
     uint8_t dead;  // a duplicate found by rebuild(); in no class and not in the hashcons
     uint32_t attr;
+    ClassId cls;
     ClassId kids[2];  // arity > 2: kids[0].value is the offset of the children in pool_
   };
   const ClassId* kids_of(const NodeRec& r) const { return r.arity <= 2 ? r.kids : pool_.data() + r.kids[0].value; }
   ClassId* kids_of(NodeRec& r) { return r.arity <= 2 ? r.kids : pool_.data() + r.kids[0].value; }
   NodeRec make_rec(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, std::vector<ClassId>& pool) const {
-    NodeRec r{op, static_cast<uint8_t>(arity), 0, attr, {}};
+    NodeRec r{op, static_cast<uint8_t>(arity), 0, attr, ClassId{}, {}};
     if (arity <= 2) {
       for (size_t i = 0; i < arity; ++i) r.kids[i] = children[i];
     } else {
@@ -250,7 +253,6 @@ class EGraph {
 
   std::vector<NodeRec> nodes_;
   std::vector<ClassId> pool_;
-  std::vector<ClassId> node_class_;
 
   std::vector<uint32_t> parent_;  // union-find (see kRoot)
   std::vector<ClassRec> slots_;

@@ -1,0 +1,479 @@
+// The HLIR in the e-graph: op table, attributes, the type/constant analysis,
+// and conversion from and to spool::Graph.
+//
+// Types are derived inside the e-graph with the same infer_type the Graph
+// uses, so a rule cannot stamp a type from outside. A node that does not
+// type-check does not throw from add() (the graph would be left half-way
+// through an insertion); its class records why, and the merge that follows
+// (every rule merges what it built) is refused with the rule's name.
+// Constant folding covers the ops whose result the interpreter computes
+// exactly (correctly rounded to the dtype, integers wrapping), and nothing
+// else: every rewrite is exact.
+
+#include <spool/egraph/hlir.hpp>
+#include <spool/support/error.hpp>
+
+#include <charconv>
+#include <cmath>
+
+namespace spool::egraph::hlir {
+
+using spool::Attr;
+using spool::DType;
+using spool::Op;
+using spool::OpClass;
+using spool::Scalar;
+using spool::Shape;
+using spool::TensorType;
+
+namespace {
+
+std::string strip_braces(std::string s) {
+  if (s.size() >= 2 && s.front() == '{' && s.back() == '}') return s.substr(1, s.size() - 2);
+  return s;
+}
+
+std::string type_str(const TensorType& t) {
+  return fmt::format("{}{}", spool::dtype_name(t.dtype), spool::shape_str(t.shape));
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<int64_t> parse_int(std::string_view s) {
+  s = trim(s);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// `f32[2,3]` or `f32` (a scalar).
+std::optional<TensorType> parse_type(std::string_view s) {
+  s = trim(s);
+  const size_t br = s.find('[');
+  auto dtype = spool::parse_dtype(trim(s.substr(0, br)));
+  if (!dtype) return std::nullopt;
+  TensorType t{*dtype, {}};
+  if (br == std::string_view::npos) return t;
+  if (s.back() != ']') return std::nullopt;
+  std::string_view dims = s.substr(br + 1, s.size() - br - 2);
+  while (!trim(dims).empty()) {
+    const size_t comma = dims.find(',');
+    auto d = parse_int(dims.substr(0, comma));
+    if (!d || *d < 0) return std::nullopt;
+    t.shape.push_back(*d);
+    if (comma == std::string_view::npos) break;
+    dims.remove_prefix(comma + 1);
+  }
+  return t;
+}
+
+// `key=value` pairs separated by commas (a quoted value may hold commas).
+std::optional<std::vector<std::pair<std::string, std::string>>> parse_kv(std::string_view s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  s = trim(s);
+  while (!s.empty()) {
+    const size_t eq = s.find('=');
+    if (eq == std::string_view::npos) return std::nullopt;
+    std::string key(trim(s.substr(0, eq)));
+    s.remove_prefix(eq + 1);
+    s = trim(s);
+    std::string value;
+    if (!s.empty() && s.front() == '"') {
+      size_t i = 1;
+      for (; i < s.size() && s[i] != '"'; ++i) {
+        if (s[i] == '\\' && i + 1 < s.size()) ++i;
+        value += s[i];
+      }
+      if (i >= s.size()) return std::nullopt;
+      s.remove_prefix(i + 1);
+    } else {
+      const size_t comma = s.find(',');
+      value = std::string(trim(s.substr(0, comma)));
+      s.remove_prefix(comma == std::string_view::npos ? s.size() : comma);
+    }
+    s = trim(s);
+    if (!s.empty()) {
+      if (s.front() != ',') return std::nullopt;
+      s.remove_prefix(1);
+    }
+    out.emplace_back(std::move(key), std::move(value));
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- language -----------------------------------------------------------------------
+
+HlirLanguage::HlirLanguage() {
+  for (Op op : spool::kAllOps) {
+    const spool::OpInfo& info = spool::op_info(op);
+    ops_[static_cast<size_t>(op)] = language_.ops.add(std::string(info.name), info.arity < 0 ? kVariadic : info.arity);
+  }
+  view_ = language_.ops.add("view", 1);
+}
+
+std::optional<Op> HlirLanguage::hlir_op(OpId op) const {
+  if (op == view_ || op.value >= spool::kNumOps) return std::nullopt;
+  return spool::kAllOps[op.value];  // registered in ops.def order
+}
+
+AttrId HlirLanguage::attr(const Attr& attr) {
+  if (std::holds_alternative<spool::NoAttr>(attr)) return AttrId{};
+  return language_.attrs.intern_custom("hlir", strip_braces(spool::attr_str(attr)), HlirAttr{attr, {}, {}});
+}
+
+AttrId HlirLanguage::source_attr(const Attr& attr, const TensorType& type) {
+  std::string key = strip_braces(spool::attr_str(attr)) + " : " + type_str(type);
+  return language_.attrs.intern_custom("hlir", std::move(key), HlirAttr{attr, type, {}});
+}
+
+AttrId HlirLanguage::view_attr(const spool::View& view) {
+  return language_.attrs.intern_custom("hlir-view", view.str(), HlirAttr{spool::NoAttr{}, {}, view});
+}
+
+std::optional<AttrId> HlirLanguage::parse_attr(OpId op, std::string_view text) {
+  const auto hop = hlir_op(op);
+  if (!hop) return std::nullopt;  // views are not written in patterns yet
+  const spool::OpInfo& info = spool::op_info(*hop);
+  std::optional<TensorType> type;
+  if (info.cls == OpClass::Source) {
+    const size_t colon = text.rfind(" : ");
+    if (colon == std::string_view::npos) return std::nullopt;
+    type = parse_type(text.substr(colon + 3));
+    if (!type) return std::nullopt;
+    text = text.substr(0, colon);
+  }
+  auto kv = parse_kv(text);
+  if (!kv) return std::nullopt;
+  auto get = [&](const char* key) -> std::optional<std::string> {
+    for (const auto& [k, v] : *kv)
+      if (k == key) return v;
+    return std::nullopt;
+  };
+  Attr attr;
+  switch (info.attr) {
+    case spool::AttrKind::None:
+      if (!kv->empty()) return std::nullopt;
+      attr = spool::NoAttr{};
+      break;
+    case spool::AttrKind::Name: {
+      auto name = get("name");
+      if (!name || kv->size() != 1) return std::nullopt;
+      attr = spool::NameAttr{*name};
+      break;
+    }
+    case spool::AttrKind::Scalar: {
+      auto v = get("value");
+      if (!v || !type || kv->size() != 1) return std::nullopt;
+      double d = 0;
+      if (*v == "true" || *v == "false") {
+        d = *v == "true";
+      } else {
+        auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), d);
+        if (ec != std::errc() || p != v->data() + v->size()) return std::nullopt;
+      }
+      attr = spool::ScalarAttr{Scalar::of(type->dtype, d)};
+      break;
+    }
+    case spool::AttrKind::Axis: {
+      auto v = get("axis");
+      auto a = v ? parse_int(*v) : std::nullopt;
+      if (!a || kv->size() != 1) return std::nullopt;
+      attr = spool::AxisAttr{*a};
+      break;
+    }
+    case spool::AttrKind::DType: {
+      auto v = get("to");
+      auto d = v ? spool::parse_dtype(*v) : std::nullopt;
+      if (!d || kv->size() != 1) return std::nullopt;
+      attr = spool::DTypeAttr{*d};
+      break;
+    }
+    case spool::AttrKind::TopK: {
+      auto v = get("k");
+      auto k = v ? parse_int(*v) : std::nullopt;
+      if (!k || kv->size() != 1) return std::nullopt;
+      attr = spool::TopKAttr{*k};
+      break;
+    }
+    case spool::AttrKind::Loop: {
+      auto l = get("loop"), t = get("trips"), i = get("index");
+      auto li = l ? parse_int(*l) : std::nullopt;
+      auto ti = t ? parse_int(*t) : std::nullopt;
+      auto ii = i ? parse_int(*i) : std::optional<int64_t>(0);
+      if (!li || !ti || !ii) return std::nullopt;
+      attr = spool::LoopAttr{*li, *ti, *ii};
+      break;
+    }
+  }
+  if (type) return source_attr(attr, *type);
+  return this->attr(attr);
+}
+
+ParseOptions HlirLanguage::parse_options() {
+  ParseOptions o;
+  o.attr_parser = [this](OpId op, std::string_view text) { return parse_attr(op, text); };
+  return o;
+}
+
+// ---- constant folding -------------------------------------------------------------------
+
+namespace {
+
+Scalar int_scalar(DType dtype, uint64_t bits) {
+  Scalar s;
+  s.dtype = dtype;
+  s.i = spool::wrap_to_int(dtype, static_cast<int64_t>(bits));
+  return s;
+}
+
+Scalar bool_scalar(bool v) {
+  Scalar s;
+  s.dtype = DType::Bool;
+  s.i = v;
+  return s;
+}
+
+// The value of an elementwise op on constants, when the interpreter's result
+// is exactly reproducible here; nullopt otherwise.
+std::optional<Scalar> fold(Op op, const Attr& attr, DType out, const std::vector<const ClassData*>& in) {
+  for (const ClassData* d : in)
+    if (!d->constant) return std::nullopt;
+  auto c = [&](size_t i) -> const Scalar& { return *in[i]->constant; };
+  switch (op) {
+    case Op::Neg:
+      if (spool::is_float(out)) return Scalar::of(out, -c(0).f);
+      return int_scalar(out, 0 - static_cast<uint64_t>(c(0).i));
+    case Op::Not: return bool_scalar(c(0).i == 0);
+    // Division and square root of values exact in a double are correctly
+    // rounded there, and rounding that double to the dtype again is
+    // innocuous (53 >= 2 * 24 + 2 bits).
+    case Op::Recip: return Scalar::of(out, 1.0 / c(0).f);
+    case Op::Sqrt: return Scalar::of(out, std::sqrt(c(0).f));
+    case Op::Cast: {
+      const DType from = c(0).dtype;
+      const DType to = std::get<spool::DTypeAttr>(attr).to;
+      if (to == DType::Bool) return bool_scalar(spool::is_float(from) ? c(0).f != 0.0 : c(0).i != 0);
+      if (spool::is_float(to)) {
+        if (spool::is_float(from)) return Scalar::of(to, c(0).f);
+        // An integer beyond 2^53 would be rounded twice.
+        if (c(0).i > (int64_t{1} << 53) || c(0).i < -(int64_t{1} << 53)) return std::nullopt;
+        return Scalar::of(to, static_cast<double>(c(0).i));
+      }
+      if (spool::is_float(from)) return std::nullopt;  // float -> int: not folded
+      return int_scalar(to, static_cast<uint64_t>(c(0).i));
+    }
+    case Op::Add:
+      if (spool::is_float(out)) return Scalar::of(out, c(0).f + c(1).f);
+      return int_scalar(out, static_cast<uint64_t>(c(0).i) + static_cast<uint64_t>(c(1).i));
+    case Op::Mul:
+      if (spool::is_float(out)) return Scalar::of(out, c(0).f * c(1).f);
+      if (out == DType::Bool) return bool_scalar(c(0).i && c(1).i);
+      return int_scalar(out, static_cast<uint64_t>(c(0).i) * static_cast<uint64_t>(c(1).i));
+    case Op::Max:
+      if (spool::is_float(out)) {
+        const double a = c(0).f, b = c(1).f;
+        if (std::isnan(a) || std::isnan(b)) return Scalar::of(out, std::nan(""));
+        if (a == 0.0 && b == 0.0 && std::signbit(a) != std::signbit(b)) return std::nullopt;
+        return Scalar::of(out, std::max(a, b));
+      }
+      if (out == DType::Bool) return bool_scalar(c(0).i || c(1).i);
+      return int_scalar(out, static_cast<uint64_t>(std::max(c(0).i, c(1).i)));
+    case Op::LessThan:
+      return bool_scalar(spool::is_float(c(0).dtype) ? c(0).f < c(1).f : c(0).i < c(1).i);
+    case Op::Equal:
+      return bool_scalar(spool::is_float(c(0).dtype) ? c(0).f == c(1).f : c(0).i == c(1).i);
+    case Op::MaxReduce:  // the max of equal values is that value (NaN included)
+    case Op::Gather:     // any element of a constant tensor
+    case Op::LoopInputStatic:
+      return c(0);
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+// ---- analysis --------------------------------------------------------------------------
+
+ClassData HlirAnalysis::compute(const EGraph& graph, NodeId n) const {
+  const ENodeRef node = graph.node(n);
+  ClassData out;
+  std::vector<const ClassData*> in;
+  std::vector<TensorType> types;
+  for (ClassId child : node.children) {
+    const ClassData& d = data_[graph.find_const(child).value];
+    if (!d.ok) {
+      out.ok = false;
+      out.error = fmt::format("input c{} is ill-typed: {}", graph.find_const(child).value, d.error);
+      return out;
+    }
+    in.push_back(&d);
+    types.push_back(d.type);
+  }
+  try {
+    if (node.op == lang_.view_op()) {
+      const spool::View& view = *lang_.payload(node.attr).view;
+      out.type = TensorType{types[0].dtype, view.apply(types[0].shape)};
+      // Every element still reads the constant unless padding adds another value.
+      bool keeps = in[0]->constant.has_value();
+      for (const spool::ViewStep& step : view.steps())
+        if (step.kind == spool::ViewKind::Pad &&
+            !(in[0]->constant && Scalar::of(out.type.dtype, step.value) == *in[0]->constant))
+          keeps = false;
+      if (keeps) out.constant = in[0]->constant;
+      return out;
+    }
+    const Op op = *lang_.hlir_op(node.op);
+    if (spool::op_info(op).cls == OpClass::Source) {
+      const HlirAttr& a = lang_.payload(node.attr);
+      out.type = *a.type;
+      if (op == Op::Constant) out.constant = std::get<spool::ScalarAttr>(a.attr).value;
+      return out;
+    }
+    const Attr attr = node.attr.value == 0 ? Attr{spool::NoAttr{}} : lang_.payload(node.attr).attr;
+    out.type = spool::infer_type(op, types, attr);
+    out.constant = fold(op, attr, out.type.dtype, in);
+  } catch (const spool::Error& e) {
+    out.ok = false;
+    out.error = fmt::format("{}: {}", graph.ops().name(node.op), e.what());
+  }
+  return out;
+}
+
+void HlirAnalysis::make(const EGraph& graph, ClassId c, NodeId n) {
+  if (data_.size() <= c.value) data_.resize(c.value + 1);
+  data_[c.value] = compute(graph, n);
+}
+
+std::string HlirAnalysis::check_merge(const EGraph&, ClassId a, ClassId b) const {
+  const ClassData& x = data_[a.value];
+  const ClassData& y = data_[b.value];
+  if (!x.ok) return "it built an ill-typed node: " + x.error;
+  if (!y.ok) return "it built an ill-typed node: " + y.error;
+  if (x.type != y.type)
+    return fmt::format("their shape or dtype differ: {} vs {}", type_str(x.type), type_str(y.type));
+  if (x.constant && y.constant && !(*x.constant == *y.constant))
+    return fmt::format("they hold different constants {} and {}", spool::scalar_str(*x.constant),
+                       spool::scalar_str(*y.constant));
+  return {};
+}
+
+bool HlirAnalysis::merge(ClassId into, ClassId from) {
+  ClassData& x = data_[into.value];
+  const ClassData& y = data_[from.value];
+  if (x.constant.has_value() == y.constant.has_value()) return false;
+  if (!x.constant) x.constant = y.constant;
+  return true;
+}
+
+bool HlirAnalysis::remake(const EGraph& graph, ClassId c, NodeId n) {
+  ClassData& d = data_[c.value];
+  if (!d.ok || d.constant) return false;
+  ClassData fresh = compute(graph, n);
+  if (!fresh.ok || !fresh.constant) return false;
+  d.constant = fresh.constant;
+  return true;
+}
+
+void HlirAnalysis::modify(EGraph& graph, ClassId c) {
+  const ClassData d = data_[c.value];
+  if (!d.ok || !d.constant) return;
+  // The canonical form of a constant: a scalar `constant`, broadcast by a view.
+  const TensorType scalar{d.type.dtype, {}};
+  ClassId k = graph.add_leaf(lang_.op(Op::Constant), lang_.source_attr(spool::ScalarAttr{*d.constant}, scalar));
+  if (!d.type.shape.empty()) {
+    spool::View view;
+    const Shape ones(d.type.shape.size(), 1);
+    view.append(spool::reshape_step(ones), Shape{}, "constant folding");
+    view.append(spool::expand_step(d.type.shape), Shape{}, "constant folding");
+    k = graph.add(lang_.view_op(), lang_.view_attr(view), std::span<const ClassId>(&k, 1));
+  }
+  graph.merge(c, k, "constant folding");
+}
+
+std::string HlirAnalysis::check(const EGraph& graph, ClassId c) const {
+  const ClassData& d = data_[c.value];
+  if (!d.ok) return {};  // an ill-typed class is only reported when merged
+  for (NodeId n : graph.class_nodes(c)) {
+    const ClassData fresh = compute(graph, n);
+    if (fresh.ok && fresh.type != d.type)
+      return fmt::format("node {} has type {} in a class of type {}", graph.node_str(n), type_str(fresh.type),
+                         type_str(d.type));
+  }
+  return {};
+}
+
+std::string HlirAnalysis::describe(ClassId c) const {
+  const ClassData& d = data_[c.value];
+  if (!d.ok) return "ill-typed";
+  std::string s = type_str(d.type);
+  if (d.constant) s += " = " + spool::scalar_str(*d.constant);
+  return s;
+}
+
+std::unique_ptr<EGraph> make_egraph(HlirLanguage& lang) {
+  auto g = std::make_unique<EGraph>(lang.language());
+  g->set_analysis(std::make_unique<HlirAnalysis>(lang));
+  return g;
+}
+
+// ---- Graph <-> e-graph --------------------------------------------------------------------
+
+std::vector<ClassId> add_graph(EGraph& egraph, HlirLanguage& lang, const spool::Graph& graph) {
+  std::vector<ClassId> classes(graph.id_bound());
+  auto edge_class = [&](const spool::Edge& e) {
+    ClassId c = classes[e.src.value];
+    if (!e.view.is_identity()) c = egraph.add(lang.view_op(), lang.view_attr(e.view), std::span<const ClassId>(&c, 1));
+    return c;
+  };
+  for (spool::NodeId id : graph.topo_order()) {
+    const spool::Node& node = graph.node(id);
+    if (spool::op_info(node.op).cls == OpClass::Source) {
+      classes[id.value] = egraph.add_leaf(lang.op(node.op), lang.source_attr(node.attr, {node.dtype, node.shape}));
+      continue;
+    }
+    ClassVec kids;
+    for (const spool::Edge& e : node.inputs) kids.push_back(edge_class(e));
+    classes[id.value] = egraph.add(lang.op(node.op), lang.attr(node.attr), span_of(kids));
+  }
+  std::vector<ClassId> outputs;
+  for (const spool::Output& out : graph.outputs()) outputs.push_back(edge_class(out.edge));
+  return outputs;
+}
+
+spool::Graph to_graph(const HlirLanguage& lang, const Term& term, const std::vector<std::string>& output_names) {
+  spool::Graph graph;
+  std::vector<spool::Edge> edges(term.nodes.size());
+  for (size_t i = 0; i < term.nodes.size(); ++i) {
+    const Term::Node& n = term.nodes[i];
+    if (n.op == lang.view_op()) {
+      const spool::Edge& inner = edges[n.children.at(0)];
+      spool::Edge e = inner;
+      const Shape& source = graph.node(inner.src).shape;
+      for (const spool::ViewStep& step : lang.payload(n.attr).view->steps()) e.view.append(step, source, "view");
+      edges[i] = e;
+      continue;
+    }
+    const Op op = *lang.hlir_op(n.op);
+    if (spool::op_info(op).cls == OpClass::Source) {
+      const HlirAttr& a = lang.payload(n.attr);
+      edges[i] = spool::Edge{graph.add_source(op, a.attr, a.type->dtype, a.type->shape), {}};
+      continue;
+    }
+    std::vector<spool::Edge> inputs;
+    for (uint32_t k : n.children) inputs.push_back(edges[k]);
+    const Attr attr = n.attr.value == 0 ? Attr{spool::NoAttr{}} : lang.payload(n.attr).attr;
+    edges[i] = spool::Edge{graph.add(op, std::move(inputs), attr), {}};
+  }
+  for (size_t r = 0; r < term.roots.size(); ++r)
+    graph.add_output(r < output_names.size() ? output_names[r] : fmt::format("out{}", r), edges[term.roots[r]]);
+  return graph;
+}
+
+}  // namespace spool::egraph::hlir
