@@ -5,15 +5,57 @@
 // (reductions round once, at the end).
 
 #include <spool/interp/interp.hpp>
+
+#include "elementwise.hpp"
+#include "kernels.hpp"
 #include <spool/support/error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <random>
 
 namespace spool::interp {
+
+namespace detail {
+HostTensor eval_reduce(Op op, const HostTensor& x, int64_t axis, const Shape& out_shape) {
+  HostTensor out(x.dtype(), out_shape);
+  // View x as [outer, n, inner].
+  const Shape& shape = x.shape();
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < static_cast<size_t>(axis); ++i) outer *= shape[i];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
+  const bool floats = is_float(x.dtype());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      const int64_t base = o * n * inner + j;
+      if (floats) {
+        double acc = op == Op::SumReduce ? 0.0 : -INFINITY;
+        for (int64_t r = 0; r < n; ++r) {
+          const double v = x.get(base + r * inner);
+          acc = op == Op::SumReduce ? acc + v : (std::isnan(acc) || std::isnan(v) ? NAN : std::max(acc, v));
+        }
+        out.set(o * inner + j, acc);
+      } else {
+        int64_t acc = op == Op::SumReduce ? 0 : x.get_int(base);
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t v = x.get_int(base + r * inner);
+          acc = op == Op::SumReduce ? static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(v))
+                                    : std::max(acc, v);
+        }
+        out.set_int(o * inner + j, acc);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+
 namespace {
+using detail::eval_reduce;
 
 // Walks every multi-index of `shape` in row-major order.
 class IndexWalker {
@@ -85,130 +127,14 @@ HostTensor read_edge(const HostTensor& value, const View& view) {
   return current;
 }
 
-double float_unary(Op op, double x) {
-  switch (op) {
-    case Op::Exp2: return std::exp2(x);
-    case Op::Log2: return std::log2(x);
-    case Op::Sin: return std::sin(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Recip: return 1.0 / x;
-    case Op::Neg: return -x;
-    default: SPOOL_ASSERT(false, "{} is not a float unary op", op_name(op));
-  }
-}
-
-HostTensor eval_unary(Op op, const HostTensor& x) {
-  HostTensor out(x.dtype(), x.shape());
-  for (int64_t i = 0; i < x.size(); ++i) {
-    if (op == Op::Not)
-      out.set_int(i, !x.get_int(i));
-    else if (is_float(x.dtype()))
-      out.set(i, float_unary(op, x.get(i)));
-    else  // Neg on integers: two's complement wrap (INT_MIN stays INT_MIN)
-      out.set_int(i, static_cast<int64_t>(0ULL - static_cast<uint64_t>(x.get_int(i))));
-  }
-  return out;
-}
-
-HostTensor eval_cast(DType to, const HostTensor& x) {
-  HostTensor out(to, x.shape());
-  for (int64_t i = 0; i < x.size(); ++i) {
-    if (to == DType::Bool)
-      out.set_int(i, x.get(i) != 0.0);  // NaN != 0: true, as in C and torch
-    else if (is_float(x.dtype()))
-      out.set(i, x.get(i));  // rounds to a float dtype, truncates/saturates to an integer one
-    else
-      out.set_int(i, x.get_int(i));  // wraps to an integer dtype, rounds to a float one
-  }
-  return out;
-}
-
-double float_binary(Op op, double a, double b) {
-  switch (op) {
-    case Op::Add: return a + b;
-    case Op::Mul: return a * b;
-    case Op::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Op::Mod: {
-      // torch.remainder: the result has the sign of the divisor.
-      double r = std::fmod(a, b);
-      if (r != 0.0 && (r < 0.0) != (b < 0.0)) r += b;
-      return r;
-    }
-    default: SPOOL_ASSERT(false, "{} is not a float binary op", op_name(op));
-  }
-}
-
-int64_t int_binary(Op op, int64_t a, int64_t b) {
-  // Integer arithmetic wraps: compute in unsigned, the store wraps to the dtype.
-  const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-  switch (op) {
-    case Op::Add: return static_cast<int64_t>(ua + ub);
-    case Op::Mul: return static_cast<int64_t>(ua * ub);
-    case Op::Max: return std::max(a, b);
-    case Op::Mod: {
-      if (b == 0) fail("mod: integer division by zero");
-      if (b == -1) return 0;  // avoids INT64_MIN % -1 overflow
-      int64_t r = a % b;
-      if (r != 0 && (r < 0) != (b < 0)) r += b;
-      return r;
-    }
-    default: SPOOL_ASSERT(false, "{} is not an integer binary op", op_name(op));
-  }
-}
-
-HostTensor eval_binary(Op op, const HostTensor& a, const HostTensor& b) {
-  const bool compare = op == Op::LessThan || op == Op::Equal;
-  HostTensor out(compare ? DType::Bool : a.dtype(), a.shape());
-  const bool floats = is_float(a.dtype());
-  for (int64_t i = 0; i < a.size(); ++i) {
-    if (op == Op::LessThan) {
-      out.set_int(i, floats ? a.get(i) < b.get(i) : a.get_int(i) < b.get_int(i));
-    } else if (op == Op::Equal) {
-      out.set_int(i, floats ? a.get(i) == b.get(i) : a.get_int(i) == b.get_int(i));
-    } else if (floats) {
-      out.set(i, float_binary(op, a.get(i), b.get(i)));
-    } else {
-      out.set_int(i, int_binary(op, a.get_int(i), b.get_int(i)));
-    }
-  }
-  return out;
-}
-
-HostTensor eval_where(const HostTensor& cond, const HostTensor& a, const HostTensor& b) {
-  HostTensor out(a.dtype(), a.shape());
-  for (int64_t i = 0; i < a.size(); ++i) copy_element(out, i, cond.get_int(i) ? a : b, i);
-  return out;
-}
-
-HostTensor eval_reduce(Op op, const HostTensor& x, int64_t axis, const Shape& out_shape) {
-  HostTensor out(x.dtype(), out_shape);
-  // View x as [outer, n, inner].
-  const Shape& shape = x.shape();
-  const int64_t n = shape[static_cast<size_t>(axis)];
-  int64_t outer = 1, inner = 1;
-  for (size_t i = 0; i < static_cast<size_t>(axis); ++i) outer *= shape[i];
-  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) inner *= shape[i];
-  const bool floats = is_float(x.dtype());
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t j = 0; j < inner; ++j) {
-      const int64_t base = o * n * inner + j;
-      if (floats) {
-        double acc = op == Op::SumReduce ? 0.0 : -INFINITY;
-        for (int64_t r = 0; r < n; ++r) {
-          const double v = x.get(base + r * inner);
-          acc = op == Op::SumReduce ? acc + v : (std::isnan(acc) || std::isnan(v) ? NAN : std::max(acc, v));
-        }
-        out.set(o * inner + j, acc);
-      } else {
-        int64_t acc = op == Op::SumReduce ? 0 : x.get_int(base);
-        for (int64_t r = 0; r < n; ++r) {
-          const int64_t v = x.get_int(base + r * inner);
-          acc = op == Op::SumReduce ? static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(v))
-                                    : std::max(acc, v);
-        }
-        out.set_int(o * inner + j, acc);
-      }
-    }
+// Every elementwise op, one element at a time (the semantics live in elementwise.cpp).
+HostTensor eval_elementwise(const Node& node, const std::vector<HostTensor>& in) {
+  HostTensor out(node.dtype, node.shape);
+  const DType cast_to = node.op == Op::Cast ? std::get<DTypeAttr>(node.attr).to : node.dtype;
+  std::array<Scalar, 3> args;
+  for (int64_t i = 0; i < out.size(); ++i) {
+    for (size_t k = 0; k < in.size(); ++k) args[k] = detail::load(in[k], i);
+    detail::store(out, i, detail::apply(node.op, std::span<const Scalar>(args.data(), in.size()), cast_to));
   }
   return out;
 }
@@ -314,15 +240,22 @@ HostTensor eval_node(const Node& node, const std::vector<HostTensor>& in, const 
     case Op::Sqrt:
     case Op::Recip:
     case Op::Neg:
-    case Op::Not: return eval_unary(node.op, in[0]);
-    case Op::Cast: return eval_cast(std::get<DTypeAttr>(node.attr).to, in[0]);
+    case Op::Not:
+    case Op::Cast:
     case Op::Add:
     case Op::Mul:
     case Op::Mod:
     case Op::Max:
     case Op::LessThan:
-    case Op::Equal: return eval_binary(node.op, in[0], in[1]);
-    case Op::Where: return eval_where(in[0], in[1], in[2]);
+    case Op::Equal:
+    case Op::Where: return eval_elementwise(node, in);
+    case Op::Fused:
+    case Op::Gemm:
+    case Op::Reduce:
+    case Op::Softmax:
+    case Op::RmsNorm:
+    case Op::LayerNorm:
+    case Op::Copy: return detail::eval_kernel(node, in);
     case Op::SumReduce:
     case Op::MaxReduce: return eval_reduce(node.op, in[0], std::get<AxisAttr>(node.attr).axis, node.shape);
     case Op::Gather: return eval_gather(in[0], in[1], std::get<AxisAttr>(node.attr).axis);

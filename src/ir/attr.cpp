@@ -34,6 +34,50 @@ bool Scalar::operator==(const Scalar& other) const {
   return dtype == other.dtype && std::bit_cast<uint64_t>(f) == std::bit_cast<uint64_t>(other.f) && i == other.i;
 }
 
+bool ProgramInstr::operator==(const ProgramInstr& other) const {
+  return op == other.op && args == other.args && value == other.value && dtype == other.dtype && axis == other.axis;
+}
+
+bool NormAttr::operator==(const NormAttr& other) const {
+  return std::bit_cast<uint64_t>(eps) == std::bit_cast<uint64_t>(other.eps) && unit_offset == other.unit_offset;
+}
+
+namespace {
+void hash_program(size_t& seed, const ProgramAttr& program) {
+  for (const ProgramInstr& instr : program.instrs) {
+    boost::hash_combine(seed, static_cast<int>(instr.op));
+    boost::hash_range(seed, instr.args.begin(), instr.args.end());
+    boost::hash_combine(seed, std::bit_cast<uint64_t>(instr.value.f));
+    boost::hash_combine(seed, instr.value.i);
+    boost::hash_combine(seed, static_cast<int>(instr.dtype));
+    boost::hash_combine(seed, instr.axis);
+  }
+  boost::hash_combine(seed, program.instrs.size());
+}
+}  // namespace
+
+std::string program_str(const ProgramAttr& program) {
+  std::string out = "[";
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    const ProgramInstr& instr = program.instrs[i];
+    if (i) out += "; ";
+    out += op_name(instr.op);
+    if (instr.op == Op::Constant) {
+      out += fmt::format("[{}:{}]", scalar_str(instr.value), dtype_name(instr.value.dtype));
+      continue;
+    }
+    if (instr.op == Op::Iota) {
+      out += fmt::format("[{}:{}]", instr.axis, dtype_name(instr.dtype));
+      continue;
+    }
+    if (instr.op == Op::Cast) out += fmt::format("[{}]", dtype_name(instr.dtype));
+    out += '(';
+    for (int a = 0; a < op_info(instr.op).arity; ++a) out += fmt::format("{}${}", a ? "," : "", instr.args[static_cast<size_t>(a)]);
+    out += ')';
+  }
+  return out + "]";
+}
+
 size_t hash_attr(const Attr& attr) {
   size_t seed = attr.index();
   std::visit(
@@ -55,6 +99,22 @@ size_t hash_attr(const Attr& attr) {
           boost::hash_combine(seed, a.loop);
           boost::hash_combine(seed, a.trips);
           boost::hash_combine(seed, a.index);
+        } else if constexpr (std::is_same_v<T, ProgramAttr>) {
+          hash_program(seed, a);
+        } else if constexpr (std::is_same_v<T, GemmAttr>) {
+          hash_program(seed, a.a);
+          hash_program(seed, a.b);
+          hash_program(seed, a.epilogue);
+          boost::hash_combine(seed, a.a_inputs);
+          boost::hash_combine(seed, a.b_inputs);
+        } else if constexpr (std::is_same_v<T, ReduceAttr>) {
+          boost::hash_combine(seed, static_cast<int>(a.kind));
+          boost::hash_combine(seed, a.axis);
+          hash_program(seed, a.prologue);
+          hash_program(seed, a.epilogue);
+        } else if constexpr (std::is_same_v<T, NormAttr>) {
+          boost::hash_combine(seed, std::bit_cast<uint64_t>(a.eps));
+          boost::hash_combine(seed, a.unit_offset);
         }
       },
       attr);
@@ -95,9 +155,20 @@ std::string attr_str(const Attr& attr) {
           return fmt::format("{{to={}}}", dtype_name(a.to));
         } else if constexpr (std::is_same_v<T, TopKAttr>) {
           return fmt::format("{{k={}}}", a.k);
-        } else {
-          static_assert(std::is_same_v<T, LoopAttr>);
+        } else if constexpr (std::is_same_v<T, LoopAttr>) {
           return fmt::format("{{loop={}, trips={}, index={}}}", a.loop, a.trips, a.index);
+        } else if constexpr (std::is_same_v<T, ProgramAttr>) {
+          return "{program=" + program_str(a) + "}";
+        } else if constexpr (std::is_same_v<T, GemmAttr>) {
+          return fmt::format("{{a={}, b={}, epilogue={}, a_inputs={}, b_inputs={}}}", program_str(a.a),
+                             program_str(a.b), program_str(a.epilogue), a.a_inputs, a.b_inputs);
+        } else if constexpr (std::is_same_v<T, ReduceAttr>) {
+          return fmt::format("{{kind={}, axis={}, prologue={}, epilogue={}}}", op_name(a.kind), a.axis,
+                             program_str(a.prologue), program_str(a.epilogue));
+        } else {
+          static_assert(std::is_same_v<T, NormAttr>);
+          return fmt::format("{{eps={}, unit_offset={}}}", scalar_str(Scalar{DType::F32, a.eps, 0}),
+                             a.unit_offset ? "true" : "false");
         }
       },
       attr);

@@ -1,6 +1,7 @@
 // The HLIR graph arena and type inference for every op class.
 
 #include <spool/ir/graph.hpp>
+#include <spool/ir/kernel.hpp>
 #include <spool/support/error.hpp>
 
 #include <algorithm>
@@ -81,7 +82,14 @@ void expect_operand_dtype(Op op, DType dtype) {
     case Op::LoopEnd:
     case Op::LoopInput:
     case Op::LoopInputStatic:
-    case Op::LoopOutput: return;
+    case Op::LoopOutput:
+    case Op::Fused:
+    case Op::Gemm:
+    case Op::Reduce:
+    case Op::Softmax:
+    case Op::RmsNorm:
+    case Op::LayerNorm:
+    case Op::Copy: return;
   }
   SPOOL_ASSERT(false, "bad op");
 }
@@ -181,6 +189,7 @@ TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attr& attr
       shape.back() = k;
       return {DType::I64, shape};
     }
+    case OpClass::Kernel: return infer_kernel_type(op, in, attr);
     case OpClass::LoopMarker: {
       const LoopAttr& loop = std::get<LoopAttr>(attr);
       if (loop.trips < 1) fail("{}: loop {} has {} trips", name_of(op), loop.loop, loop.trips);

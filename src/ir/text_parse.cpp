@@ -210,15 +210,55 @@ class Parser {
       case AttrKind::Loop: {
         LoopAttr loop;
         loop.loop = integer();
-        for (auto [key, field] : {std::pair{"trips", &loop.trips}, std::pair{"index", &loop.index}}) {
-          expect(',');
-          skip_space();
-          const SourceLoc loc = here();
-          if (identifier("attribute name") != key) throw ParseError(loc, fmt::format("expected '{}'", key));
-          expect('=');
-          *field = integer();
-        }
+        next_key("trips");
+        loop.trips = integer();
+        next_key("index");
+        loop.index = integer();
         attr = loop;
+        break;
+      }
+      case AttrKind::Program: attr = program(); break;
+      case AttrKind::Gemm: {
+        GemmAttr gemm;
+        gemm.a = program();
+        next_key("b");
+        gemm.b = program();
+        next_key("epilogue");
+        gemm.epilogue = program();
+        next_key("a_inputs");
+        gemm.a_inputs = integer();
+        next_key("b_inputs");
+        gemm.b_inputs = integer();
+        attr = gemm;
+        break;
+      }
+      case AttrKind::Reduce: {
+        ReduceAttr reduce;
+        skip_space();
+        const SourceLoc kind_loc = here();
+        const std::optional<Op> reduce_op = parse_op(identifier("reduce kind"));
+        if (!reduce_op || (*reduce_op != Op::SumReduce && *reduce_op != Op::MaxReduce))
+          throw ParseError(kind_loc, "reduce kind must be sum_reduce or max_reduce");
+        reduce.kind = *reduce_op;
+        next_key("axis");
+        reduce.axis = integer();
+        next_key("prologue");
+        reduce.prologue = program();
+        next_key("epilogue");
+        reduce.epilogue = program();
+        attr = reduce;
+        break;
+      }
+      case AttrKind::Norm: {
+        NormAttr norm;
+        norm.eps = real();
+        next_key("unit_offset");
+        skip_space();
+        const SourceLoc flag_loc = here();
+        const std::string flag = identifier("true or false");
+        if (flag != "true" && flag != "false") throw ParseError(flag_loc, "expected true or false");
+        norm.unit_offset = flag == "true";
+        attr = norm;
         break;
       }
       case AttrKind::DType: attr = DTypeAttr{dtype_token()}; break;
@@ -243,8 +283,81 @@ class Parser {
       case AttrKind::DType: return "to";
       case AttrKind::TopK: return "k";
       case AttrKind::Loop: return "loop";
+      case AttrKind::Program: return "program";
+      case AttrKind::Gemm: return "a";
+      case AttrKind::Reduce: return "kind";
+      case AttrKind::Norm: return "eps";
     }
     return "";
+  }
+
+  // `, KEY =` between the fields of a multi-field attribute (fixed order).
+  void next_key(const char* key) {
+    expect(',');
+    skip_space();
+    const SourceLoc loc = here();
+    const std::string found = identifier("attribute name");
+    if (found != key) throw ParseError(loc, fmt::format("expected attribute '{}', found '{}'", key, found));
+    expect('=');
+  }
+
+  // `[instr; instr; ...]`, each `op(ARGS)`, `cast[DTYPE](ARG)`,
+  // `constant[VALUE:DTYPE]` or `iota[AXIS:DTYPE]`; ARGS are `$N`.
+  ProgramAttr program() {
+    ProgramAttr program;
+    expect('[');
+    skip_space();
+    while (!at(']')) {
+      const SourceLoc loc = here();
+      const std::string name = identifier("program instruction");
+      const std::optional<Op> op = parse_op(name);
+      if (!op) throw ParseError(loc, fmt::format("unknown op '{}' in program", name));
+      ProgramInstr instr;
+      instr.op = *op;
+      if (*op == Op::Constant || *op == Op::Iota) {
+        expect('[');
+        skip_space();
+        const SourceLoc value_loc = here();
+        const std::string value = scalar_token();
+        expect(':');
+        instr.dtype = dtype_token();
+        expect(']');
+        if (*op == Op::Constant) {
+          instr.value = scalar_value(value, instr.dtype, value_loc);
+        } else {
+          int64_t axis = 0;
+          auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), axis);
+          if (ec != std::errc() || end != value.data() + value.size())
+            throw ParseError(value_loc, fmt::format("bad iota axis '{}'", value));
+          instr.axis = axis;
+        }
+      } else {
+        if (*op == Op::Cast) {
+          expect('[');
+          instr.dtype = dtype_token();
+          expect(']');
+        }
+        expect('(');
+        const int arity = op_info(*op).arity;
+        for (int a = 0; a < arity; ++a) {
+          if (a) expect(',');
+          skip_space();
+          if (!at('$')) error(fmt::format("expected a value '$N', found {}", describe_here()));
+          ++pos_;
+          const SourceLoc arg_loc = here();
+          const int64_t v = integer();
+          if (v < 0 || v > 65535) throw ParseError(arg_loc, fmt::format("value ${} is out of range", v));
+          instr.args[static_cast<size_t>(a)] = static_cast<uint16_t>(v);
+        }
+        expect(')');
+      }
+      program.instrs.push_back(instr);
+      skip_space();
+      if (!at(']')) expect(';');
+      skip_space();
+    }
+    expect(']');
+    return program;
   }
 
   Scalar scalar_value(const std::string& text, DType dtype, const SourceLoc& loc) {

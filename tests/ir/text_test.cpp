@@ -60,6 +60,36 @@ Graph every_op_graph() {
   const Tensor end(&g, g.add(Op::LoopEnd, {body.edge(), start.edge()}, loop));
   const Tensor first(&g, g.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, 2, 1}));
   output("loop", end + first);
+  // Kernels.
+  auto kernel = [&](Op op, std::vector<Tensor> in, Attr attr) {
+    std::vector<Edge> edges;
+    for (const Tensor& t : in) edges.push_back(t.edge());
+    return Tensor(&g, g.add(op, std::move(edges), std::move(attr)));
+  };
+  ProgramInstr scale;
+  scale.op = Op::Constant;
+  scale.value = Scalar::of(DType::F32, 0.125);
+  ProgramInstr mul;
+  mul.op = Op::Mul;
+  mul.args = {0, 1, 0};
+  ProgramInstr to_bf16;
+  to_bf16.op = Op::Cast;
+  to_bf16.dtype = DType::BF16;
+  to_bf16.args = {2, 0, 0};
+  ProgramAttr program;
+  program.instrs = {scale, mul, to_bf16};
+  const Tensor fused = kernel(Op::Fused, {x}, program);
+  GemmAttr gemm;
+  gemm.epilogue.instrs = {scale, mul};
+  const Tensor product = kernel(Op::Gemm, {x.slice(0, 0, 1).reshape({3, 4}), w}, gemm);
+  ReduceAttr reduce;
+  reduce.kind = Op::MaxReduce;
+  reduce.axis = 1;
+  const Tensor norm_w = w.slice(1, 0, 1).reshape({4});
+  output("kernels", kernel(Op::Reduce, {kernel(Op::Softmax, {product}, AxisAttr{1})}, reduce));
+  output("norms", kernel(Op::LayerNorm, {kernel(Op::RmsNorm, {x, norm_w}, NormAttr{1e-6, true}), norm_w, norm_w},
+                         NormAttr{1e-5, false}));
+  output("fused", kernel(Op::Copy, {fused.permute({2, 1, 0})}, NoAttr{}));
   return g;
 }
 

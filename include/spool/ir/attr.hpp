@@ -6,9 +6,11 @@
 #include <spool/ir/dtype.hpp>
 #include <spool/ir/op.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace spool {
 
@@ -57,8 +59,51 @@ struct LoopAttr {
   bool operator==(const LoopAttr&) const = default;
 };
 
+// An elementwise program (the body of a fused kernel, a prologue or an
+// epilogue). Values are numbered: the k inputs first, then one per
+// instruction; the last instruction is the result (no instructions: input 0).
+// An instruction is an elementwise HLIR op (unary, cast, binary, compare,
+// where) over earlier values, or a constant or an iota (index along an axis
+// of the kernel's output) of its own.
+struct ProgramInstr {
+  Op op = Op::Add;
+  std::array<uint16_t, 3> args{};  // value numbers, by arity
+  Scalar value;                    // constant
+  DType dtype = DType::F32;        // cast: the target; iota: the result dtype
+  int64_t axis = 0;                // iota
+  bool operator==(const ProgramInstr& other) const;
+};
+
+struct ProgramAttr {
+  std::vector<ProgramInstr> instrs;
+  bool operator==(const ProgramAttr&) const = default;
+};
+
+// gemm: inputs [0, a_inputs) feed the A prologue, the next b_inputs the B
+// prologue, the rest the epilogue (whose value 0 is the product).
+struct GemmAttr {
+  ProgramAttr a, b, epilogue;
+  int64_t a_inputs = 1, b_inputs = 1;
+  bool operator==(const GemmAttr&) const = default;
+};
+
+// reduce: every input feeds the prologue; the epilogue sees the reduced value only.
+struct ReduceAttr {
+  Op kind = Op::SumReduce;  // SumReduce or MaxReduce
+  int64_t axis = 0;
+  ProgramAttr prologue, epilogue;
+  bool operator==(const ReduceAttr&) const = default;
+};
+
+struct NormAttr {
+  double eps = 1e-6;
+  bool unit_offset = false;  // rms_norm: scale by (1 + w), as gemma
+  bool operator==(const NormAttr& other) const;
+};
+
 // The alternatives are in AttrKind order.
-using Attr = std::variant<NoAttr, NameAttr, ScalarAttr, AxisAttr, DTypeAttr, TopKAttr, LoopAttr>;
+using Attr = std::variant<NoAttr, NameAttr, ScalarAttr, AxisAttr, DTypeAttr, TopKAttr, LoopAttr, ProgramAttr, GemmAttr,
+                          ReduceAttr, NormAttr>;
 
 inline AttrKind attr_kind(const Attr& attr) { return static_cast<AttrKind>(attr.index()); }
 size_t hash_attr(const Attr& attr);
@@ -66,5 +111,7 @@ size_t hash_attr(const Attr& attr);
 std::string attr_str(const Attr& attr);
 // Shortest text that reads back to exactly the same value ("inf", "-0", "nan").
 std::string scalar_str(const Scalar& value);
+// `[mul($0,$1); constant[0.5:f32]; add($2,$3)]`
+std::string program_str(const ProgramAttr& program);
 
 }  // namespace spool

@@ -14,10 +14,12 @@ enum class Op : uint8_t {
 };
 
 // What attribute an op carries.
-enum class AttrKind : uint8_t { None, Name, Scalar, Axis, DType, TopK, Loop };
+enum class AttrKind : uint8_t { None, Name, Scalar, Axis, DType, TopK, Loop, Program, Gemm, Reduce, Norm };
 
 // The family that drives shape and dtype inference.
-enum class OpClass : uint8_t { Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK, LoopMarker };
+enum class OpClass : uint8_t {
+  Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK, Kernel, LoopMarker
+};
 
 // The arity of an op that takes any positive number of inputs.
 inline constexpr int kVariadic = -1;

@@ -1,0 +1,25 @@
+#pragma once
+// Typing of the kernel-level ops (LLIR): their programs and operands.
+
+#include <spool/ir/graph.hpp>
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace spool {
+
+// The dtype of every value of `program` (the inputs first, then one per
+// instruction) when its inputs have `inputs` dtypes and the kernel's output
+// has `rank` axes. Throws spool::Error naming `op` on an ill-formed program
+// (an argument that is not an earlier value, an op that is not elementwise,
+// an ill-typed instruction, an iota axis out of range).
+std::vector<DType> program_types(const ProgramAttr& program, std::span<const DType> inputs, size_t rank,
+                                 std::string_view op);
+// The dtype of the program's result.
+DType program_result(const ProgramAttr& program, std::span<const DType> inputs, size_t rank, std::string_view op);
+
+// Type inference of the kernel ops (OpClass::Kernel).
+TensorType infer_kernel_type(Op op, const std::vector<TensorType>& inputs, const Attr& attr);
+
+}  // namespace spool
