@@ -1,0 +1,112 @@
+#pragma once
+// NPU hardware configurations, read from JSON (configs/*.json).
+//
+// Every key is required and every key is checked: an unknown key, a value of
+// the wrong type, or an impossible value is a spool::Error naming the key
+// path (`dram.channels`); nothing is silently defaulted. Schema (units in
+// brackets; "cycles" are cycles of the clock of that section):
+//
+//   name                    string
+//   cores                   1..64 cores, each with the units below
+//   core_clock_mhz          core clock (systolic arrays, vector unit, DMA issue, scratchpad)
+//   issue_queue_depth       ops an in-order front end may queue per unit before it stalls
+//   launch.fixed_cycles     per-kernel launch: doorbell, unit reset and synchronisation
+//   launch.bytes_per_instruction  kernel code size per static statement, fetched from DRAM
+//   systolic.arrays         1..4 weight-stationary arrays per core
+//   systolic.rows/cols      array size N x N (rows = reduction dim k, cols = output dim n)
+//   systolic.weight_buffers 1 or 2: 2 = shadow weight registers, the next weight tile
+//                           preloads while the current one streams
+//   vector.lanes, vector.vlen_bits   lanes x VLEN-bit registers
+//   vector.step_overhead_cycles      issue overhead of one vector step (loop setup)
+//   vector.ops.CLASS.{latency,interval}  pipeline latency and issue interval per chunk of
+//                           lanes*VLEN bits, for every timing class of vector_ops.def and "store"
+//   scratchpad.bytes_per_lane        capacity per lane (the scratchpad is lanes * this)
+//   scratchpad.port_bytes_per_cycle  per-lane bank port width (DMA fill and vector access)
+//   dma.request_bytes       DRAM request size (the DMA engine splits descriptors into these)
+//   dma.requests_per_cycle  request issue rate of the core's DMA engine
+//   dma.max_outstanding     outstanding-request limit (bounds bandwidth by Little's law)
+//   dma.setup_cycles        per-descriptor setup of the DMA engine
+//   dram.clock_mhz, dram.channels, dram.bytes_per_cycle (per channel),
+//   dram.interleave_bytes   address interleaving granule across channels
+//   dram.latency_cycles     access latency (row hit), dram.banks per channel,
+//   dram.row_bytes          row-buffer size, dram.t_rp / dram.t_rcd  precharge / activate
+//   dram.address_hash       "xor" (channel = XOR-fold of the granule index; needs
+//                           power-of-two channels) or "none" (granule modulo channels)
+//   noc.clock_mhz, noc.latency_cycles (one way), noc.ports_per_core, noc.port_bytes_per_cycle
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace spool::sim {
+
+struct VectorOpTiming {
+  int64_t latency = 1;
+  int64_t interval = 1;
+};
+
+struct NpuConfig {
+  std::string name;
+  int cores = 1;
+  double core_clock_mhz = 0;
+  int64_t issue_queue_depth = 0;
+
+  struct {
+    int64_t fixed_cycles = 0;
+    int64_t bytes_per_instruction = 0;
+  } launch;
+  struct {
+    int arrays = 0;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int weight_buffers = 0;
+  } systolic;
+  struct {
+    int64_t lanes = 0;
+    int64_t vlen_bits = 0;
+    int64_t step_overhead_cycles = 0;
+    std::map<std::string, VectorOpTiming> ops;  // by timing class
+  } vector;
+  struct {
+    int64_t bytes_per_lane = 0;
+    int64_t port_bytes_per_cycle = 0;
+  } scratchpad;
+  struct {
+    int64_t request_bytes = 0;
+    int64_t requests_per_cycle = 0;
+    int64_t max_outstanding = 0;
+    int64_t setup_cycles = 0;
+  } dma;
+  struct {
+    double clock_mhz = 0;
+    int channels = 0;
+    int64_t bytes_per_cycle = 0;
+    int64_t interleave_bytes = 0;
+    int64_t latency_cycles = 0;
+    int banks = 0;
+    int64_t row_bytes = 0;
+    int64_t t_rp = 0;
+    int64_t t_rcd = 0;
+    bool xor_hash = false;
+  } dram;
+  struct {
+    double clock_mhz = 0;
+    int64_t latency_cycles = 0;
+    int64_t ports_per_core = 0;
+    int64_t port_bytes_per_cycle = 0;
+  } noc;
+
+  int64_t spad_bytes() const { return vector.lanes * scratchpad.bytes_per_lane; }
+  // Peak DRAM bandwidth over all channels, in bytes per second.
+  double dram_bytes_per_second() const { return dram.channels * dram.bytes_per_cycle * dram.clock_mhz * 1e6; }
+};
+
+// Parses a config from JSON text; `source` names it in error messages.
+NpuConfig parse_config(std::string_view json_text, const std::string& source);
+
+// Loads a config from a file path, or by name ("tpuv3") from the configs/
+// directory of the source tree.
+NpuConfig load_config(const std::string& name_or_path);
+
+}  // namespace spool::sim

@@ -1,0 +1,120 @@
+#pragma once
+// The NPU cycle simulator (DESIGN §6).
+//
+// run() verifies the program, then simulates it on a config:
+//  - timing (always): a tile-level, event-driven model of every core's units
+//    (systolic arrays, vector unit, DMA engine), the on-chip network and the
+//    DRAM channels, with separate clock domains; no tensor data is allocated,
+//    so billion-parameter shapes simulate in well under a second;
+//  - functional (Mode::Functional): additionally executes every kernel on the
+//    values in a Memory, in f32 arithmetic with bf16/f16 rounding on stores.
+// The same program runs in both modes. See timing.cpp for the model and its
+// formulas, functional.cpp for the value semantics.
+
+#include <spool/npu/kernel.hpp>
+#include <spool/sim/config.hpp>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spool::sim {
+
+enum class Mode : uint8_t { Timing, Functional };
+
+// DRAM contents for functional mode: every root buffer as doubles already
+// rounded to its dtype (integers exact up to 2^53).
+class Memory {
+ public:
+  explicit Memory(const npu::Program& program);
+
+  // Writes a whole buffer (a root or an alias), rounding to its dtype.
+  void write(std::string_view buffer, std::span<const double> values);
+  std::vector<double> read(std::string_view buffer) const;
+
+  // Element 0 of a buffer (aliases point into their root).
+  double* data(int buffer);
+  const double* data(int buffer) const;
+
+ private:
+  int index(std::string_view buffer) const;
+  const npu::Program* program_;
+  std::vector<std::vector<double>> roots_;  // indexed by buffer; empty for aliases
+};
+
+// Chrome/Perfetto trace events ("X" complete events), one track per unit.
+struct Trace {
+  struct Event {
+    int track = 0;
+    std::string name;
+    double start_us = 0;
+    double duration_us = 0;
+  };
+  std::vector<std::string> tracks;  // names, by id; the process is the NPU
+  std::vector<Event> events;
+
+  int track(const std::string& name);  // id of the track, created on first use
+  void write_json(std::ostream& out) const;
+};
+
+struct UnitStats {
+  std::string name;  // "core0.array0", "core0.vector", "core0.dma", "dram.ch3"
+  int64_t busy_cycles = 0;  // in the core clock
+  double utilisation = 0;   // busy / total cycles
+};
+
+struct KernelStats {
+  std::string name;
+  int core = 0;
+  int64_t launch_cycle = 0;  // the launch begins
+  int64_t start_cycle = 0;   // the first statement may issue (after launch overhead)
+  int64_t end_cycle = 0;     // every unit and DMA of the kernel is done
+};
+
+struct Report {
+  std::string program;
+  std::string config;
+  Mode mode = Mode::Timing;
+  int64_t cycles = 0;       // core clock cycles until the last kernel ends
+  double time_ms = 0;
+  int64_t dram_read_bytes = 0;   // moved on the DRAM bus (whole requests)
+  int64_t dram_write_bytes = 0;
+  int64_t dram_useful_bytes = 0; // bytes the descriptors asked for
+  int64_t dram_row_hits = 0;     // requests that found their row open
+  int64_t dram_row_misses = 0;   // row activations
+  int64_t flops = 0;             // matmul (2mkn) + vector arithmetic on floats
+  int64_t matmul_flops = 0;
+  int64_t vector_flops = 0;
+  int64_t vector_element_ops = 0;
+  int64_t spad_peak_bytes = 0;   // largest live scratchpad footprint of any kernel
+  int64_t roofline_cycles = 0;   // max(matmul peak, vector peak, DRAM bandwidth) bound
+  int64_t kernels = 0;
+  std::vector<UnitStats> units;
+  std::vector<KernelStats> kernel_stats;
+
+  nlohmann::json to_json() const;
+  std::string to_text() const;
+};
+
+struct Options {
+  Mode mode = Mode::Timing;
+  Memory* memory = nullptr;  // required for Mode::Functional
+  Trace* trace = nullptr;    // optional: records every unit's activity
+};
+
+// Verifies and simulates. Throws spool::Error for an invalid program, a
+// program that does not fit the config (scratchpad, array size), or a
+// functional-mode runtime error.
+Report run(const npu::Program& program, const NpuConfig& config, const Options& options = {});
+
+// The timing model alone (run() calls it); the program must be verified.
+Report simulate_timing(const npu::Program& program, const NpuConfig& config, Trace* trace);
+// The functional model alone; the program must be verified.
+void execute_functional(const npu::Program& program, Memory& memory);
+
+}  // namespace spool::sim

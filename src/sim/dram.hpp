@@ -1,0 +1,115 @@
+#pragma once
+// DRAM and DMA timing model, shared by every core (internal to spool_sim).
+//
+// A DMA descriptor is expanded into contiguous address runs (dimensions that
+// are contiguous in DRAM are merged first), each run into the interleave
+// granules it touches, and each granule into request_bytes-sized requests
+// (a request covers one aligned request_bytes block; a strided access that
+// touches one element per block pays a whole request per element).
+//
+// Address mapping: granule g = addr / interleave_bytes goes to channel
+// g % channels, or with dram.address_hash = "xor" to the XOR of all
+// log2(channels)-bit groups of g (as memory controllers hash, so that
+// power-of-two strides do not camp on one channel); inside the channel, local address a' = (g / channels) *
+// interleave_bytes + addr % interleave_bytes lies in row r' = a' / row_bytes,
+// bank r' % banks, row r' / banks. Each bank keeps its open row across
+// descriptors (row-buffer hit/miss).
+//
+// Service time of one descriptor on channel c, in DRAM cycles:
+//   bus_c  = requests_c * request_bytes / bytes_per_cycle
+//   bank_b = misses_b * (t_rp + t_rcd) + requests_b * request_bytes / bytes_per_cycle
+//   svc_c  = max(bus_c, max over banks b of c: bank_b)
+// (bank-level parallelism: activations in one bank overlap transfers of the
+// others; a stream that keeps missing in one bank is bound by that bank).
+// Channels serve descriptors first come, first served: a descriptor starts
+// on channel c at max(channel_free_c, first request arrival) and holds it for
+// svc_c, which is what makes two streams on the same channel conflict.
+
+#include <spool/sim/config.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace spool::sim::detail {
+
+using Time = int64_t;  // femtoseconds
+
+struct DmaCost {
+  int64_t requests = 0;
+  int64_t useful_bytes = 0;
+};
+
+class DramModel {
+ public:
+  explicit DramModel(const NpuConfig& config);
+
+  // Starts a descriptor: clears the per-descriptor counters.
+  void begin();
+  // Adds a contiguous run of `bytes` bytes at DRAM byte address `addr`.
+  void touch(int64_t addr, int64_t bytes);
+  // Serves the descriptor whose first request reaches the channels at
+  // `arrival` and whose last request reaches them at `last_arrival`.
+  // Returns when the last channel finished serving it (before the return
+  // latency), and records per-channel busy intervals through `on_busy`.
+  template <typename OnBusy>
+  Time serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_busy);
+
+  const DmaCost& cost() const { return cost_; }
+  int64_t row_hits() const { return row_hits_; }
+  int64_t row_misses() const { return row_misses_; }
+  int64_t read_bytes() const { return read_bytes_; }
+  int64_t write_bytes() const { return write_bytes_; }
+  const std::vector<Time>& channel_busy() const { return channel_busy_; }
+  Time period() const { return period_; }
+
+ private:
+  const NpuConfig& config_;
+  Time period_;
+  std::vector<Time> channel_free_;
+  std::vector<Time> channel_busy_;
+  std::vector<int64_t> open_row_;    // per channel * banks + bank; -1 closed
+  std::vector<int64_t> bank_req_;    // per descriptor
+  std::vector<int64_t> bank_miss_;   // per descriptor
+  std::vector<int64_t> channel_req_; // per descriptor
+  std::vector<int64_t> worst_;        // per channel, scratch
+  int channel_bits_ = 0;
+  std::vector<int> touched_banks_;
+  std::vector<int> touched_channels_;
+  DmaCost cost_;
+  int64_t row_hits_ = 0;
+  int64_t row_misses_ = 0;
+  int64_t read_bytes_ = 0;
+  int64_t write_bytes_ = 0;
+};
+
+template <typename OnBusy>
+Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_busy) {
+  const int64_t rb = config_.dma.request_bytes;
+  const int64_t bpc = config_.dram.bytes_per_cycle;
+  const int64_t miss_cycles = config_.dram.t_rp + config_.dram.t_rcd;
+  auto transfer_cycles = [&](int64_t requests) { return (requests * rb + bpc - 1) / bpc; };
+  // Per-channel worst bank, from the banks this descriptor touched.
+  std::vector<int64_t>& worst = worst_;
+  for (int idx : touched_banks_) {
+    const int ch = idx / config_.dram.banks;
+    const int64_t t = bank_miss_[idx] * miss_cycles + transfer_cycles(bank_req_[idx]);
+    if (t > worst[ch]) worst[ch] = t;
+  }
+  Time finish = arrival;
+  for (int ch : touched_channels_) {
+    const int64_t svc = std::max(transfer_cycles(channel_req_[ch]), worst[ch]);
+    worst[ch] = 0;
+    const Time start = std::max(channel_free_[ch], arrival);
+    // The channel cannot finish before the descriptor's last request reached it.
+    const Time end = std::max(start + svc * period_, last_arrival + period_);
+    channel_free_[ch] = end;
+    channel_busy_[ch] += svc * period_;
+    on_busy(ch, start, svc * period_);
+    finish = std::max(finish, end);
+    (write ? write_bytes_ : read_bytes_) += channel_req_[ch] * rb;
+  }
+  return finish;
+}
+
+}  // namespace spool::sim::detail
