@@ -12,6 +12,10 @@
 
 #include <cstdio>
 
+namespace spool::cli {
+void add_sim_command(CLI::App& app);
+}  // namespace spool::cli
+
 int main(int argc, char** argv) {
   CLI::App app{"Spool: an equality-saturation compiler for transformer models on NPUs", "spool"};
   app.require_subcommand(1);
@@ -22,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_subcommand("version", "Print the version")->callback([] { std::printf("spool %s\n", spool::version().data()); });
   spool::cli::add_models_command(app);
   spool::cli::add_run_command(app);
+  spool::cli::add_sim_command(app);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   try {
