@@ -127,9 +127,12 @@ uint32_t EGraph::push_node(uint16_t op, uint32_t attr, const ClassId* children, 
 // ---- hashcons ---------------------------------------------------------------
 
 uint32_t EGraph::hash_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const {
-  uint64_t h = mix64((uint64_t{op} << 32) | attr);
-  for (size_t i = 0; i < arity; ++i) h = hash_combine(h, children[i].value);
-  return static_cast<uint32_t>(h ^ (h >> 32));
+  // Multiply-rotate (FxHash style) per word; the high half of the product is
+  // the well-mixed one, and the table indexes with the low bits of the result.
+  constexpr uint64_t k = 0x9e3779b97f4a7c15ULL;
+  uint64_t h = ((uint64_t{op} << 32) | attr) * k;
+  for (size_t i = 0; i < arity; ++i) h = (std::rotl(h, 26) ^ children[i].value) * k;
+  return static_cast<uint32_t>(h >> 32);
 }
 
 bool EGraph::same_content(uint32_t node, uint16_t op, uint32_t attr, const ClassId* children,
@@ -209,8 +212,8 @@ ClassId EGraph::add(OpId op, AttrId attr, std::span<const ClassId> children) {
   if (def.arity != kVariadic && static_cast<size_t>(def.arity) != children.size())
     fail("op '{}' takes {} children, got {}", def.name, def.arity, children.size());
   if (children.size() > 255) fail("op '{}' has too many children ({})", def.name, children.size());
-  ClassVec canon(children.begin(), children.end());
-  for (ClassId& c : canon) c = find(c);
+  ChildBuf canon;
+  for (ClassId c : children) canon.push_back(find(c));
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
   if (found != UINT32_MAX) return find(nodes_[found].cls);
@@ -233,8 +236,8 @@ bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> childre
   if (def.arity != kVariadic && static_cast<size_t>(def.arity) != children.size())
     fail("op '{}' takes {} children, got {}", def.name, def.arity, children.size());
   if (children.size() > 255) fail("op '{}' has too many children ({})", def.name, children.size());
-  ClassVec canon(children.begin(), children.end());
-  for (ClassId& c : canon) c = find(c);
+  ChildBuf canon;
+  for (ClassId c : children) canon.push_back(find(c));
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
   if (found != UINT32_MAX) return merge(nodes_[found].cls, target, reason);
@@ -246,8 +249,8 @@ bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> childre
 }
 
 std::optional<ClassId> EGraph::lookup(OpId op, AttrId attr, std::span<const ClassId> children) {
-  ClassVec canon(children.begin(), children.end());
-  for (ClassId& c : canon) c = find(c);
+  ChildBuf canon;
+  for (ClassId c : children) canon.push_back(find(c));
   const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
   const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
   if (found == UINT32_MAX) return std::nullopt;

@@ -211,6 +211,12 @@ std::optional<AttrId> HlirLanguage::parse_attr(OpId op, std::string_view text) {
       attr = spool::LoopAttr{*li, *ti, *ii};
       break;
     }
+    // Kernel attributes (programs, gemm/reduce bodies, norms) are computed by
+    // custom appliers, not written in patterns: bind them with `[?a]`.
+    case spool::AttrKind::Program:
+    case spool::AttrKind::Gemm:
+    case spool::AttrKind::Reduce:
+    case spool::AttrKind::Norm: return std::nullopt;
   }
   if (type) return source_attr(attr, *type);
   return this->attr(attr);

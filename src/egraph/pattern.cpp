@@ -360,12 +360,12 @@ ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classe
       case PatternNode::Kind::Var: scratch[i] = classes[n.var]; break;
       case PatternNode::Kind::Wildcard: SPOOL_ASSERT(false, "a wildcard cannot be instantiated"); break;
       case PatternNode::Kind::Node: {
-        ClassVec kids;
+        ChildBuf kids;
         for (uint32_t k : pattern.kids(n)) kids.push_back(scratch[k]);
         AttrId attr = n.attr.id;
         if (n.attr.kind == AttrPattern::Kind::Var) attr = attrs[n.attr.var];
         SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
-        scratch[i] = graph.add(n.op, attr, span_of(kids));
+        scratch[i] = graph.add(n.op, attr, kids.span());
         break;
       }
     }
@@ -384,20 +384,20 @@ bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* clas
     if (n.kind == PatternNode::Kind::Var) {
       scratch[i] = classes[n.var];
     } else if (n.kind == PatternNode::Kind::Node) {
-      ClassVec kids;
+      ChildBuf kids;
       for (uint32_t k : pattern.kids(n)) kids.push_back(scratch[k]);
       SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
       const AttrId attr = n.attr.kind == AttrPattern::Kind::Var ? attrs[n.attr.var] : n.attr.id;
-      scratch[i] = graph.add(n.op, attr, span_of(kids));
+      scratch[i] = graph.add(n.op, attr, kids.span());
     } else {
       SPOOL_ASSERT(false, "a wildcard cannot be instantiated");
     }
   }
-  ClassVec kids;
+  ChildBuf kids;
   for (uint32_t k : pattern.kids(root)) kids.push_back(scratch[k]);
   SPOOL_ASSERT(root.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
   const AttrId attr = root.attr.kind == AttrPattern::Kind::Var ? attrs[root.attr.var] : root.attr.id;
-  return graph.add_to_class(root.op, attr, span_of(kids), target, reason);
+  return graph.add_to_class(root.op, attr, kids.span(), target, reason);
 }
 
 ClassId add_ground(EGraph& graph, const Pattern& pattern) {
@@ -419,9 +419,9 @@ std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const P
   std::vector<ClassId> scratch(p.nodes.size());
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const PatternNode& n = p.nodes[i];
-    ClassVec kids;
+    ChildBuf kids;
     for (uint32_t k : p.kids(n)) kids.push_back(scratch[k]);
-    auto c = graph.lookup(n.op, n.attr.id, span_of(kids));
+    auto c = graph.lookup(n.op, n.attr.id, kids.span());
     if (!c) return std::nullopt;
     scratch[i] = *c;
   }

@@ -110,6 +110,17 @@ Result<Rule> compile_rule(Language& language, const Registry& registry, const Ru
       if (!p) return p.error();
       action.pattern = p.take();
       if (auto d = check_rhs(action.pattern, rule, loc)) return *d;
+      for (uint32_t i = 0; i < action.pattern.nodes.size(); ++i) {
+        const PatternNode& n = action.pattern.nodes[i];
+        if (n.kind != PatternNode::Kind::Node || n.attr.kind != AttrPattern::Kind::Exact) continue;
+        bool leaves = true;
+        for (uint32_t k : action.pattern.kids(n))
+          leaves &= action.pattern.nodes[k].kind == PatternNode::Kind::Var;
+        if (leaves) {
+          action.first_lookup = i;
+          break;
+        }
+      }
     } else {
       const ApplierFn* fn = registry.applier(a.applier);
       if (!fn) return diag(loc, fmt::format("rule '{}': unknown applier '{}'", spec.name, a.applier));

@@ -250,7 +250,19 @@ struct Runner::State {
       const Rule& rule = set.rules[c.rule];
       RuleReport& rr = it.rules[c.rule];
       const auto t0 = Clock::now();
+      // The apply loop waits on memory: prefetch the first hashcons lookup of
+      // match m + 16, and the node its slot holds for match m + 8.
+      const Rule::Action* predict = nullptr;
+      if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX)
+        predict = &rule.actions[0];
       for (size_t m = 0; m < c.matches.size(); ++m) {
+        if (predict) {
+          if (m + 16 < c.matches.size()) {
+            ring[(m + 16) % kRing] = predicted_hash(*predict, c.matches, m + 16);
+            g.prefetch_slot(ring[(m + 16) % kRing]);
+          }
+          if (m >= 8 && m + 8 < c.matches.size()) g.prefetch_node(ring[(m + 8) % kRing]);
+        }
         if (g.num_nodes() >= cfg.node_limit) {
           stop(StopReason::NodeLimit);
           break;
@@ -301,6 +313,17 @@ struct Runner::State {
     report.rebuild_ms += it.rebuild_ms;
     ++report.iterations;
     report.per_iteration.push_back(std::move(it));
+  }
+
+  static constexpr size_t kRing = 32;
+  uint32_t ring[kRing] = {};
+
+  uint32_t predicted_hash(const Rule::Action& action, const MatchSet& ms, size_t m) {
+    const PatternNode& n = action.pattern.nodes[action.first_lookup];
+    const ClassId* vars = ms.vars(m);
+    ChildBuf kids;
+    for (uint32_t k : action.pattern.kids(n)) kids.push_back(g.find(vars[action.pattern.nodes[k].var]));
+    return g.lookup_hash(n.op, n.attr.id, kids.span());
   }
 
   // Applies one match: guards, then every action. Returns whether it changed

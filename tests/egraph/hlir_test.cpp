@@ -64,7 +64,7 @@ TEST_CASE("HLIR constant folding: exact, typed, materialised as a broadcast cons
   const spool::Tensor a = spool::constant(g, 2.0, DType::F32, {2, 2});
   const spool::Tensor b = spool::constant(g, 3.0, DType::F32, {2, 2});
   spool::output("s", a + b);
-  spool::output("m", spool::cast(a * b, DType::I32));
+  spool::output("m", (a * b).cast(DType::I32));
   const auto outs = hlir::add_graph(*eg, lang, g);
   eg->rebuild();
   eg->check_invariants();

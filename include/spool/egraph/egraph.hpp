@@ -34,6 +34,31 @@ std::span<const typename V::value_type> span_of(const V& v) {
   return std::span<const typename V::value_type>(v.data(), v.size());
 }
 
+// Children gathered on the stack (up to 8; more spill to the heap): what the
+// hot paths use instead of a vector, so adding a node does not allocate.
+class ChildBuf {
+ public:
+  void push_back(ClassId c) {
+    if (size_ < kInline) {
+      inline_[size_++] = c;
+      return;
+    }
+    if (spill_.empty()) spill_.assign(inline_, inline_ + kInline);
+    spill_.push_back(c);
+    ++size_;
+  }
+  ClassId* data() { return size_ <= kInline ? inline_ : spill_.data(); }
+  const ClassId* data() const { return size_ <= kInline ? inline_ : spill_.data(); }
+  size_t size() const { return size_; }
+  std::span<const ClassId> span() const { return std::span<const ClassId>(data(), size_); }
+
+ private:
+  static constexpr size_t kInline = 8;
+  ClassId inline_[kInline];
+  size_t size_ = 0;
+  std::vector<ClassId> spill_;
+};
+
 // An e-node by value: what `add` takes. No heap allocation up to 3 children.
 struct ENode {
   OpId op;
@@ -100,6 +125,18 @@ class EGraph {
   ClassId add_leaf(OpId op, AttrId attr = AttrId{}) { return add(op, attr, {}); }
   // The class of a node congruent to `node`, if any; never adds.
   std::optional<ClassId> lookup(OpId op, AttrId attr, std::span<const ClassId> children);
+
+  // Prefetch hints for a coming lookup of a node with canonical children:
+  // the hashcons slot first, then (once that slot is likely cached) the node
+  // it holds. They never change the graph.
+  uint32_t lookup_hash(OpId op, AttrId attr, std::span<const ClassId> children) const {
+    return hash_node(op.value, attr.value, children.data(), children.size());
+  }
+  void prefetch_slot(uint32_t hash) const { __builtin_prefetch(&memo_[hash & (memo_.size() - 1)]); }
+  void prefetch_node(uint32_t hash) const {
+    const uint32_t n = memo_[hash & (memo_.size() - 1)].node;
+    if (n != UINT32_MAX) __builtin_prefetch(&nodes_[n]);
+  }
 
   // Unions two classes; returns false if they were already equal. `reason`
   // (a rule's name and location) is reported if the analysis refuses.

@@ -91,6 +91,9 @@ struct Rule {
     Pattern pattern;
     ApplierFn applier;
     Args args;
+    // Union: the first pattern node whose children are all variables (its
+    // lookup can be predicted from the match alone), or UINT32_MAX.
+    uint32_t first_lookup = UINT32_MAX;
   };
 
   std::string name;
