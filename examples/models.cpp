@@ -101,7 +101,9 @@ const std::vector<ModelEntry>& models() {
       {"bert", "BERT encoder block as the bert:base|large|xlarge workloads define it (prefill only)",
        BertConfig::tiny().describe(),
        BertConfig::base().describe() + "; " + BertConfig::large().describe() + "; " + BertConfig::xlarge().describe(),
-       {"base", "large", "xlarge"},
+       {{"base", BertConfig::base().describe()},
+        {"large", BertConfig::large().describe()},
+        {"xlarge", BertConfig::xlarge().describe()}},
        [](const ModelOptions& options) {
          const BertConfig c = bert_config(options);
          ModelOptions phase_options = options;
@@ -113,6 +115,13 @@ const std::vector<ModelEntry>& models() {
   return registry;
 }
 
+std::string shape_of(const ModelEntry& entry, const std::string& size, const std::string& variant) {
+  if (size != "real") return entry.tiny_shape;
+  for (const auto& [name, shape] : entry.variants)
+    if (name == variant || variant.empty()) return shape;
+  return entry.real_shape;
+}
+
 ModelRef find_model(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
@@ -121,10 +130,10 @@ ModelRef find_model(const std::string& spec) {
   for (const ModelEntry& entry : models()) {
     known += (known.empty() ? "" : ", ") + entry.name;
     if (entry.name != name) continue;
-    if (colon != std::string::npos &&
-        std::find(entry.variants.begin(), entry.variants.end(), variant) == entry.variants.end()) {
+    const auto named = [&](const auto& v) { return v.first == variant; };
+    if (colon != std::string::npos && std::find_if(entry.variants.begin(), entry.variants.end(), named) == entry.variants.end()) {
       std::string variants;
-      for (const std::string& v : entry.variants) variants += (variants.empty() ? "" : ", ") + name + ":" + v;
+      for (const auto& v : entry.variants) variants += (variants.empty() ? "" : ", ") + name + ":" + v.first;
       fail("model {} has no variant '{}'{}", name, variant, variants.empty() ? "" : " (known: " + variants + ")");
     }
     return {&entry, variant};

@@ -29,12 +29,16 @@ struct ModelEntry {
   std::string description;
   std::string tiny_shape;  // one line: layers, hidden, heads, ...
   std::string real_shape;
-  std::vector<std::string> variants;  // named real variants; the first is the default
+  // Named real variants (name, one-line shape); the first is the default.
+  std::vector<std::pair<std::string, std::string>> variants;
   std::function<Graph(const ModelOptions&)> build;
   bool reads_hf_weights = false;  // --weights DIR works (hf_weights.hpp)
 };
 
 const std::vector<ModelEntry>& models();
+
+// The shape line of `entry` at `size` ("tiny" or "real") and `variant` (may be empty).
+std::string shape_of(const ModelEntry& entry, const std::string& size, const std::string& variant);
 
 // `spec` is NAME or NAME:VARIANT (e.g. bert:large). Fails listing the known
 // names, or the model's variants.

@@ -98,8 +98,7 @@ Built build(const RunOptions& options, const examples::ModelRef& ref, const exam
   model_options.variant = ref.variant;
   model_options.seq = phase.seq;
   model_options.context = phase.context;
-  const std::string& shape = model_options.size == "real" ? ref.entry->real_shape : ref.entry->tiny_shape;
-  return {ref.entry->build(model_options), {}, shape};
+  return {ref.entry->build(model_options), {}, examples::shape_of(*ref.entry, model_options.size, ref.variant)};
 }
 
 // Values for every source: seeded random, then the checkpoint's weights and the given tokens.
@@ -189,6 +188,7 @@ void run(const RunOptions& options) {
   std::printf("hlir       %zu nodes, built in %.1f ms\n", built.graph.num_live(), build_ms);
   std::printf("weights    %lld parameters (%.1f MB as f32)\n", static_cast<long long>(parameters),
               static_cast<double>(parameters) * 4.0 / 1e6);
+  std::fflush(stdout);  // the report comes before any error below, also through a pipe
   if (!options.interp)
     fail("only the reference interpreter can run models so far: add --interp "
          "(compiling for the NPU is not available yet)");
@@ -238,6 +238,7 @@ void run(const RunOptions& options) {
       std::printf("check      logits vs %s: max abs err %.3g, relative to scale %.3g (tolerance %.0e): %s\n",
                   options.check_logits.c_str(), diff.max_abs, diff.max_rel_to_scale, kLogitTolerance,
                   ok ? "ok" : "FAILED");
+      std::fflush(stdout);
       if (!ok) fail("logits differ from {} by {:.3g} relative to scale", options.check_logits, diff.max_rel_to_scale);
     }
   }
@@ -287,7 +288,7 @@ void add_models_command(CLI::App& app) {
       std::printf("%-12s   real: %s\n", "", entry.real_shape.c_str());
       if (!entry.variants.empty()) {
         std::string variants;
-        for (const std::string& v : entry.variants) variants += (variants.empty() ? "" : ", ") + entry.name + ":" + v;
+        for (const auto& v : entry.variants) variants += (variants.empty() ? "" : ", ") + entry.name + ":" + v.first;
         std::printf("%-12s   variants (--size real): %s\n", "", variants.c_str());
       }
       if (entry.reads_hf_weights) std::printf("%-12s   --weights: Hugging Face folders\n", "");
