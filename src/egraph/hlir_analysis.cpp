@@ -272,7 +272,14 @@ std::optional<Scalar> fold(Op op, const Attr& attr, DType out, const std::vector
         if (c(0).i > (int64_t{1} << 53) || c(0).i < -(int64_t{1} << 53)) return std::nullopt;
         return Scalar::of(to, static_cast<double>(c(0).i));
       }
-      if (spool::is_float(from)) return std::nullopt;  // float -> int: not folded
+      if (spool::is_float(from)) {
+        // Truncation toward zero, folded only where the value fits the dtype
+        // (what an out-of-range conversion yields is not defined here).
+        const double t = std::trunc(c(0).f);
+        const double limit = to == DType::I32 ? 2147483648.0 : 9223372036854775808.0;
+        if (!std::isfinite(t) || t >= limit || t < -limit) return std::nullopt;
+        return int_scalar(to, static_cast<uint64_t>(static_cast<int64_t>(t)));
+      }
       return int_scalar(to, static_cast<uint64_t>(c(0).i));
     }
     case Op::Add:

@@ -87,7 +87,10 @@ TEST_CASE("HLIR constant folding: exact, typed, materialised as a broadcast cons
   // Extraction picks the folded form.
   AstSize size;
   const Extraction e = Extractor(*eg, size).extract(outs[0]);
-  CHECK(e.term.str(lang.language()) == "(view[reshape(1,1) expand(2,2)] constant[value=5 : f32[]])");
+  const std::string text = e.term.str(lang.language());
+  CHECK(text == "(view[reshape(1,1) expand(2,2)] (constant[value=5.0 : f32[]]))");
+  // Terms print in the pattern syntax; sources and constants read back.
+  CHECK(lookup_expr(*eg, "(constant[value=5.0 : f32[]])", lang.parse_options()) == five);
 }
 
 TEST_CASE("a rule merging classes of different shapes is refused and named") {
