@@ -22,10 +22,14 @@ std::string print_affine(const Affine& affine, const std::vector<std::string>& v
       out += term;
     }
   };
+  // Terms in variable order, then the constant ("128*m + 64"); a positive
+  // constant goes first when the first term is negative ("70 - 16*m").
+  const bool constant_first = affine.constant > 0 && !affine.terms.empty() && affine.terms[0].second < 0;
+  if (constant_first) append(affine.constant, "");
   for (const auto& [id, coeff] : affine.terms)
     append(coeff, id >= 0 && id < static_cast<int>(var_names.size()) ? var_names[id]
                                                                       : fmt::format("v{}", id));
-  if (affine.constant != 0 || out.empty()) append(affine.constant, "");
+  if (!constant_first && (affine.constant != 0 || out.empty())) append(affine.constant, "");
   return out;
 }
 

@@ -51,6 +51,9 @@
 // with RTT = 2 * noc latency + DRAM latency. Requests reach the channels one
 // network latency after issue; the descriptor completes when the last
 // channel has served it plus DRAM latency and the network's return latency.
+// The engine is one in-order queue: a store waiting for its data blocks the
+// loads behind it, so kernels issue prefetches before stores. A store has
+// read its scratchpad slot when its last request has been issued.
 //
 // Kernel launch: fixed_cycles, plus fetching the kernel's code (statements *
 // bytes_per_instruction) from DRAM: RTT + bytes / (requests_per_cycle *
@@ -504,7 +507,8 @@ class TimingSim {
     if (d.load) {
       record_write(st, box, done, -1);
     } else {
-      record_read(st, box, done);
+      // A store has read its scratchpad data once its last request left.
+      record_read(st, box, issue_end);
     }
     bool found = false;
     for (auto& [tag, t] : core.tags) {
@@ -541,17 +545,18 @@ class TimingSim {
 
     // An accumulating step continues a chain in one array's accumulators.
     int bound = -1;
-    Time c_ready = write_ready(sc, cbox);
-    if (mm.accumulate) {
+    if (mm.accumulate)
       for (const Region& r : sc.regions)
         if (r.box == cbox && r.array >= 0) bound = r.array;
-      if (bound >= 0) {
-        // Ordered behind the chain on the same array; only readers of C matter.
-        c_ready = 0;
-        for (const Region& r : sc.regions)
-          if (overlaps(r.box, cbox)) c_ready = std::max(c_ready, r.read_done);
-      }
-    }
+    // C is ready for array `a` when its readers are done and every earlier
+    // write to it is done, except writes by `a` itself: an array writes its
+    // accumulators in order, so those need no wait.
+    auto c_ready_for = [&](int a) {
+      Time t = 0;
+      for (const Region& r : sc.regions)
+        if (overlaps(r.box, cbox)) t = std::max({t, r.read_done, r.array == a ? Time{0} : r.write_done});
+      return t;
+    };
     const WeightTile tile{mm.b.buffer,
                           mm.b.slot.eval(vars) % static_cast<int64_t>(core.spad[mm.b.buffer].size()),
                           bbox.lo,
@@ -566,11 +571,12 @@ class TimingSim {
       Time issue, preload_start, start;
       bool resident;
     };
-    auto plan_for = [&](ArrayState& a) {
+    auto plan_for = [&](int index) {
+      ArrayState& a = core.arrays[index];
       Plan pl;
       pl.issue = std::max(core.issue, a.queue.slot_free());
       pl.resident = a.weights == tile;
-      const Time operands = std::max({pl.issue, a_ready, c_ready});
+      const Time operands = std::max({pl.issue, a_ready, c_ready_for(index)});
       if (pl.resident) {
         pl.preload_start = 0;
         pl.start = std::max(a.stream_free, operands);
@@ -586,10 +592,10 @@ class TimingSim {
     int chosen = bound;
     Plan plan{};
     if (chosen >= 0) {
-      plan = plan_for(core.arrays[chosen]);
+      plan = plan_for(chosen);
     } else {
       for (int i = 0; i < static_cast<int>(core.arrays.size()); ++i) {
-        const Plan pl = plan_for(core.arrays[i]);
+        const Plan pl = plan_for(i);
         if (chosen < 0 || pl.start < plan.start) {
           chosen = i;
           plan = pl;

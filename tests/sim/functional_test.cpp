@@ -1,0 +1,165 @@
+// Functional mode against the reference interpreter: the same computation is
+// built as an HLIR graph (spool::nn) and run by spool::interp on the same
+// random inputs; the simulated NPU program must agree to f32 accuracy.
+
+#include <spool/interp/interp.hpp>
+#include <spool/ir/tensor.hpp>
+#include <spool/nn/nn.hpp>
+#include <spool/npu/text.hpp>
+#include <spool/sim/sim.hpp>
+#include <spool/sim/workloads.hpp>
+#include <spool/support/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace spool;
+
+namespace {
+
+// Runs the workload functionally with the interpreter's inputs and compares
+// its output with the interpreter's, relative to the output's scale.
+double max_error(const sim::Workload& w, const sim::NpuConfig& config, Graph& graph) {
+  const interp::Env env = interp::random_inputs(graph, 7);
+  const auto expected = interp::run(graph, env);
+  sim::Memory memory(w.program);
+  for (const std::string& name : w.inputs) {
+    const interp::HostTensor& t = env.at(name);
+    std::vector<double> values(static_cast<size_t>(t.size()));
+    for (int64_t i = 0; i < t.size(); ++i) values[i] = t.get(i);
+    memory.write(name, values);
+  }
+  sim::Options options;
+  options.mode = sim::Mode::Functional;
+  options.memory = &memory;
+  const sim::Report report = sim::run(w.program, config, options);
+  CHECK(report.mode == sim::Mode::Functional);
+  CHECK(report.cycles > 0);
+  const std::vector<double> actual = memory.read(w.outputs.at(0));
+  const interp::HostTensor& ref = expected.at(w.outputs.at(0));
+  REQUIRE(static_cast<int64_t>(actual.size()) == ref.size());
+  double scale = 0, err = 0;
+  for (int64_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::fabs(ref.get(i)));
+    err = std::max(err, std::fabs(actual[i] - ref.get(i)));
+  }
+  REQUIRE(scale > 0);
+  return err / scale;
+}
+
+}  // namespace
+
+TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged)") {
+  for (const char* config_name : {"toy", "tpuv3"}) {
+    const sim::NpuConfig config = sim::load_config(config_name);
+    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 16}, {37, 20, 19}, {64, 136, 40}, {3, 1, 300}}) {
+      CAPTURE(config_name);
+      CAPTURE(M);
+      CAPTURE(K);
+      CAPTURE(N);
+      Graph g("gemm");
+      const Tensor a = input(g, "a", DType::F32, {M, K});
+      const Tensor w = weight(g, "w", DType::F32, {K, N});
+      output("out", nn::matmul(a, w));
+      CHECK(max_error(sim::make_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config), config, g) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("functional: softmax equals the reference interpreter") {
+  const sim::NpuConfig config = sim::load_config("toy");
+  for (auto [R, C] : {std::pair<int64_t, int64_t>{8, 8}, {33, 100}, {1, 7}}) {
+    CAPTURE(R);
+    CAPTURE(C);
+    Graph g("softmax");
+    output("out", nn::softmax(input(g, "x", DType::F32, {R, C}), 1));
+    CHECK(max_error(sim::make_workload(fmt::format("softmax:{}x{}", R, C), config), config, g) < 1e-5);
+  }
+}
+
+TEST_CASE("functional: layernorm equals the reference interpreter") {
+  const sim::NpuConfig config = sim::load_config("toy");
+  for (auto [R, C] : {std::pair<int64_t, int64_t>{8, 16}, {17, 40}, {2, 300}}) {
+    CAPTURE(R);
+    CAPTURE(C);
+    Graph g("layernorm");
+    const Tensor x = input(g, "x", DType::F32, {R, C});
+    const Tensor w = weight(g, "weight", DType::F32, {C});
+    const Tensor b = weight(g, "bias", DType::F32, {C});
+    output("out", nn::layer_norm(x, w, b, 1e-5));
+    CHECK(max_error(sim::make_workload(fmt::format("layernorm:{}x{}", R, C), config), config, g) < 1e-5);
+  }
+}
+
+TEST_CASE("functional: attention equals the reference interpreter") {
+  for (const char* config_name : {"toy", "tpuv3"}) {
+    const sim::NpuConfig config = sim::load_config(config_name);
+    for (auto [H, S, D] : {std::tuple<int64_t, int64_t, int64_t>{2, 16, 8}, {3, 21, 12}}) {
+      CAPTURE(config_name);
+      CAPTURE(H);
+      CAPTURE(S);
+      CAPTURE(D);
+      // scores = k q^T / sqrt(D), softmax along dim -2, out = v^T scores.
+      Graph g("attention");
+      const Tensor q = input(g, "q", DType::F32, {H, S, D});
+      const Tensor k = input(g, "k", DType::F32, {H, S, D});
+      const Tensor v = input(g, "v", DType::F32, {H, S, D});
+      const Tensor scores = nn::matmul(k, q.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(D)));
+      output("out", nn::matmul(v.transpose(1, 2), nn::softmax(scores, 1)));
+      CHECK(max_error(sim::make_workload(fmt::format("attention:{}x{}x{}", H, S, D), config), config, g) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("functional: bf16 stores round to nearest even, integer division by zero is an error") {
+  const sim::NpuConfig toy = sim::load_config("toy");
+  const std::string text = R"(program "p" spad 4096
+buffer @x : f32[4] input
+buffer @y : bf16[4] output
+kernel "k" {
+  spad %A : f32[4] x1 at 0
+  spad %B : bf16[4] x1 at 64
+  dma.load [4] %A[0 : 1] <- @x[0 : 1] tag 0
+  vector "round" [1, 4] {
+    %a = load %A[0 : 4] : f32
+    %b = cast %a : bf16
+    store %B[0 : 4], %b
+  }
+  dma.store [4] @y[0 : 1] <- %B[0 : 1] tag 1
+}
+)";
+  const npu::Program p = npu::parse(text).take();
+  sim::Memory memory(p);
+  const std::vector<double> x = {1.0 + 1.0 / 256, 1.0 + 3.0 / 256, -2.5, 1e-3};
+  memory.write("x", x);
+  sim::Options options;
+  options.mode = sim::Mode::Functional;
+  options.memory = &memory;
+  (void)sim::run(p, toy, options);
+  const std::vector<double> y = memory.read("y");
+  CHECK(y[0] == 1.0);              // a tie rounds to even
+  CHECK(y[1] == 1.0 + 4.0 / 256);  // a tie rounds to even (upwards)
+  CHECK(y[2] == -2.5);
+  CHECK(y[3] == round_to_float(DType::BF16, 1e-3));
+
+  const std::string div = R"(program "p" spad 4096
+buffer @x : i32[4] input
+kernel "k" {
+  spad %A : i32[4] x1 at 0
+  dma.load [4] %A[0 : 1] <- @x[0 : 1] tag 0
+  vector "div" [1, 4] {
+    %a = load %A[0 : 4] : i32
+    %z = const 0 : i32
+    %q = div %a, %z : i32
+    store %A[0 : 4], %q
+  }
+}
+)";
+  const npu::Program pd = npu::parse(div).take();
+  sim::Memory md(pd);
+  sim::Options od;
+  od.mode = sim::Mode::Functional;
+  od.memory = &md;
+  CHECK_THROWS_WITH_AS(sim::run(pd, toy, od), "kernel 'k': value %q: op 'div': integer division by zero", spool::Error);
+}
