@@ -1,6 +1,7 @@
 // Hugging Face folders: the PyTorch goldens of tests/golden/models (tiny
-// llama in f32, tiny qwen3-MoE in bf16) loaded and run on the reference
-// interpreter, and every reader diagnostic on small hand-made folders.
+// llama in f32, qwen3-MoE in bf16, qwen3 in f16, gemma in bf16) loaded and
+// run on the reference interpreter, and every reader diagnostic on small
+// hand-made folders.
 
 #include <doctest/doctest.h>
 
@@ -162,6 +163,14 @@ TEST_CASE("tiny llama from a Hugging Face folder matches PyTorch (f32 weights)")
 
 TEST_CASE("tiny qwen3-MoE from a Hugging Face folder matches PyTorch (bf16 weights, stacked experts)") {
   check_golden("qwen3_moe");
+}
+
+TEST_CASE("tiny qwen3 from a Hugging Face folder matches PyTorch (f16 weights, q/k norm, tied embeddings)") {
+  check_golden("qwen3");
+}
+
+TEST_CASE("tiny gemma from a Hugging Face folder matches PyTorch (bf16 weights, 1 + w norm, scaled and tied embeddings)") {
+  check_golden("gemma");
 }
 
 TEST_CASE("the config of a folder gives the model's shapes") {

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """Generates small Hugging Face model folders and their expected logits.
 
+Models: llama (f32 weights), qwen3_moe (bf16), qwen3 (f16, tied embeddings)
+and gemma (bf16, tied embeddings).
+
 Run with Debian's python3-torch:  /usr/bin/python3 tests/golden/make_model_goldens.py
 It rewrites tests/golden/models/<model>/:
   config.json, model.safetensors   a Hugging Face folder (written here, no transformers needed)
@@ -8,8 +11,9 @@ It rewrites tests/golden/models/<model>/:
   logits.npy                       logits of a prefill of the whole prompt, [S, vocab] f32
   decode_logits.npy                logits of the last token decoded with the KV cache of a
                                    prefill of the others, [1, vocab] f32
-The PyTorch models below follow Hugging Face's LlamaForCausalLM and
-Qwen3MoeForCausalLM (eager attention, float32 compute) and are written
+The PyTorch models below follow Hugging Face's LlamaForCausalLM,
+Qwen3MoeForCausalLM, Qwen3ForCausalLM and GemmaForCausalLM (eager attention,
+float32 compute) and are written
 independently of Spool's builders. The files are committed; building and
 testing Spool never runs Python. Keep the prompts in sync with
 tests/cli/CMakeLists.txt.
@@ -28,6 +32,8 @@ import torch.nn.functional as F
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 LLAMA_TOKENS = [1, 17, 42, 255, 3, 99, 128, 7]
 QWEN3_MOE_TOKENS = [5, 200, 31, 64, 9, 150, 2, 77]
+QWEN3_TOKENS = [12, 0, 250, 33, 33, 101, 6]
+GEMMA_TOKENS = [2, 45, 190, 7, 88, 13]
 
 
 # ---- files -------------------------------------------------------------------
@@ -80,9 +86,11 @@ def save_folder(name, config, weights, dtype, tokens, logits, decode_logits):
 
 # ---- layers, as Hugging Face computes them ---------------------------------------
 
-def rms_norm(x, w, eps):
+def rms_norm(x, w, eps, unit_offset=False):
+    """LlamaRMSNorm, or GemmaRMSNorm (weight 1 + w) with unit_offset."""
     x32 = x.float()
-    return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps))
+    normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return normed * (1.0 + w.float()) if unit_offset else w * normed
 
 
 def rope_cos_sin(positions, dim, theta):
@@ -125,9 +133,10 @@ def attention(cfg, w, prefix, h, cos, sin, past, qk_norm):
     return F.linear(out, w[prefix + "o_proj.weight"]), present
 
 
-def mlp(w, prefix, x):
-    return F.linear(F.silu(F.linear(x, w[prefix + "gate_proj.weight"])) * F.linear(x, w[prefix + "up_proj.weight"]),
-                    w[prefix + "down_proj.weight"])
+def mlp(w, prefix, x, gelu=False):
+    gate = F.linear(x, w[prefix + "gate_proj.weight"])
+    act = F.gelu(gate, approximate="tanh") if gelu else F.silu(gate)
+    return F.linear(act * F.linear(x, w[prefix + "up_proj.weight"]), w[prefix + "down_proj.weight"])
 
 
 def qwen3_moe_block(cfg, w, prefix, x):
@@ -153,24 +162,29 @@ def forward(cfg, w, tokens, past, kind):
     tokens = torch.tensor(tokens, dtype=torch.int64)
     start = 0 if past is None else past[0][0].shape[1]
     cos, sin = rope_cos_sin(torch.arange(start, start + len(tokens)), cfg["head_dim"], cfg["rope_theta"])
+    gemma = kind == "gemma"
     x = F.embedding(tokens, w["model.embed_tokens.weight"])
+    if gemma:  # GemmaModel: the normalizer is sqrt(hidden) in the activations' dtype
+        x = x * torch.tensor(cfg["hidden_size"] ** 0.5, dtype=x.dtype)
+    eps = cfg["rms_norm_eps"]
     presents, routers = [], []
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        h = rms_norm(x, w[p + "input_layernorm.weight"], cfg["rms_norm_eps"])
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps, gemma)
         a, present = attention(cfg, w, p + "self_attn.", h, cos, sin, None if past is None else past[i],
-                               qk_norm=(kind == "qwen3_moe"))
+                               qk_norm=kind in ("qwen3", "qwen3_moe"))
         presents.append(present)
         x = x + a
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg["rms_norm_eps"])
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps, gemma)
         if kind == "qwen3_moe":
             m, selected, probs = qwen3_moe_block(cfg, w, p + "mlp.", h)
             routers.append(probs)
             x = x + m
         else:
-            x = x + mlp(w, p + "mlp.", h)
-    x = rms_norm(x, w["model.norm.weight"], cfg["rms_norm_eps"])
-    return F.linear(x, w["lm_head.weight"]), presents, routers
+            x = x + mlp(w, p + "mlp.", h, gelu=gemma)
+    x = rms_norm(x, w["model.norm.weight"], eps, gemma)
+    head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    return F.linear(x, head), presents, routers
 
 
 def check_routing_margins(cfg, routers, what):
@@ -245,6 +259,51 @@ def qwen3_moe_case():
     return cfg, init_weights(shapes, 5678), "BF16"
 
 
+def dense_shapes(cfg, qk_norm):
+    h, f, d, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["head_dim"], cfg["vocab_size"]
+    hq, hkv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    shapes = [("model.embed_tokens.weight", (v, h)), ("model.norm.weight", (h,))]
+    if not cfg["tie_word_embeddings"]:
+        shapes.append(("lm_head.weight", (v, h)))
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes += [(p + "input_layernorm.weight", (h,)), (p + "post_attention_layernorm.weight", (h,)),
+                   (p + "self_attn.q_proj.weight", (hq, h)), (p + "self_attn.k_proj.weight", (hkv, h)),
+                   (p + "self_attn.v_proj.weight", (hkv, h)), (p + "self_attn.o_proj.weight", (h, hq)),
+                   (p + "mlp.gate_proj.weight", (f, h)), (p + "mlp.up_proj.weight", (f, h)),
+                   (p + "mlp.down_proj.weight", (h, f))]
+        if qk_norm:
+            shapes += [(p + "self_attn.q_norm.weight", (d,)), (p + "self_attn.k_norm.weight", (d,))]
+    return shapes
+
+
+def qwen3_case():
+    cfg = {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_act": "silu",
+        "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "num_hidden_layers": 2, "vocab_size": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "tie_word_embeddings": True, "attention_bias": False, "rope_scaling": None, "use_sliding_window": False,
+        "sliding_window": None, "max_window_layers": 2, "max_position_embeddings": 128, "torch_dtype": "float16",
+    }
+    return cfg, init_weights(dense_shapes(cfg, qk_norm=True), 4321), "F16"
+
+
+def gemma_case():
+    cfg = {
+        "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32, "num_hidden_layers": 2,
+        "vocab_size": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": True,
+        "attention_bias": False, "rope_scaling": None, "max_position_embeddings": 128, "pad_token_id": 0,
+        "torch_dtype": "bfloat16",
+    }
+    weights = init_weights(dense_shapes(cfg, qk_norm=False), 8765)
+    for name in weights:  # Gemma's norm weights are offsets from 1
+        if weights[name].dim() == 1:
+            weights[name] = weights[name] - 1.0
+    return cfg, weights, "BF16"
+
+
 def make(name, case, tokens):
     cfg, weights, dtype = case()
     w = stored(weights, dtype)  # compute with exactly the values the file holds
@@ -266,3 +325,5 @@ if __name__ == "__main__":
     with torch.no_grad():
         make("llama", llama_case, LLAMA_TOKENS)
         make("qwen3_moe", qwen3_moe_case, QWEN3_MOE_TOKENS)
+        make("qwen3", qwen3_case, QWEN3_TOKENS)
+        make("gemma", gemma_case, GEMMA_TOKENS)
