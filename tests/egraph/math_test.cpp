@@ -161,8 +161,8 @@ TEST_CASE("extraction returns the cheapest term") {
     auto g = math::make_egraph(*L);
     const ClassId root = add_expr(*g, c.in);
     RunnerConfig cfg;
-    cfg.iter_limit = 12;
-    cfg.node_limit = 50'000;
+    cfg.iter_limit = 8;
+    cfg.node_limit = 10'000;
     Runner(cfg).run(*g, rules);
     AstSize size;
     Extractor ex(*g, size);
