@@ -6,10 +6,15 @@
 #include <spool/interp/interp.hpp>
 #include <spool/nn/nn.hpp>
 
+#include <spool/support/npy.hpp>
+
+#include "deepseek_v3.hpp"
+#include "llama4.hpp"
 #include "moe.hpp"
 #include "qwen3_moe.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 using namespace spool;
 using namespace spool::examples;
@@ -18,6 +23,35 @@ using interp::HostTensor;
 namespace {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// A block golden of tests/golden/models/blocks: every file but out_y is a
+// graph source by name.
+struct BlockGolden {
+  interp::Env env;
+  HostTensor expected;
+};
+
+BlockGolden load_block(const std::string& name) {
+  const std::string dir = std::string(SPOOL_SOURCE_DIR) + "/tests/golden/models/blocks/" + name;
+  REQUIRE_MESSAGE(std::filesystem::is_directory(dir), "missing golden folder " << dir);
+  BlockGolden golden;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string path = entry.path().string(), stem = entry.path().stem().string();
+    HostTensor value = HostTensor::from_npy(read_npy(path), path);
+    if (stem == "out_y")
+      golden.expected = std::move(value);
+    else
+      golden.env.emplace(stem, std::move(value));
+  }
+  return golden;
+}
+
+void check_block(const Graph& g, const BlockGolden& golden, const char* what) {
+  const auto out = interp::run(g, golden.env);
+  const interp::Difference diff = interp::compare(out.at("y"), golden.expected);
+  MESSAGE(std::string(what) << " vs PyTorch: max abs " << diff.max_abs << ", relative to scale " << diff.max_rel_to_scale);
+  CHECK(diff.max_rel_to_scale <= 1e-5);
+}
 
 }  // namespace
 
@@ -113,4 +147,32 @@ TEST_CASE("the routed-pair MoE equals a dense every-expert formulation (qwen3-Mo
   const interp::Difference diff = interp::compare(out.at("sparse"), out.at("dense"));
   MESSAGE("routed pairs vs dense experts: max abs " << diff.max_abs << ", relative " << diff.max_rel_to_scale);
   CHECK(diff.max_rel_to_scale <= 1e-6);
+}
+
+TEST_CASE("the deepseek-v3 MoE block matches Hugging Face's DeepseekV3MoE in PyTorch") {
+  const BlockGolden golden = load_block("deepseek_v3_moe");
+  DeepseekV3Config c = DeepseekV3Config::tiny();
+  c.hidden = 32;
+  c.moe_ffn = 16;
+  c.experts = 16;
+  c.n_group = 4;
+  c.topk_group = 2;
+  c.top_k = 4;
+  c.shared_experts = 1;
+  c.routed_scaling_factor = 2.5;
+  Graph g;
+  output("y", deepseek_v3_moe_block(c, input(g, "x", DType::F32, {6, c.hidden}), "mlp."));
+  check_block(g, golden, "deepseek_v3 MoE block");
+}
+
+TEST_CASE("the llama4 MoE block matches Hugging Face's Llama4TextMoe in PyTorch") {
+  const BlockGolden golden = load_block("llama4_moe");
+  Llama4Config c = Llama4Config::tiny();
+  c.hidden = 32;
+  c.ffn = 16;
+  c.experts = 4;
+  c.top_k = 1;
+  Graph g;
+  output("y", llama4_moe_block(c, input(g, "x", DType::F32, {6, c.hidden}), "feed_forward."));
+  check_block(g, golden, "llama4 MoE block");
 }

@@ -11,6 +11,9 @@ It rewrites tests/golden/models/<model>/:
   logits.npy                       logits of a prefill of the whole prompt, [S, vocab] f32
   decode_logits.npy                logits of the last token decoded with the KV cache of a
                                    prefill of the others, [1, vocab] f32
+and tests/golden/models/blocks/<block>/*.npy for the MoE blocks of
+deepseek_v3 and llama4 (no Hugging Face loader for those): the input `x`, the
+weights under Spool's graph names (experts stacked) and the expected `out_y`.
 The PyTorch models below follow Hugging Face's LlamaForCausalLM,
 Qwen3MoeForCausalLM, Qwen3ForCausalLM and GemmaForCausalLM (eager attention,
 float32 compute) and are written
@@ -304,6 +307,90 @@ def gemma_case():
     return cfg, weights, "BF16"
 
 
+# ---- MoE blocks of deepseek_v3 and llama4 -------------------------------------------
+
+def save_block(name, tensors):
+    folder = os.path.join(ROOT, "blocks", name)
+    os.makedirs(folder, exist_ok=True)
+    for key, value in tensors.items():
+        np.save(os.path.join(folder, key + ".npy"), value.detach().numpy().astype(np.float32))
+
+
+def deepseek_v3_block():
+    """HF DeepseekV3MoE (router, group-limited top-k, routed scaling, shared experts), with
+    positive selection scores so that masking with 0.0 (HF) and -inf (DeepSeek's inference code) agree."""
+    t, h, f, e, n_group, topk_group, k, scaling = 6, 32, 16, 16, 4, 2, 4, 2.5
+    g = torch.Generator().manual_seed(2468)
+    x = torch.randn(t, h, generator=g)
+    gate = torch.randn(e, h, generator=g) / math.sqrt(h)
+    bias = 0.05 * torch.rand(e, generator=g)
+    experts = {p: torch.randn(e, *shape, generator=g) / math.sqrt(shape[-1])
+               for p, shape in (("gate_proj", (f, h)), ("up_proj", (f, h)), ("down_proj", (h, f)))}
+    shared = {p: torch.randn(*shape, generator=g) / math.sqrt(shape[-1])
+              for p, shape in (("gate_proj", (f, h)), ("up_proj", (f, h)), ("down_proj", (h, f)))}
+
+    scores = F.linear(x, gate).sigmoid()
+    choice = scores + bias
+    group_scores = choice.view(t, n_group, e // n_group).topk(2, dim=-1)[0].sum(dim=-1)
+    ranked = group_scores.sort(dim=-1, descending=True).values
+    assert (ranked[:, topk_group - 1] - ranked[:, topk_group]).min() > 1e-4, "group choice too close"
+    group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(t, n_group, e // n_group).reshape(t, e)
+    choice = choice.masked_fill(~score_mask.bool(), 0.0)
+    ranked = choice.sort(dim=-1, descending=True).values
+    assert (ranked[:, k - 1] - ranked[:, k]).min() > 1e-4, "expert choice too close"
+    topk_indices = torch.topk(choice, k=k, dim=-1, sorted=False)[1]
+    topk_weights = scores.gather(1, topk_indices)
+    topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20) * scaling
+
+    routed = torch.zeros_like(x)
+    mask = F.one_hot(topk_indices, num_classes=e).permute(2, 0, 1)  # [E, T, k]
+    for ex in range(e):
+        tokens, slots = torch.where(mask[ex])
+        if tokens.numel() == 0:
+            continue
+        w = {p: experts[p][ex] for p in experts}
+        y = F.linear(F.silu(F.linear(x[tokens], w["gate_proj"])) * F.linear(x[tokens], w["up_proj"]), w["down_proj"])
+        routed.index_add_(0, tokens, y * topk_weights[tokens, slots, None])
+    out = routed + F.linear(F.silu(F.linear(x, shared["gate_proj"])) * F.linear(x, shared["up_proj"]),
+                            shared["down_proj"])
+    tensors = {"x": x, "mlp.gate.weight": gate, "mlp.gate.e_score_correction_bias": bias, "out_y": out}
+    tensors.update({f"mlp.experts.{p}.weight": v for p, v in experts.items()})
+    tensors.update({f"mlp.shared_experts.{p}.weight": v for p, v in shared.items()})
+    save_block("deepseek_v3_moe", tensors)
+
+
+def llama4_block():
+    """HF Llama4TextMoe: top-1 router, sigmoid score scaling the input of every expert (all experts run,
+    the unrouted ones on zeros), fused gate_up experts with chunked SwiGLU, plus the shared expert."""
+    t, h, f, e, k = 6, 32, 16, 4, 1
+    g = torch.Generator().manual_seed(1357)
+    x = torch.randn(t, h, generator=g)
+    router = torch.randn(e, h, generator=g) / math.sqrt(h)
+    gate_up = torch.randn(e, h, 2 * f, generator=g) / math.sqrt(h)
+    down = torch.randn(e, f, h, generator=g) / math.sqrt(f)
+    shared = {p: torch.randn(*shape, generator=g) / math.sqrt(shape[-1])
+              for p, shape in (("gate_proj", (f, h)), ("up_proj", (f, h)), ("down_proj", (h, f)))}
+
+    logits = F.linear(x, router)
+    ranked = logits.sort(dim=-1, descending=True).values
+    assert (ranked[:, k - 1] - ranked[:, k]).min() > 1e-4, "expert choice too close"
+    top_value, top_index = torch.topk(logits, k, dim=1)
+    scores = torch.full_like(logits, float("-inf")).scatter_(1, top_index, top_value).transpose(0, 1)
+    scores = torch.sigmoid(scores.float())
+    routed_in = x.repeat(e, 1) * scores.reshape(-1, 1)
+    gu = torch.bmm(routed_in.view(e, -1, h), gate_up)
+    gate, up = gu.chunk(2, dim=-1)
+    routed_out = torch.bmm(up * F.silu(gate), down)
+    out = F.linear(F.silu(F.linear(x, shared["gate_proj"])) * F.linear(x, shared["up_proj"]), shared["down_proj"])
+    out = out + routed_out.reshape(e, -1, h).sum(dim=0)
+    tensors = {"x": x, "feed_forward.router.weight": router, "feed_forward.experts.gate_up_proj": gate_up,
+               "feed_forward.experts.down_proj": down, "out_y": out}
+    tensors.update({f"feed_forward.shared_expert.{p}.weight": v for p, v in shared.items()})
+    save_block("llama4_moe", tensors)
+
+
 def make(name, case, tokens):
     cfg, weights, dtype = case()
     w = stored(weights, dtype)  # compute with exactly the values the file holds
@@ -327,3 +414,5 @@ if __name__ == "__main__":
         make("qwen3_moe", qwen3_moe_case, QWEN3_MOE_TOKENS)
         make("qwen3", qwen3_case, QWEN3_TOKENS)
         make("gemma", gemma_case, GEMMA_TOKENS)
+        deepseek_v3_block()
+        llama4_block()
