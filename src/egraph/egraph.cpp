@@ -13,7 +13,7 @@
 
 namespace spool::egraph {
 
-EGraph::EGraph(Language& language) : language_(&language) { memo_.resize(1024); }
+EGraph::EGraph(Language& language) : language_(&language) { memo_.resize(64); }
 
 void EGraph::set_analysis(std::unique_ptr<Analysis> analysis) {
   SPOOL_ASSERT(nodes_.empty(), "set the analysis before adding nodes");
@@ -430,7 +430,7 @@ void EGraph::compact() {
   std::vector<uint32_t>().swap(free_slots_);
 
   // Hashcons: rebuilt at a load of at most one half.
-  std::vector<MemoSlot>(std::max<size_t>(1024, std::bit_ceil(nodes_.size() * 2))).swap(memo_);
+  std::vector<MemoSlot>(std::max<size_t>(64, std::bit_ceil(nodes_.size() * 2))).swap(memo_);
   parent_.shrink_to_fit();
   memo_size_ = 0;
   for (uint32_t n = 0; n < nodes_.size(); ++n) {

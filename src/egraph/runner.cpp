@@ -252,6 +252,12 @@ struct Runner::State {
       const auto t0 = Clock::now();
       // The apply loop waits on memory: prefetch the first hashcons lookup of
       // match m + 16, and the node its slot holds for match m + 8.
+      // The clock is read every 16 matches of a plain rewrite (cheap to
+      // apply), and before every match of a rule with guards or custom
+      // appliers (client code of unknown cost).
+      size_t clock_every = rule.guards.empty() ? 16 : 1;
+      for (const Rule::Action& a : rule.actions)
+        if (a.kind == ActionSpec::Kind::Apply) clock_every = 1;
       const Rule::Action* predict = nullptr;
       if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX)
         predict = &rule.actions[0];
@@ -267,7 +273,7 @@ struct Runner::State {
           stop(StopReason::NodeLimit);
           break;
         }
-        if (++since_clock == 16) {
+        if (++since_clock >= clock_every) {
           since_clock = 0;
           if (Clock::now() >= deadline) {
             stop(StopReason::TimeLimit);
