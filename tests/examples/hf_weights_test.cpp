@@ -105,9 +105,31 @@ class Scratch {
   // Writes config.json and model.safetensors (every tensor of `dtype`, value i * 0.25 at flat index i).
   void write(const std::string& dtype = "F32") const {
     std::ofstream(dir_ + "/config.json") << config_.dump();
+    write_tensors(file(), dtype, [](size_t) { return true; });
+  }
+
+  // Writes config.json, two shards (alternate tensors) and model.safetensors.index.json.
+  void write_shards() const {
+    std::ofstream(dir_ + "/config.json") << config_.dump();
+    json index = {{"metadata", json::object()}, {"weight_map", json::object()}};
+    for (size_t shard = 0; shard < 2; ++shard) {
+      const std::string name = fmt::format("model-0000{}-of-00002.safetensors", shard + 1);
+      write_tensors(dir_ + "/" + name, "F32", [&](size_t i) { return i % 2 == shard; });
+      size_t i = 0;
+      for (const auto& entry : shapes_)
+        if (i++ % 2 == shard) index["weight_map"][entry.first] = name;
+    }
+    std::ofstream(dir_ + "/model.safetensors.index.json") << index.dump();
+  }
+
+ private:
+  template <typename Keep>
+  void write_tensors(const std::string& path, const std::string& dtype, Keep keep) const {
     json header = json::object();
     std::string data;
+    size_t index = 0;
     for (const auto& [name, shape] : shapes_) {
+      if (!keep(index++)) continue;
       const int64_t count = num_elements(shape);
       const size_t begin = data.size();
       for (int64_t i = 0; i < count; ++i) {
@@ -128,13 +150,12 @@ class Scratch {
       header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
     }
     const std::string text = header.dump();
-    std::ofstream out(file(), std::ios::binary);
+    std::ofstream out(path, std::ios::binary);
     const uint64_t size = text.size();
     for (int b = 0; b < 8; ++b) out.put(static_cast<char>((size >> (8 * b)) & 0xff));
     out << text << data;
   }
 
- private:
   static uint16_t to_half(float value) {  // normal, exactly representable values only
     if (value == 0.0f) return 0;
     int exponent = 0;
@@ -191,6 +212,15 @@ TEST_CASE("f32, bf16 and f16 tensors read back exactly") {
     for (int64_t i = 0; i < t.size(); ++i) CHECK(t.get(i) == 0.25 * static_cast<double>(i));
     CHECK(load_error(scratch) == "no error");  // tied embeddings: no lm_head.weight
   }
+}
+
+TEST_CASE("sharded checkpoints are read through model.safetensors.index.json") {
+  Scratch scratch("shards");
+  scratch.write_shards();
+  const Checkpoint checkpoint = read_checkpoint(scratch.dir());
+  CHECK(checkpoint.size() == scratch.shapes().size());
+  CHECK(checkpoint.at("model.norm.weight").file.find("-of-00002.safetensors") != std::string::npos);
+  CHECK(load_error(scratch) == "no error");
 }
 
 TEST_CASE("reader diagnostics name the file and the tensor or key") {
