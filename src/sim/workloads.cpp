@@ -396,14 +396,14 @@ void emit_attention(ProgramBuilder& pb, const NpuConfig& c, const std::string& n
   const int Sc = kb.spad("scores", TQ * S, 2);
   const int O = kb.spad("o", D * TQ, 2);
   const int h = kb.loop_begin("h", H);
-  const int jt = kb.loop_begin("j", JT);
-  const Affine pair = V(h, JT) + V(jt);
-  const Extent tq = ragged(TQ, S, V(jt), JT);
   const Affine head = V(h, S * D);
-  kb.emit(dma(true, q, head + V(jt, TQ * D), {D, 1}, ref(Qs, pair, C(0)), {D, 1}, {tq, Extent::of(D)}, kLoadTag));
 
-  // Scores, one key block at a time: scores[:, TI*i ...] = q_tile * k_block^T.
-  {
+  // Scores of query tile j: P = softmax over keys of (q_tile k^T) / sqrt(D),
+  // one key block at a time.
+  auto scores = [&](const Affine& j) {
+    const Affine pair = V(h, JT) + j;
+    const Extent tq = ragged(TQ, S, j, JT);
+    kb.emit(dma(true, q, head + j * (TQ * D), {D, 1}, ref(Qs, pair, C(0)), {D, 1}, {tq, Extent::of(D)}, kLoadTag));
     const int it = kb.loop_begin("i", IT);
     const Affine slot = pair * IT + V(it);
     const Extent ti = ragged(TI, S, V(it), IT);
@@ -421,43 +421,55 @@ void emit_attention(ProgramBuilder& pb, const NpuConfig& c, const std::string& n
       kb.emit(Stmt{std::move(mm)});
     }
     kb.loop_end();
-  }
-  // Softmax over the keys (dim -2 of the H x S x S scores), scaled by 1/sqrt(D).
-  {
     const SpadRef tile = ref(Sc, pair, C(0), S);
     VecBuilder vb("softmax", tq, Extent::of(S));
     const int x = vb.op("x", VecOp::Mul, {vb.load("s", tile), vb.constant("scale", 1.0 / std::sqrt(static_cast<double>(D)))});
     const int m = vb.op("max", VecOp::ReduceMax, {x});
     const int e = vb.op("e", VecOp::Exp, {vb.op("shifted", VecOp::Sub, {x, m})});
-    const int s = vb.op("sum", VecOp::ReduceSum, {e});
-    vb.store(tile, vb.op("p", VecOp::Mul, {e, vb.op("inv", VecOp::Recip, {s})}));
+    const int sum = vb.op("sum", VecOp::ReduceSum, {e});
+    vb.store(tile, vb.op("p", VecOp::Mul, {e, vb.op("inv", VecOp::Recip, {sum})}));
     kb.emit(vb.done());
-  }
-  // out[:, tile] = v^T P^T, accumulated over key blocks.
-  auto pv_step = [&](const Affine& iidx, bool accumulate) {
-    const Affine slot = pair * IT + iidx;
-    const Extent ti = ragged(TI, S, iidx, IT);
-    kb.emit(dma(true, v, head + iidx * (TI * D), {D, 1}, ref(Vs, slot, C(0)), {D, 1}, {ti, Extent::of(D)}, kLoadTag));
-    MatmulOp mm;
-    mm.m = Extent::of(D);
-    mm.k = ti;
-    mm.n = tq;
-    mm.c = ref(O, pair, C(0), TQ);
-    mm.a = ref(Vs, slot, C(0), D);
-    mm.trans_a = true;
-    mm.b = ref(Sc, pair, iidx * TI, S);
-    mm.trans_b = true;
-    mm.accumulate = accumulate;
-    kb.emit(Stmt{std::move(mm)});
   };
-  pv_step(C(0), false);
-  if (IT > 1) {
-    const int ii = kb.loop_begin("i", IT - 1);
-    pv_step(V(ii) + C(1), true);
+  // Output columns of query tile j: out[:, tile] = v^T P^T, accumulated over key blocks.
+  auto output = [&](const Affine& j) {
+    const Affine pair = V(h, JT) + j;
+    const Extent tq = ragged(TQ, S, j, JT);
+    auto pv_step = [&](const Affine& iidx, bool accumulate) {
+      const Affine slot = pair * IT + iidx;
+      const Extent ti = ragged(TI, S, iidx, IT);
+      kb.emit(dma(true, v, head + iidx * (TI * D), {D, 1}, ref(Vs, slot, C(0)), {D, 1}, {ti, Extent::of(D)}, kLoadTag));
+      MatmulOp mm;
+      mm.m = Extent::of(D);
+      mm.k = ti;
+      mm.n = tq;
+      mm.c = ref(O, pair, C(0), TQ);
+      mm.a = ref(Vs, slot, C(0), D);
+      mm.trans_a = true;
+      mm.b = ref(Sc, pair, iidx * TI, S);
+      mm.trans_b = true;
+      mm.accumulate = accumulate;
+      kb.emit(Stmt{std::move(mm)});
+    };
+    pv_step(C(0), false);
+    if (IT > 1) {
+      const int ii = kb.loop_begin("i", IT - 1);
+      pv_step(V(ii) + C(1), true);
+      kb.loop_end();
+    }
+    kb.emit(dma(false, out, V(h, D * S) + j * TQ, {S, 1}, ref(O, pair, C(0)), {TQ, 1}, {Extent::of(D), tq}, kStoreTag));
+  };
+  // Software pipelined over query tiles (the scores buffer has two slots):
+  // the scores of tile j + 1 are issued before the output of tile j, so the
+  // vector unit's softmax overlaps the arrays and the next tile's loads are
+  // not queued behind this tile's store in the in-order DMA engine.
+  scores(C(0));
+  if (JT > 1) {
+    const int jj = kb.loop_begin("j", JT - 1);
+    scores(V(jj) + C(1));
+    output(V(jj));
     kb.loop_end();
   }
-  kb.emit(dma(false, out, V(h, D * S) + V(jt, TQ), {S, 1}, ref(O, pair, C(0)), {TQ, 1}, {Extent::of(D), tq}, kStoreTag));
-  kb.loop_end();
+  output(C(JT - 1));
   kb.loop_end();
   kb.emit(Stmt{WaitOp{kStoreTag}});
   pb.add(kb.finish());
