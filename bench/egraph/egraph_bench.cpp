@@ -10,8 +10,9 @@
 //   math-suite        every goal of the simplification suite, 100,000-node budget each
 //   hlir-llama-block  one tiny-llama layer with the shipped HLIR rules (needs the rule files)
 //
-// The same workloads in egg (the Rust reference) are what the engine is
-// compared against; see the report of the issue for the side-by-side figures.
+// The same workloads in egg (the Rust reference) are what the engine is to be
+// compared against; --full-matching makes the runner apply every match in
+// every iteration, as egg's does, for a like-for-like comparison.
 
 #include <spool/egraph/math.hpp>
 #include <spool/egraph/pattern.hpp>
@@ -46,6 +47,8 @@ void add_run(Measure& m, const RunReport& r, const EGraph& g) {
   m.stop = std::string(stop_reason_name(r.stop));
 }
 
+bool g_incremental = true;
+
 Measure assoc(int terms, size_t iter_limit, int threads) {
   auto L = math::make_language();
   EGraph g(L->language);  // no analysis: constant folding would merge equal sums
@@ -56,6 +59,7 @@ Measure assoc(int terms, size_t iter_limit, int threads) {
   c.node_limit = 10'000'000;
   c.time_limit_ms = 600'000;
   c.threads = threads;
+  c.incremental = g_incremental;
   const auto rules = math::assoc_comm_rules(*L);
   Measure m;
   add_run(m, Runner(c).run(g, rules), g);
@@ -74,6 +78,7 @@ Measure math_suite(int threads) {
     c.node_limit = 100'000;
     c.time_limit_ms = 60'000;
     c.threads = threads;
+    c.incremental = g_incremental;
     c.stop_when = [&](EGraph& e) {
       auto rhs = lookup_expr(e, goal.rhs);
       return rhs && e.find(*rhs) == e.find(lhs);
@@ -115,7 +120,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "runs per workload (the median is shown)")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "search threads (0: TBB's default)");
   app.add_option("--only", only, "workloads to run (default: all)");
+  bool full = false;
+  app.add_flag("--full-matching", full, "apply every match every iteration, as egg does (no incremental matching)");
   CLI11_PARSE(app, argc, argv);
+  g_incremental = !full;
   auto wanted = [&](const std::string& name) {
     return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
   };

@@ -99,6 +99,7 @@ ClassId EGraph::new_class() {
     slots_.emplace_back();
   }
   slots_[slot].id = c.value;
+  slots_[slot].stamp = generation_;
   parent_.push_back(kRoot | slot);
   ++num_classes_;
   return c;
@@ -106,6 +107,7 @@ ClassId EGraph::new_class() {
 
 void EGraph::mark_dirty(ClassId c) {
   ClassRec& r = rec(c);
+  r.stamp = generation_;
   if (!r.dirty) {
     r.dirty = 1;
     dirty_.push_back(c);
@@ -356,6 +358,7 @@ size_t EGraph::rebuild() {
         if (nodes_[n.value].dead) continue;
         const ClassId c = find(nodes_[n.value].cls);
         if (analysis_->remake(*this, c, n)) {
+          rec(c).stamp = generation_;
           const auto parents = lists_.view(rec(c).parents);
           analysis_pending_.insert(analysis_pending_.end(), parents.begin(), parents.end());
           modify_pending_.push_back(c);

@@ -524,28 +524,32 @@ namespace {
 
 class Machine {
  public:
-  Machine(const EGraph& g, const Query& q, MatchSet& out, ClassId* regs, AttrId* aregs)
-      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs) {}
+  Machine(const EGraph& g, const Query& q, MatchSet& out, ClassId* regs, AttrId* aregs, uint32_t since)
+      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs), since_(since) {}
 
-  void run(size_t pc) {
+  bool changed(ClassId c) const { return since_ == kAllMatches || g_.class_stamp(c) > since_; }
+
+  // `fresh`: the match so far visits a class changed after `since_`.
+  void run(size_t pc, bool fresh) {
     if (pc == q_.program.size()) {
-      emit();
+      if (fresh) emit();
       return;
     }
     const Instr& in = q_.program[pc];
     switch (in.kind) {
       case Instr::Kind::Compare:
-        if (regs_[in.reg] == regs_[in.other]) run(pc + 1);
+        if (regs_[in.reg] == regs_[in.other]) run(pc + 1, fresh);
         return;
       case Instr::Kind::Scan: {
         std::span<const ClassId> cands = in.op.valid() ? g_.classes_with_op(in.op) : g_.classes();
         for (ClassId c : cands) {
           regs_[in.reg] = c;
-          run(pc + 1);
+          run(pc + 1, fresh || changed(c));
         }
         return;
       }
       case Instr::Kind::Bind: {
+        const bool now_fresh = fresh || changed(regs_[in.reg]);
         for (NodeId n : g_.class_nodes(regs_[in.reg], in.op)) {
           const ENodeRef node = g_.node(n);
           if (node.children.size() != in.arity) continue;
@@ -562,7 +566,7 @@ class Machine {
               break;
           }
           for (uint32_t k = 0; k < in.arity; ++k) regs_[in.other + k] = node.children[k];
-          run(pc + 1);
+          run(pc + 1, now_fresh);
         }
         return;
       }
@@ -581,21 +585,22 @@ class Machine {
   MatchSet& out_;
   ClassId* regs_;
   AttrId* aregs_;
+  uint32_t since_;
 };
 
 }  // namespace
 
 bool search(const EGraph& graph, const Query& query, std::span<const ClassId> candidates, MatchSet& out,
-            const std::atomic<bool>* stop) {
+            const std::atomic<bool>* stop, uint32_t since) {
   out.num_vars = static_cast<uint32_t>(query.var_reg.size());
   out.num_attr_vars = query.num_attr_vars;
   boost::container::small_vector<ClassId, 32> regs(query.num_regs);
   boost::container::small_vector<AttrId, 8> aregs(query.num_attr_vars);
-  Machine m(graph, query, out, regs.data(), aregs.data());
+  Machine m(graph, query, out, regs.data(), aregs.data(), since);
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (stop && (i & 63) == 0 && stop->load(std::memory_order_relaxed)) return false;
     regs[0] = candidates[i];
-    m.run(0);
+    m.run(0, m.changed(candidates[i]));
   }
   return true;
 }

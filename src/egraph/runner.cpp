@@ -110,7 +110,17 @@ struct Chunk {
 struct RuleState {
   size_t times_banned = 0;
   size_t banned_until = 0;
+  uint32_t applied_gen = kAllMatches;  // every match of the search at this generation was applied
 };
+
+// Whether re-applying an old match is certainly a no-op: its result depends
+// only on the matched classes, not on client code reading analysis data.
+bool incremental_ok(const Rule& rule) {
+  if (!rule.guards.empty()) return false;
+  for (const Rule::Action& a : rule.actions)
+    if (a.kind == ActionSpec::Kind::Apply) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -127,6 +137,7 @@ struct Runner::State {
   std::vector<ClassId> scratch;
   std::vector<uint8_t> dropped;
   std::vector<size_t> rule_matches;
+  std::vector<uint32_t> since;  // per rule: report only matches newer than this generation
   std::unique_ptr<tbb::task_arena> arena;
 
   State(const RunnerConfig& c, EGraph& graph, std::span<const RuleSet> s)
@@ -162,6 +173,9 @@ struct Runner::State {
     const size_t iter = report.iterations;
     if (!g.clean()) g.rebuild();
     (void)g.classes();  // builds the op index before the parallel search reads it
+    // Changes from here on carry a newer stamp than this search saw.
+    const uint32_t gen = g.generation();
+    g.next_generation();
 
     IterationReport it;
     it.index = iter;
@@ -171,6 +185,10 @@ struct Runner::State {
 
     // ---- search --------------------------------------------------------------
     const auto t_search = Clock::now();
+    since.assign(set.rules.size(), kAllMatches);
+    if (cfg.incremental)
+      for (size_t r = 0; r < set.rules.size(); ++r)
+        if (incremental_ok(set.rules[r])) since[r] = states[r].applied_gen;
     size_t num_chunks = 0;
     for (size_t r = 0; r < set.rules.size(); ++r) {
       const bool banned = cfg.scheduler == SchedulerKind::Backoff && states[r].banned_until > iter;
@@ -194,7 +212,8 @@ struct Runner::State {
       Chunk& c = chunks[i];
       const auto t0 = Clock::now();
       const Query& q = set.rules[c.rule].query;
-      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out);
+      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out,
+             since[c.rule]);
       const auto t1 = Clock::now();
       c.ms = ms_between(t0, t1);
       if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
@@ -284,6 +303,9 @@ struct Runner::State {
       }
       rr.apply_ms += ms_between(t0, Clock::now());
     }
+    if (!stopped)
+      for (size_t r = 0; r < set.rules.size(); ++r)
+        if (!it.rules[r].banned) states[r].applied_gen = gen;
     it.unions = static_cast<size_t>(g.union_count() - unions_before);
     const auto t_rebuild = Clock::now();
     it.apply_ms = ms_between(t_apply, t_rebuild);

@@ -194,6 +194,14 @@ class EGraph {
   // Bytes held by the graph's containers (capacity, not size).
   size_t memory_bytes() const;
 
+  // Change tracking for incremental matching: every change to a class (new,
+  // merged into, a node added or re-canonicalised, its analysis data) stamps
+  // it with the current generation. A match that only visits classes with
+  // stamps <= G was already there when the graph was at generation G.
+  uint32_t generation() const { return generation_; }
+  void next_generation() { ++generation_; }
+  uint32_t class_stamp(ClassId c) const { return rec(c).stamp; }
+
   // Counts unions done through merge() (including those done by rebuild).
   uint64_t union_count() const { return union_count_; }
 
@@ -261,6 +269,7 @@ class EGraph {
     ListRef nodes;
     ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
     uint32_t id = 0;  // the class owning the slot
+    uint32_t stamp = 0;  // the generation of its last change
     uint8_t dirty = 0;
   };
   // parent_[c] is c's parent class, or kRoot | slot for a canonical class.
@@ -313,6 +322,7 @@ class EGraph {
   std::vector<NodeId> todo_nodes_;  // scratch of rebuild()
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;
+  uint32_t generation_ = 0;
 
   // Derived after rebuild(): canonical classes and the op index (CSR).
   mutable bool index_valid_ = false;

@@ -155,8 +155,11 @@ std::span<const ClassId> query_candidates(const EGraph& graph, const Query& quer
 // Appends to `out` every match whose first root is in `candidates`, in
 // candidate order. Read-only on the graph; safe to run concurrently. Stops
 // early (returning false) when `stop` becomes true; checks it every few
-// candidates.
+// candidates. With `since` set, only matches that visit at least one class
+// changed after generation `since` are reported (the others were already
+// there at that generation).
+inline constexpr uint32_t kAllMatches = UINT32_MAX;
 bool search(const EGraph& graph, const Query& query, std::span<const ClassId> candidates, MatchSet& out,
-            const std::atomic<bool>* stop = nullptr);
+            const std::atomic<bool>* stop = nullptr, uint32_t since = kAllMatches);
 
 }  // namespace spool::egraph
