@@ -81,7 +81,6 @@ Result<Rule> compile_rule(Language& language, const Registry& registry, const Ru
     rule.lhs.push_back(p.take());
     binders.push_back(ps.binder.empty() ? std::nullopt : std::optional<uint32_t>(rule.vars.class_var(ps.binder)));
   }
-  const size_t lhs_vars = rule.vars.classes.size();
   const size_t lhs_attr_vars = rule.vars.attrs.size();
   {
     Result<Query> q = compile_query(rule.lhs, binders, rule.vars);
@@ -132,7 +131,6 @@ Result<Rule> compile_rule(Language& language, const Registry& registry, const Ru
   if (rule.vars.attrs.size() != lhs_attr_vars)
     return diag(spec.loc, fmt::format("rule '{}': attribute variable '{}' is not bound by the left-hand side",
                                       spec.name, rule.vars.attrs[lhs_attr_vars]));
-  (void)lhs_vars;
   if (rule.actions.empty()) return diag(spec.loc, fmt::format("rule '{}' has no action", spec.name));
   return rule;
 }
