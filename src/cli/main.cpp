@@ -26,11 +26,14 @@ int main(int argc, char** argv) {
   app.add_subcommand("version", "Print the version")->callback([] { std::printf("spool %s\n", spool::version().data()); });
   spool::cli::add_models_command(app);
   spool::cli::add_run_command(app);
+  spool::cli::add_rules_command(app);
   spool::cli::add_sim_command(app);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command that already reported its errors
   } catch (const CLI::ParseError& e) {
     const int status = app.exit(e);
     return status == 0 ? 0 : 2;

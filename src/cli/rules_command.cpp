@@ -1,0 +1,93 @@
+// `spool rules check FILE...`: parse, compile, run the inline checks and the
+// soundness checker over rule files; exit status 1 on any error.
+
+#include "commands.hpp"
+
+#include <spool/egraph/hlir.hpp>
+#include <spool/rules/rule_file.hpp>
+#include <spool/rules/soundness.hpp>
+
+#include <cstdio>
+
+namespace spool::cli {
+namespace {
+
+std::string where(const SourceLoc& loc) { return fmt::format("{}:{}:{}", loc.file, loc.line, loc.col); }
+
+// Checks one file; returns the number of errors.
+int check_file(const std::string& path, uint64_t seed, int trials) {
+  Result<rules::RuleFile> file = rules::load_rule_file(path);
+  if (!file) {
+    std::fprintf(stderr, "%s\n", file.error().render().c_str());
+    return 1;
+  }
+  egraph::hlir::HlirLanguage lang;
+  const egraph::Registry registry;
+  Result<std::vector<egraph::RuleSet>> sets =
+      rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
+  if (!sets) {
+    std::fprintf(stderr, "%s\n", sets.error().render().c_str());
+    return 1;
+  }
+  int errors = 0;
+  int passed_checks = 0;
+  egraph::RunnerConfig config;
+  config.node_limit = 50'000;
+  config.time_limit_ms = 10'000;
+  for (const rules::CheckResult& check :
+       rules::run_checks(file.value(), sets.value(), [&] { return egraph::hlir::make_egraph(lang); },
+                         lang.parse_options(), config)) {
+    if (check.passed) {
+      ++passed_checks;
+    } else {
+      ++errors;
+      std::fprintf(stderr, "%s: error: check '%s' failed: %s\n", where(check.loc).c_str(), check.name.c_str(),
+                   check.message.c_str());
+    }
+  }
+  int sound = 0, unsound = 0, unchecked = 0;
+  for (const rules::SoundnessResult& r : rules::check_soundness(sets.value(), lang, seed, trials)) {
+    switch (r.status) {
+      case rules::SoundnessResult::Status::Sound: ++sound; break;
+      case rules::SoundnessResult::Status::Unsound:
+        ++unsound;
+        std::fprintf(stderr, "%s: error: rule '%s' is unsound: %s\n", where(r.loc).c_str(), r.rule.c_str(),
+                     r.detail.c_str());
+        break;
+      case rules::SoundnessResult::Status::NotChecked:
+        ++unchecked;
+        std::fprintf(stderr, "%s: note: rule '%s' was not checked on tensors: %s\n", where(r.loc).c_str(),
+                     r.rule.c_str(), r.detail.c_str());
+        break;
+    }
+  }
+  errors += unsound;
+  std::printf("%s: %d rules: %d sound, %d unsound, %d not checked; %d of %zu checks passed\n", path.c_str(),
+              sound + unsound + unchecked, sound, unsound, unchecked, passed_checks, file.value().checks.size());
+  return errors;
+}
+
+}  // namespace
+
+void add_rules_command(CLI::App& app) {
+  CLI::App* rules_cmd = app.add_subcommand("rules", "Work with rule files");
+  rules_cmd->require_subcommand(1);
+  struct Options {
+    std::vector<std::string> files;
+    uint64_t seed = 1;
+    int trials = 4;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* check = rules_cmd->add_subcommand(
+      "check", "Parse and type-check rule files, run their inline checks, and test every rewrite on random tensors");
+  check->add_option("files", options->files, "Rule files")->required()->check(CLI::ExistingFile);
+  check->add_option("--seed", options->seed, "Seed of the random tensors")->capture_default_str();
+  check->add_option("--trials", options->trials, "Random samples per rule")->check(CLI::PositiveNumber)->capture_default_str();
+  check->callback([options] {
+    int errors = 0;
+    for (const std::string& file : options->files) errors += check_file(file, options->seed, options->trials);
+    if (errors > 0) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace spool::cli

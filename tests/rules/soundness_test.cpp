@@ -1,0 +1,50 @@
+// The soundness checker over the shipped HLIR rules and a fixture of wrong ones.
+
+#include <doctest/doctest.h>
+
+#include <spool/rules/rule_file.hpp>
+#include <spool/rules/soundness.hpp>
+
+using namespace spool;
+
+namespace {
+std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<rules::CheckResult>* checks = nullptr) {
+  Result<rules::RuleFile> file = rules::load_rule_file(path);
+  REQUIRE_MESSAGE(file.ok(), file.error().render());
+  egraph::hlir::HlirLanguage lang;
+  const egraph::Registry registry;
+  auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
+  REQUIRE_MESSAGE(sets.ok(), sets.error().render());
+  if (checks)
+    *checks = rules::run_checks(file.value(), sets.value(), [&] { return egraph::hlir::make_egraph(lang); },
+                                lang.parse_options());
+  return rules::check_soundness(sets.value(), lang, 1, 4);
+}
+}  // namespace
+
+TEST_CASE("every shipped rule is sound and every inline check holds") {
+  for (const char* name : {"algebra.rules"}) {
+    std::vector<rules::CheckResult> checks;
+    const auto results = check(std::string(SPOOL_SOURCE_DIR) + "/rules/" + name, &checks);
+    CHECK(!results.empty());
+    for (const auto& r : results) {
+      INFO(r.rule << ": " << r.detail);
+      CHECK(r.status == rules::SoundnessResult::Status::Sound);
+      CHECK(r.trials == 4);
+    }
+    CHECK(!checks.empty());
+    for (const auto& c : checks) CHECK_MESSAGE(c.passed, c.name << ": " << c.message);
+  }
+}
+
+TEST_CASE("every deliberately wrong rule is caught, with its location") {
+  const auto results = check(std::string(SPOOL_SOURCE_DIR) + "/tests/rules/fixtures/wrong.rules");
+  REQUIRE(results.size() == 8);
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(results[i].rule);
+    CHECK(results[i].status == rules::SoundnessResult::Status::Unsound);
+    CHECK(results[i].loc.line == static_cast<int>(i) + 2);  // one rule per line after the comment
+    CHECK(results[i].loc.col == 10);
+    CHECK(!results[i].detail.empty());
+  }
+}
