@@ -147,6 +147,10 @@ std::string Report::to_text() const {
   out += "unit                  busy cycles   utilisation\n";
   for (const UnitStats& u : units)
     out += fmt::format("  {:<18} {:>13} {:>12.1f}%\n", u.name, u.busy_cycles, 100.0 * u.utilisation);
+  out += "kernel              core   launch cycle      end cycle         cycles\n";
+  for (const KernelStats& k : kernel_stats)
+    out += fmt::format("  {:<18} {:>4} {:>14} {:>14} {:>14}\n", k.name, k.core, k.launch_cycle, k.end_cycle,
+                       k.end_cycle - k.launch_cycle);
   return out;
 }
 

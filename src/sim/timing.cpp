@@ -186,6 +186,7 @@ struct Frame {
 struct VecInstrTiming {
   int64_t interval = 1, latency = 1, bits = 32;
   bool reduce = false, counts = false, flop = false;
+  bool col_load = false;  // one row loaded once and broadcast down the rows
 };
 struct VecStatic {
   std::vector<VecInstrTiming> instrs;
@@ -645,6 +646,7 @@ class TimingSim {
       vt.bits = scalar_bits(in.type);
       const VecOpKind kind = vec_op_kind(in.op);
       vt.reduce = kind == VecOpKind::Reduce;
+      vt.col_load = kind == VecOpKind::Load && in.broadcast == LoadBroadcast::Col;
       vt.counts = kind != VecOpKind::Load && kind != VecOpKind::Const && kind != VecOpKind::Iota;
       vt.flop = vt.counts && is_float(in.type) &&
                 (kind == VecOpKind::Arith || kind == VecOpKind::FloatUnary || kind == VecOpKind::Reduce);
@@ -697,7 +699,7 @@ class TimingSim {
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstrTiming& t = vs.instrs[i];
       const int64_t per_chunk = lanes * std::max<int64_t>(1, vlen / t.bits);
-      const int64_t elems = vs.shapes[i] == ValueShape::Full || t.reduce ? rows * cols : rows;
+      const int64_t elems = t.col_load ? cols : vs.shapes[i] == ValueShape::Full || t.reduce ? rows * cols : rows;
       issue += ceil_div(elems, per_chunk) * t.interval;
       int64_t l = t.latency;
       if (t.reduce) {

@@ -342,30 +342,49 @@ void emit_rows(ProgramBuilder& pb, const NpuConfig& c, const std::string& name, 
     kb.emit(dma(true, gamma, C(0), {1}, ref(G, C(0), C(0)), {1}, {Extent::of(Cols)}, kLoadTag));
     kb.emit(dma(true, beta, C(0), {1}, ref(Bt, C(0), C(0)), {1}, {Extent::of(Cols)}, kLoadTag));
   }
-  const int rt = kb.loop_begin("r", RT);
-  const Extent rows = ragged(TR, R, V(rt), RT);
-  const SpadRef tile = ref(X, V(rt), C(0), Cols);
-  kb.emit(dma(true, in, V(rt, TR * Cols), {Cols, 1}, ref(X, V(rt), C(0)), {Cols, 1}, {rows, Extent::of(Cols)}, kLoadTag));
-  VecBuilder vb(kind == RowKind::Softmax ? "softmax" : "layernorm", rows, Extent::of(Cols));
-  const int x = vb.load("x", tile);
-  if (kind == RowKind::Softmax) {
-    const int m = vb.op("max", VecOp::ReduceMax, {x});
-    const int e = vb.op("e", VecOp::Exp, {vb.op("shifted", VecOp::Sub, {x, m})});
-    const int s = vb.op("sum", VecOp::ReduceSum, {e});
-    vb.store(tile, vb.op("y", VecOp::Mul, {e, vb.op("inv", VecOp::Recip, {s})}));
-  } else {
-    const int inv_n = vb.constant("inv_n", 1.0 / static_cast<double>(Cols));
-    const int mean = vb.op("mean", VecOp::Mul, {vb.op("sum", VecOp::ReduceSum, {x}), inv_n});
-    const int d = vb.op("d", VecOp::Sub, {x, mean});
-    const int var = vb.op("var", VecOp::Mul, {vb.op("sq_sum", VecOp::ReduceSum, {vb.op("sq", VecOp::Mul, {d, d})}), inv_n});
-    const int rstd = vb.op("rstd", VecOp::Rsqrt, {vb.op("var_eps", VecOp::Add, {var, vb.constant("eps", 1e-5)})});
-    const int norm = vb.op("norm", VecOp::Mul, {d, rstd});
-    const int scaled = vb.op("scaled", VecOp::Mul, {norm, vb.load("g", ref(G, C(0), C(0), 1), LoadBroadcast::Col)});
-    vb.store(tile, vb.op("y", VecOp::Add, {scaled, vb.load("b", ref(Bt, C(0), C(0), 1), LoadBroadcast::Col)}));
+  auto load = [&](const Affine& r) {
+    kb.emit(dma(true, in, r * (TR * Cols), {Cols, 1}, ref(X, r, C(0)), {Cols, 1},
+                {ragged(TR, R, r, RT), Extent::of(Cols)}, kLoadTag));
+  };
+  auto compute = [&](const Affine& r) {
+    const SpadRef tile = ref(X, r, C(0), Cols);
+    VecBuilder vb(kind == RowKind::Softmax ? "softmax" : "layernorm", ragged(TR, R, r, RT), Extent::of(Cols));
+    const int x = vb.load("x", tile);
+    if (kind == RowKind::Softmax) {
+      const int m = vb.op("max", VecOp::ReduceMax, {x});
+      const int e = vb.op("e", VecOp::Exp, {vb.op("shifted", VecOp::Sub, {x, m})});
+      const int s = vb.op("sum", VecOp::ReduceSum, {e});
+      vb.store(tile, vb.op("y", VecOp::Mul, {e, vb.op("inv", VecOp::Recip, {s})}));
+    } else {
+      const int inv_n = vb.constant("inv_n", 1.0 / static_cast<double>(Cols));
+      const int mean = vb.op("mean", VecOp::Mul, {vb.op("sum", VecOp::ReduceSum, {x}), inv_n});
+      const int d = vb.op("d", VecOp::Sub, {x, mean});
+      const int var =
+          vb.op("var", VecOp::Mul, {vb.op("sq_sum", VecOp::ReduceSum, {vb.op("sq", VecOp::Mul, {d, d})}), inv_n});
+      const int rstd = vb.op("rstd", VecOp::Rsqrt, {vb.op("var_eps", VecOp::Add, {var, vb.constant("eps", 1e-5)})});
+      const int norm = vb.op("norm", VecOp::Mul, {d, rstd});
+      const int scaled = vb.op("scaled", VecOp::Mul, {norm, vb.load("g", ref(G, C(0), C(0), 1), LoadBroadcast::Col)});
+      vb.store(tile, vb.op("y", VecOp::Add, {scaled, vb.load("b", ref(Bt, C(0), C(0), 1), LoadBroadcast::Col)}));
+    }
+    kb.emit(vb.done());
+  };
+  auto store = [&](const Affine& r) {
+    kb.emit(dma(false, out, r * (TR * Cols), {Cols, 1}, ref(X, r, C(0)), {Cols, 1},
+                {ragged(TR, R, r, RT), Extent::of(Cols)}, kStoreTag));
+  };
+  // Software pipelined: the load of tile r + 1 is issued before the store of
+  // tile r, so the in-order DMA engine never holds a load behind a store that
+  // waits for the vector unit.
+  load(C(0));
+  if (RT > 1) {
+    const int rt = kb.loop_begin("r", RT - 1);
+    load(V(rt) + C(1));
+    compute(V(rt));
+    store(V(rt));
+    kb.loop_end();
   }
-  kb.emit(vb.done());
-  kb.emit(dma(false, out, V(rt, TR * Cols), {Cols, 1}, ref(X, V(rt), C(0)), {Cols, 1}, {rows, Extent::of(Cols)}, kStoreTag));
-  kb.loop_end();
+  compute(C(RT - 1));
+  store(C(RT - 1));
   kb.emit(Stmt{WaitOp{kStoreTag}});
   pb.add(kb.finish());
 }
