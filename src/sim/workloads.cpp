@@ -249,13 +249,13 @@ void emit_gemm(ProgramBuilder& pb, const NpuConfig& c, const GemmSpec& g) {
   const int R = g.residual >= 0 ? kb.spad("R", TM * TN, 2) : -1;
   const int Bi = g.bias >= 0 ? kb.spad("bias", TN, 2) : -1;
 
-  auto column_block = [&](const Affine& n0, int64_t W, const Affine& block) {
-    if (Bi >= 0)
-      kb.emit(dma(true, g.bias, n0, {1}, ref(Bi, block, C(0)), {1}, {Extent::of(W)}, kLoadTag));
-    const int mt = kb.loop_begin("m", MT);
-    const Affine cslot = block * MT + V(mt);
-    const Extent m_ext = ragged(TM, g.M, V(mt), MT);
-    const Affine row0 = V(mt, TM);
+  // One output block (m block `mt` of a column block): the residual load, the
+  // k steps and the epilogue. Its store is emitted separately so the loads
+  // of the next block can be issued before it.
+  auto compute = [&](const Affine& n0, int64_t W, const Affine& block, const Affine& mt) {
+    const Affine cslot = block * MT + mt;
+    const Extent m_ext = ragged(TM, g.M, mt, MT);
+    const Affine row0 = mt * TM;
     if (R >= 0)
       kb.emit(dma(true, g.residual, row0 * g.N + n0, {g.N, 1}, ref(R, cslot, C(0)), {TN, 1}, {m_ext, Extent::of(W)},
                   kLoadTag));
@@ -297,20 +297,54 @@ void emit_gemm(ProgramBuilder& pb, const NpuConfig& c, const GemmSpec& g) {
       vb.store(ref(Cb, cslot, C(0), TN), acc);
       kb.emit(vb.done());
     }
-    kb.emit(dma(false, g.out, row0 * g.N + n0, {g.N, 1}, ref(Cb, cslot, C(0)), {TN, 1}, {m_ext, Extent::of(W)},
-                kStoreTag));
-    kb.loop_end();
+  };
+  auto store = [&](const Affine& n0, int64_t W, const Affine& block, const Affine& mt) {
+    kb.emit(dma(false, g.out, mt * (TM * g.N) + n0, {g.N, 1}, ref(Cb, block * MT + mt, C(0)), {TN, 1},
+                {ragged(TM, g.M, mt, MT), Extent::of(W)}, kStoreTag));
+  };
+  auto load_bias = [&](const Affine& n0, int64_t W, const Affine& block) {
+    if (Bi >= 0) kb.emit(dma(true, g.bias, n0, {1}, ref(Bi, block, C(0)), {1}, {Extent::of(W)}, kLoadTag));
   };
 
+  // The DMA engine runs in order, so a block's store (which waits for the
+  // block's epilogue) is issued after the next block's loads: software
+  // pipelining over the m blocks of a column block, or, with one m block,
+  // over the column blocks (the C tile has two slots).
   const int64_t full_blocks = g.N / TN, rest = g.N % TN;
-  if (full_blocks == 1) {
-    column_block(C(0), TN, C(0));
-  } else if (full_blocks > 1) {
-    const int nt = kb.loop_begin("n", full_blocks);
-    column_block(V(nt, TN), TN, V(nt));
-    kb.loop_end();
+  if (MT > 1) {
+    auto column_block = [&](const Affine& n0, int64_t W, const Affine& block) {
+      load_bias(n0, W, block);
+      compute(n0, W, block, C(0));
+      const int mm = kb.loop_begin("m", MT - 1);
+      compute(n0, W, block, V(mm) + C(1));
+      store(n0, W, block, V(mm));
+      kb.loop_end();
+      store(n0, W, block, C(MT - 1));
+    };
+    if (full_blocks > 0) {
+      const int nt = kb.loop_begin("n", full_blocks);
+      column_block(V(nt, TN), TN, V(nt));
+      kb.loop_end();
+    }
+    if (rest > 0) column_block(C(full_blocks * TN), rest, C(full_blocks));
+  } else {
+    auto column = [&](const Affine& block, int64_t W) {
+      load_bias(block * TN, W, block);
+      compute(block * TN, W, block, C(0));
+    };
+    if (full_blocks > 0) {
+      column(C(0), TN);
+      if (full_blocks > 1) {
+        const int nn = kb.loop_begin("n", full_blocks - 1);
+        column(V(nn) + C(1), TN);
+        store(V(nn, TN), TN, V(nn), C(0));
+        kb.loop_end();
+      }
+    }
+    if (rest > 0) column(C(full_blocks), rest);
+    if (full_blocks > 0) store(C((full_blocks - 1) * TN), TN, C(full_blocks - 1), C(0));
+    if (rest > 0) store(C(full_blocks * TN), rest, C(full_blocks), C(0));
   }
-  if (rest > 0) column_block(C(full_blocks * TN), rest, C(full_blocks));
   kb.emit(Stmt{WaitOp{kStoreTag}});
   pb.add(kb.finish());
 }

@@ -53,7 +53,10 @@ double max_error(const sim::Workload& w, const sim::NpuConfig& config, Graph& gr
 TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged)") {
   for (const char* config_name : {"toy", "tpuv3"}) {
     const sim::NpuConfig config = sim::load_config(config_name);
-    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 16}, {37, 20, 19}, {64, 136, 40}, {3, 1, 300}}) {
+    // Shapes that make the toy tiling use several m blocks, several column
+    // blocks with a ragged tail, and ragged k.
+    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 16}, {37, 20, 19}, {64, 136, 40}, {3, 1, 300},
+                           {600, 64, 200}, {300, 20, 1000}, {64, 8, 2000}}) {
       CAPTURE(config_name);
       CAPTURE(M);
       CAPTURE(K);
