@@ -137,7 +137,7 @@ std::string Report::to_text() const {
   out += fmt::format("kernels          {}\n", kernels);
   out += fmt::format("cycles           {}\n", cycles);
   out += fmt::format("time             {:.6f} ms\n", time_ms);
-  out += fmt::format("roofline cycles  {} ({:.1f}% of peak)\n", roofline_cycles,
+  out += fmt::format("roofline cycles  {} (the run reaches {:.1f}% of the roofline)\n", roofline_cycles,
                      cycles > 0 ? 100.0 * static_cast<double>(roofline_cycles) / static_cast<double>(cycles) : 0.0);
   out += fmt::format("flops            {} (matmul {}, vector {})\n", flops, matmul_flops, vector_flops);
   out += fmt::format("dram read        {} B ({:.2f} MiB)\n", dram_read_bytes, mib(dram_read_bytes));

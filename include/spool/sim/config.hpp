@@ -34,6 +34,22 @@
 //                           power-of-two channels) or "none" (granule modulo channels)
 //   noc.clock_mhz, noc.latency_cycles (one way), noc.ports_per_core, noc.port_bytes_per_cycle
 
+// Where the shipped numbers come from (configs/tpuv3.json):
+//  - 940 MHz core, 2 MXUs of 128 x 128 with double-buffered weights (the TPU
+//    loads the next weight tile while the current one streams);
+//  - 128 lanes x 256-bit VLEN, 128 KiB scratchpad per lane (16 MiB);
+//  - HBM2: 16 channels x 32 B per cycle at 940 MHz = 481 GB/s, 256 B channel
+//    interleave with XOR hashing, 16 banks of 1 KiB rows, tRP = tRCD = 14
+//    cycles (~15 ns), ~100 cycles access latency;
+//  - DMA: 32 B requests, 16 per cycle (512 B/cycle, the DRAM peak), and 2048
+//    outstanding, enough for the peak over a ~120-cycle round trip
+//    (Little's law: 16 * 120 = 1920);
+//  - network: 10-cycle latency, two 512 B/cycle ports;
+//  - vector op latencies typical of a pipelined FP32 unit (add 2, mul 4,
+//    transcendental 16-32 cycles issuing every 4-8 cycles).
+// toy.json is a small machine for tests; tpuv4.json is TPU v4-like
+// (2 cores at 1050 MHz, 4 MXUs each, HBM2e 32 channels at 1200 MHz).
+
 #include <cstdint>
 #include <map>
 #include <string>
