@@ -485,7 +485,11 @@ Result<Query> compile_query(const std::vector<Pattern>& patterns, const std::vec
   Compiler c{patterns, vars, {}, std::vector<bool>(vars.attrs.size(), false)};
   c.q.var_reg.assign(vars.classes.size(), kUnset);
   c.q.num_attr_vars = static_cast<uint32_t>(vars.attrs.size());
-  if (patterns.empty()) return Diagnostic{{}, "a rule needs at least one pattern", {}};
+  if (patterns.empty()) {
+    Diagnostic d;
+    d.message = "a rule needs at least one pattern";
+    return d;
+  }
   for (size_t i = 0; i < patterns.size(); ++i) {
     const Pattern& p = patterns[i];
     const PatternNode& root = p.root_node();
