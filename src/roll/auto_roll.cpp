@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 namespace spool::roll {
 namespace {
@@ -91,6 +92,30 @@ struct Candidate {
   std::vector<std::vector<InputPlan>> plans;  // [position][input]
   std::vector<size_t> slot_positions;         // body positions whose value is carried
 };
+
+// Periods worth scanning. If period-P windows repeat, every signature in a
+// window reappears exactly P positions later; for a signature that occurs
+// c times per window, that is its c-th next occurrence. Taking, for every
+// signature, the gaps to its next kMaxPerWindow occurrences therefore finds
+// every period whose windows hold some signature at most that often (a
+// transformer layer has many that occur once), without scanning all n/2.
+std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
+  constexpr size_t kMaxPerWindow = 16;
+  const size_t n = sig.size();
+  std::unordered_map<size_t, std::vector<size_t>> positions;
+  for (size_t i = 0; i < n; ++i) positions[sig[i]].push_back(i);
+  std::vector<bool> wanted(n / 2 + 1, false);
+  for (const auto& [key, pos] : positions)
+    for (size_t a = 0; a < pos.size(); ++a)
+      for (size_t b = a + 1; b < pos.size() && b <= a + kMaxPerWindow; ++b) {
+        const size_t gap = pos[b] - pos[a];
+        if (gap * 2 <= n) wanted[gap] = true;
+      }
+  std::vector<size_t> periods;
+  for (size_t p = 1; p < wanted.size(); ++p)
+    if (wanted[p]) periods.push_back(p);
+  return periods;
+}
 
 class Roller {
  public:
@@ -157,7 +182,7 @@ class Roller {
       size_t bound() const { return (count - 1) * period; }  // nodes it could remove
     };
     std::vector<Run> runs;
-    for (size_t period = 1; period * 2 <= n; ++period) {
+    for (const size_t period : candidate_periods(sig)) {
       size_t i = 0;
       while (i + 2 * period <= n) {
         // Comparing the first elements is a cheap filter before the window hashes.
