@@ -189,13 +189,10 @@ void HfConfig::reject_unknown_keys(std::string_view model) const {
 
 // ---- configs ------------------------------------------------------------------
 
-LlamaConfig llama_config_from_hf(const HfConfig& c) {
-  expect_model_type(c, "llama");
-  const CommonKeys k = read_common(c, "llama", /*head_dim_required=*/false);
-  c.expect_one_of("hidden_act", {"silu"}, "spool's llama uses SwiGLU");
-  c.ignore(kIgnoredKeys);
-  c.reject_unknown_keys("llama");
-  LlamaConfig out;
+// The keys every decoder config shares, copied into a config struct with the
+// same field names.
+template <typename Config>
+void set_common(Config& out, const CommonKeys& k) {
   out.layers = k.layers;
   out.hidden = k.hidden;
   out.heads = k.heads;
@@ -206,6 +203,16 @@ LlamaConfig llama_config_from_hf(const HfConfig& c) {
   out.rms_eps = k.rms_eps;
   out.rope_theta = k.rope_theta;
   out.tie_word_embeddings = k.tie;
+}
+
+LlamaConfig llama_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "llama");
+  const CommonKeys k = read_common(c, "llama", /*head_dim_required=*/false);
+  c.expect_one_of("hidden_act", {"silu"}, "spool's llama uses SwiGLU");
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("llama");
+  LlamaConfig out;
+  set_common(out, k);
   out.validate();
   return out;
 }
@@ -217,16 +224,7 @@ Qwen3Config qwen3_config_from_hf(const HfConfig& c) {
   c.ignore(kIgnoredKeys);
   c.reject_unknown_keys("qwen3");
   Qwen3Config out;
-  out.layers = k.layers;
-  out.hidden = k.hidden;
-  out.heads = k.heads;
-  out.kv_heads = k.kv_heads;
-  out.head_dim = k.head_dim;
-  out.ffn = k.ffn;
-  out.vocab = k.vocab;
-  out.rms_eps = k.rms_eps;
-  out.rope_theta = k.rope_theta;
-  out.tie_word_embeddings = k.tie;
+  set_common(out, k);
   out.validate();
   return out;
 }
@@ -267,16 +265,7 @@ Qwen3MoeConfig qwen3_moe_config_from_hf(const HfConfig& c) {
   out.mlp_only_layers = c.integers_or("mlp_only_layers", {});
   c.ignore(kIgnoredKeys);
   c.reject_unknown_keys("qwen3_moe");
-  out.layers = k.layers;
-  out.hidden = k.hidden;
-  out.heads = k.heads;
-  out.kv_heads = k.kv_heads;
-  out.head_dim = k.head_dim;
-  out.ffn = k.ffn;
-  out.vocab = k.vocab;
-  out.rms_eps = k.rms_eps;
-  out.rope_theta = k.rope_theta;
-  out.tie_word_embeddings = k.tie;
+  set_common(out, k);
   out.validate();
   return out;
 }
