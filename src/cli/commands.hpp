@@ -8,5 +8,6 @@ namespace spool::cli {
 void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_rules_command(CLI::App& app);
+void add_compile_command(CLI::App& app);
 
 }  // namespace spool::cli

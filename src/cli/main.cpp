@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   spool::cli::add_models_command(app);
   spool::cli::add_run_command(app);
   spool::cli::add_rules_command(app);
+  spool::cli::add_compile_command(app);
   spool::cli::add_sim_command(app);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });

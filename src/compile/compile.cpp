@@ -52,7 +52,11 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
         rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
     if (!sets) throw Error(sets.error().render());
     egraph::Runner runner(options.runner);
+    // One run per rule file, in order; the report keeps the iterations of
+    // all of them and the last run's stop reason and sizes.
+    const size_t earlier_iterations = result.saturation.iterations;
     result.saturation = runner.run(*eg, sets.value(), rules::schedule_of(file.value()));
+    result.saturation.iterations += earlier_iterations;
   }
   result.egraph_nodes = eg->num_nodes();
   result.egraph_classes = eg->num_classes();

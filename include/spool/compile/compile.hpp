@@ -31,7 +31,7 @@ struct CompileTimes {
 struct CompileResult {
   Graph program;  // kernel-level (LLIR), no loop markers
   roll::RollReport roll;
-  egraph::RunReport saturation;
+  egraph::RunReport saturation;  // iterations summed over the rule files; the last file's stop reason
   size_t egraph_nodes = 0, egraph_classes = 0;
   CompileTimes times;
 };
