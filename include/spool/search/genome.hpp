@@ -1,0 +1,148 @@
+#pragma once
+// Genomes: one e-node chosen per e-class, the unit of the extraction search.
+//
+// Greedy extraction prices each node alone and misjudges whole programs
+// (shared producers, fusions that remove DRAM round trips), so the search
+// measures complete programs instead. A genome picks one node for every
+// e-class reachable from the roots of every region (a program with several
+// e-graphs has one genome made of their genes laid end to end). A genome is
+// valid when the choices reachable from the roots form an acyclic graph;
+// random, mutated and crossed genomes are repaired into valid ones.
+
+#include <spool/egraph/egraph.hpp>
+#include <spool/egraph/extract.hpp>
+#include <spool/ir/graph.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spool::search {
+
+// A small deterministic generator (splitmix64): the same seed gives the same
+// stream on every platform and standard library.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    state_ += 0x9e3779b97f4a7c15ULL;
+    return egraph::mix64(state_);
+  }
+  // Uniform in [0, n); n > 0.
+  uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+// One saturated e-graph (clean, not changing while the space is used) and the
+// classes of its outputs.
+struct Region {
+  const egraph::EGraph* egraph = nullptr;
+  std::vector<egraph::ClassId> roots;
+};
+
+// For every gene of a GenomeSpace, the index of its chosen candidate.
+using Genome = std::vector<uint32_t>;
+
+class GenomeSpace {
+ public:
+  // A gene: an e-class reachable from the roots of its region, with the
+  // nodes that can appear in an acyclic term (a node with a child that has
+  // no acyclic term is never a candidate).
+  struct Gene {
+    uint32_t region = 0;
+    egraph::ClassId cls;
+    uint32_t first = 0;  // candidates are [first, first + count) in the candidate table
+    uint32_t count = 0;
+    uint32_t safe = 0;   // a candidate whose children are all strictly shallower
+  };
+
+  // Throws spool::Error if a root has no acyclic term.
+  explicit GenomeSpace(std::vector<Region> regions);
+
+  size_t num_genes() const { return genes_.size(); }
+  size_t num_regions() const { return regions_.size(); }
+  const Region& region(size_t r) const { return regions_[r]; }
+  const Gene& gene(size_t g) const { return genes_[g]; }
+  // Genes with more than one candidate.
+  size_t num_choice_genes() const { return choice_genes_; }
+  // The gene of each root of region `r`.
+  std::span<const uint32_t> root_genes(size_t r) const { return root_genes_[r]; }
+  // The e-node of candidate `choice` of gene `g`, and the genes of its children.
+  egraph::NodeId node(size_t g, uint32_t choice) const { return cand_node_[genes_[g].first + choice]; }
+  std::span<const uint32_t> children(size_t g, uint32_t choice) const;
+  // The gene of a class of region `r`, if it is one.
+  std::optional<uint32_t> gene_of(size_t r, egraph::ClassId c) const;
+
+  // The genome choosing, in every gene, the node `pick(region, class)`
+  // returns (the first candidate if it is not a candidate), repaired.
+  template <typename Pick>
+  Genome from_nodes(Pick&& pick) const {
+    Genome genome(genes_.size(), 0);
+    for (size_t g = 0; g < genes_.size(); ++g) {
+      const egraph::NodeId want = pick(genes_[g].region, genes_[g].cls);
+      for (uint32_t k = 0; k < genes_[g].count; ++k)
+        if (node(g, k) == want) genome[g] = k;
+    }
+    repair(genome);
+    return genome;
+  }
+  // What greedy extraction picks: extractors[r] is region r's extractor.
+  Genome greedy(std::span<const egraph::Extractor* const> extractors) const;
+  // Every gene on its safe candidate (always valid).
+  Genome safe() const;
+
+  // An empty string when `genome` is valid, else what is wrong with it.
+  std::string check(const Genome& genome) const;
+  bool valid(const Genome& genome) const { return check(genome).empty(); }
+  // Makes `genome` valid with as few changes as the walk finds: a choice out
+  // of range becomes the safe one; a cycle is broken by switching the
+  // deepest class on it that is not on its safe candidate to it (safe
+  // choices strictly decrease the depth, so every cycle has such a class and
+  // the repair ends); genes in `keep` are switched only when no other gene
+  // on the cycle can be. Returns the number of genes changed.
+  size_t repair(Genome& genome, std::span<const uint32_t> keep = {}) const;
+  // Which genes the roots reach under `genome` (a valid genome).
+  std::vector<uint8_t> reachable(const Genome& genome) const;
+  // Sets the genes the roots do not reach to their first candidate, so two
+  // genomes choosing the same reachable nodes are equal.
+  void normalize(Genome& genome) const;
+  // A hash of the reachable choices (equal for genomes that normalize equal).
+  uint64_t hash(const Genome& genome) const;
+
+  // Uniform random choices, repaired and normalized.
+  Genome random(Rng& rng) const;
+  // Changes `count` reachable multi-candidate genes to another candidate,
+  // repaired and normalized. Returns the genome unchanged when no gene has a
+  // second candidate.
+  Genome mutate(const Genome& genome, Rng& rng, size_t count = 1) const;
+  // Each gene from `a` or `b` with equal odds, repaired and normalized.
+  Genome crossover(const Genome& a, const Genome& b, Rng& rng) const;
+
+  // The term of every region (its roots in order) under a valid genome.
+  std::vector<egraph::Term> terms(const Genome& genome) const;
+
+ private:
+  std::vector<Region> regions_;
+  std::vector<Gene> genes_;
+  std::vector<std::vector<uint32_t>> root_genes_;
+  std::vector<std::vector<uint32_t>> class_gene_;  // per region, by class id; UINT32_MAX if none
+  std::vector<egraph::NodeId> cand_node_;
+  std::vector<uint32_t> cand_kids_begin_;  // per candidate, into cand_kids_ (one extra at the end)
+  std::vector<uint32_t> cand_kids_;
+  size_t choice_genes_ = 0;
+};
+
+// The genes where `a` and `b` differ among those reachable under `a` or `b`.
+std::vector<uint32_t> differing_genes(const GenomeSpace& space, const Genome& a, const Genome& b);
+
+// A structural fingerprint of a program: equal for programs that differ only
+// in node ids or duplicated sub-expressions (the hash of the text form of
+// its compacted CSE).
+uint64_t program_fingerprint(const Graph& program);
+
+}  // namespace spool::search

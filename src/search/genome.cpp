@@ -1,0 +1,408 @@
+// Genomes over saturated e-graphs: the gene table, validity, repair, random
+// genomes, mutation, crossover, hashing and terms.
+//
+// Depths (the smallest height of an acyclic term of each class) decide the
+// candidates and the safe choice of every gene: a node whose children all
+// have a depth can be part of an acyclic term, and a node whose children are
+// all strictly shallower than its class can never close a cycle.
+
+#include <spool/search/genome.hpp>
+
+#include <spool/ir/text.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace spool::search {
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+constexpr uint32_t kInf = UINT32_MAX;
+
+// Classes of `graph` reachable from `roots` through any node, in
+// breadth-first discovery order.
+std::vector<egraph::ClassId> reachable_classes(const egraph::EGraph& graph, std::span<const egraph::ClassId> roots,
+                                               std::vector<uint8_t>& seen) {
+  std::vector<egraph::ClassId> order;
+  seen.assign(graph.class_id_bound(), 0);
+  for (egraph::ClassId r : roots) {
+    const egraph::ClassId c = graph.find_const(r);
+    if (!seen[c.value]) {
+      seen[c.value] = 1;
+      order.push_back(c);
+    }
+  }
+  for (size_t i = 0; i < order.size(); ++i)
+    for (egraph::NodeId n : graph.class_nodes(order[i]))
+      for (egraph::ClassId child : graph.node(n).children) {
+        const egraph::ClassId c = graph.find_const(child);
+        if (!seen[c.value]) {
+          seen[c.value] = 1;
+          order.push_back(c);
+        }
+      }
+  return order;
+}
+
+// The depth of a node given its children's depths (kInf if any has none).
+uint32_t node_depth(const egraph::EGraph& graph, egraph::NodeId n, const std::vector<uint32_t>& depth) {
+  uint32_t d = 0;
+  for (egraph::ClassId child : graph.node(n).children) {
+    const uint32_t cd = depth[graph.find_const(child).value];
+    if (cd == kInf) return kInf;
+    d = std::max(d, cd);
+  }
+  return d + 1;
+}
+
+}  // namespace
+
+GenomeSpace::GenomeSpace(std::vector<Region> regions) : regions_(std::move(regions)) {
+  root_genes_.resize(regions_.size());
+  class_gene_.resize(regions_.size());
+  cand_kids_begin_.push_back(0);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const egraph::EGraph& graph = *regions_[r].egraph;
+    SPOOL_ASSERT(graph.clean(), "a genome space needs rebuilt e-graphs");
+    std::vector<uint8_t> seen;
+    const std::vector<egraph::ClassId> all = reachable_classes(graph, regions_[r].roots, seen);
+
+    // Depths by sweeping to a fixpoint (Bellman-Ford on min of max).
+    std::vector<uint32_t> depth(graph.class_id_bound(), kInf);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (egraph::ClassId c : all)
+        for (egraph::NodeId n : graph.class_nodes(c)) {
+          const uint32_t d = node_depth(graph, n, depth);
+          if (d < depth[c.value]) {
+            depth[c.value] = d;
+            changed = true;
+          }
+        }
+    }
+    for (egraph::ClassId root : regions_[r].roots) {
+      const egraph::ClassId c = graph.find_const(root);
+      if (depth[c.value] == kInf)
+        fail("search: region {} root e-class c{} has no acyclic term", r, c.value);
+    }
+
+    // Genes: classes reachable through candidates, numbered in discovery order.
+    std::vector<uint32_t>& class_gene = class_gene_[r];
+    class_gene.assign(graph.class_id_bound(), kNone);
+    const size_t first_gene = genes_.size();
+    auto gene_for = [&](egraph::ClassId c) {
+      c = graph.find_const(c);
+      if (class_gene[c.value] == kNone) {
+        class_gene[c.value] = static_cast<uint32_t>(genes_.size());
+        genes_.push_back(Gene{static_cast<uint32_t>(r), c, 0, 0, 0});
+      }
+      return class_gene[c.value];
+    };
+    for (egraph::ClassId root : regions_[r].roots) root_genes_[r].push_back(gene_for(root));
+    for (size_t g = first_gene; g < genes_.size(); ++g) {
+      const egraph::ClassId c = genes_[g].cls;
+      genes_[g].first = static_cast<uint32_t>(cand_node_.size());
+      uint32_t count = 0;
+      bool have_safe = false;
+      for (egraph::NodeId n : graph.class_nodes(c)) {
+        const uint32_t d = node_depth(graph, n, depth);
+        if (d == kInf) continue;
+        if (!have_safe && d == depth[c.value]) {
+          genes_[g].safe = count;
+          have_safe = true;
+        }
+        cand_node_.push_back(n);
+        // gene_for may grow genes_: no reference into it is held here.
+        for (egraph::ClassId child : graph.node(n).children) cand_kids_.push_back(gene_for(child));
+        cand_kids_begin_.push_back(static_cast<uint32_t>(cand_kids_.size()));
+        ++count;
+      }
+      SPOOL_ASSERT(have_safe && count > 0, "gene c{} without a safe candidate", c.value);
+      genes_[g].count = count;
+      if (count > 1) ++choice_genes_;
+    }
+  }
+}
+
+std::span<const uint32_t> GenomeSpace::children(size_t g, uint32_t choice) const {
+  const uint32_t k = genes_[g].first + choice;
+  return std::span<const uint32_t>(cand_kids_.data() + cand_kids_begin_[k], cand_kids_begin_[k + 1] - cand_kids_begin_[k]);
+}
+
+std::optional<uint32_t> GenomeSpace::gene_of(size_t r, egraph::ClassId c) const {
+  c = regions_.at(r).egraph->find_const(c);
+  if (c.value >= class_gene_[r].size() || class_gene_[r][c.value] == kNone) return std::nullopt;
+  return class_gene_[r][c.value];
+}
+
+Genome GenomeSpace::greedy(std::span<const egraph::Extractor* const> extractors) const {
+  SPOOL_ASSERT(extractors.size() == regions_.size(), "one extractor per region");
+  return from_nodes([&](uint32_t r, egraph::ClassId c) { return extractors[r]->best_node(c); });
+}
+
+Genome GenomeSpace::safe() const {
+  Genome genome(genes_.size());
+  for (size_t g = 0; g < genes_.size(); ++g) genome[g] = genes_[g].safe;
+  normalize(genome);
+  return genome;
+}
+
+std::string GenomeSpace::check(const Genome& genome) const {
+  if (genome.size() != genes_.size())
+    return fmt::format("the genome has {} genes, the space {}", genome.size(), genes_.size());
+  // Three colours: 0 unvisited, 1 on the stack, 2 done.
+  std::vector<uint8_t> state(genes_.size(), 0);
+  struct Frame {
+    uint32_t gene;
+    uint32_t next;
+  };
+  std::vector<Frame> stack;
+  for (const std::vector<uint32_t>& roots : root_genes_)
+    for (uint32_t root : roots) {
+      if (state[root]) continue;
+      state[root] = 1;
+      stack.push_back({root, 0});
+      while (!stack.empty()) {
+        Frame& f = stack.back();
+        const Gene& gene = genes_[f.gene];
+        if (genome[f.gene] >= gene.count)
+          return fmt::format("gene {} (e-class c{} of region {}) chooses candidate {} of {}", f.gene, gene.cls.value,
+                             gene.region, genome[f.gene], gene.count);
+        const std::span<const uint32_t> kids = children(f.gene, genome[f.gene]);
+        if (f.next < kids.size()) {
+          const uint32_t c = kids[f.next++];
+          if (state[c] == 1)
+            return fmt::format("the choices form a cycle through gene {} (e-class c{} of region {})", c,
+                               genes_[c].cls.value, genes_[c].region);
+          if (state[c] == 0) {
+            state[c] = 1;
+            stack.push_back({c, 0});
+          }
+          continue;
+        }
+        state[f.gene] = 2;
+        stack.pop_back();
+      }
+    }
+  return {};
+}
+
+size_t GenomeSpace::repair(Genome& genome, std::span<const uint32_t> keep) const {
+  size_t changed = 0;
+  std::vector<uint8_t> kept(genes_.size(), 0);
+  for (uint32_t g : keep) kept[g] = 1;
+  if (genome.size() != genes_.size()) {
+    changed += genes_.size() > genome.size() ? genes_.size() - genome.size() : genome.size() - genes_.size();
+    genome.resize(genes_.size(), kNone);
+  }
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (genome[g] >= genes_[g].count) {
+      genome[g] = genes_[g].safe;
+      ++changed;
+    }
+  std::vector<uint8_t> state(genes_.size(), 0);
+  std::vector<uint32_t> position(genes_.size(), 0);  // stack index of a gene on the stack
+  struct Frame {
+    uint32_t gene;
+    uint32_t next;
+  };
+  std::vector<Frame> stack;
+  for (const std::vector<uint32_t>& roots : root_genes_)
+    for (uint32_t root : roots) {
+      if (state[root]) continue;
+      state[root] = 1;
+      position[root] = 0;
+      stack.push_back({root, 0});
+      while (!stack.empty()) {
+        Frame& f = stack.back();
+        const std::span<const uint32_t> kids = children(f.gene, genome[f.gene]);
+        if (f.next >= kids.size()) {
+          state[f.gene] = 2;
+          stack.pop_back();
+          continue;
+        }
+        const uint32_t c = kids[f.next++];
+        if (state[c] == 2) continue;
+        if (state[c] == 0) {
+          state[c] = 1;
+          position[c] = static_cast<uint32_t>(stack.size());
+          stack.push_back({c, 0});
+          continue;
+        }
+        // A cycle: stack[position[c]] .. top, closed by top -> c. Switch the
+        // deepest frame that is not on its safe candidate (one not in `keep`
+        // if there is one) and resume there.
+        size_t k = stack.size();
+        for (int pass = 0; pass < 2 && k == stack.size(); ++pass)
+          for (size_t i = stack.size(); i-- > position[c];)
+            if (genome[stack[i].gene] != genes_[stack[i].gene].safe && (pass == 1 || !kept[stack[i].gene])) {
+              k = i;
+              break;
+            }
+        SPOOL_ASSERT(k < stack.size(), "a cycle of safe choices (depths are not strictly decreasing)");
+        while (stack.size() > k + 1) {
+          state[stack.back().gene] = 0;
+          stack.pop_back();
+        }
+        genome[stack[k].gene] = genes_[stack[k].gene].safe;
+        stack[k].next = 0;
+        ++changed;
+      }
+    }
+  return changed;
+}
+
+std::vector<uint8_t> GenomeSpace::reachable(const Genome& genome) const {
+  std::vector<uint8_t> seen(genes_.size(), 0);
+  std::vector<uint32_t> work;
+  for (const std::vector<uint32_t>& roots : root_genes_)
+    for (uint32_t root : roots)
+      if (!seen[root]) {
+        seen[root] = 1;
+        work.push_back(root);
+      }
+  while (!work.empty()) {
+    const uint32_t g = work.back();
+    work.pop_back();
+    for (uint32_t c : children(g, genome[g]))
+      if (!seen[c]) {
+        seen[c] = 1;
+        work.push_back(c);
+      }
+  }
+  return seen;
+}
+
+void GenomeSpace::normalize(Genome& genome) const {
+  const std::vector<uint8_t> seen = reachable(genome);
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (!seen[g]) genome[g] = 0;
+}
+
+uint64_t GenomeSpace::hash(const Genome& genome) const {
+  const std::vector<uint8_t> seen = reachable(genome);
+  uint64_t h = egraph::mix64(genes_.size());
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (seen[g]) h = egraph::hash_combine(egraph::hash_combine(h, g), genome[g]);
+  return h;
+}
+
+Genome GenomeSpace::random(Rng& rng) const {
+  Genome genome(genes_.size());
+  for (size_t g = 0; g < genes_.size(); ++g) genome[g] = static_cast<uint32_t>(rng.below(genes_[g].count));
+  repair(genome);
+  normalize(genome);
+  return genome;
+}
+
+Genome GenomeSpace::mutate(const Genome& genome, Rng& rng, size_t count) const {
+  const std::vector<uint8_t> seen = reachable(genome);
+  // Every (gene, other candidate) pair the mutation may pick.
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (seen[g])
+      for (uint32_t c = 0; c < genes_[g].count; ++c)
+        if (c != genome[g]) pairs.emplace_back(static_cast<uint32_t>(g), c);
+  Genome out = genome;
+  if (pairs.empty()) return out;
+  const uint64_t before = hash(genome);
+  // A change that only closes cycles through safe choices is undone by the
+  // repair; such a pair is dropped and another one drawn.
+  for (int attempt = 0; attempt < 64 && !pairs.empty(); ++attempt) {
+    out = genome;
+    std::vector<uint32_t> changed;
+    size_t last = 0;
+    for (size_t i = 0; i < std::max<size_t>(count, 1); ++i) {
+      last = rng.below(pairs.size());
+      out[pairs[last].first] = pairs[last].second;
+      changed.push_back(pairs[last].first);
+    }
+    repair(out, changed);
+    normalize(out);
+    if (hash(out) != before) break;
+    pairs[last] = pairs.back();
+    pairs.pop_back();
+  }
+  return out;
+}
+
+Genome GenomeSpace::crossover(const Genome& a, const Genome& b, Rng& rng) const {
+  SPOOL_ASSERT(a.size() == genes_.size() && b.size() == genes_.size(), "crossover of genomes of another space");
+  Genome out(genes_.size());
+  for (size_t g = 0; g < genes_.size(); ++g) out[g] = (rng.next() >> 63) ? a[g] : b[g];
+  repair(out);
+  normalize(out);
+  return out;
+}
+
+std::vector<egraph::Term> GenomeSpace::terms(const Genome& genome) const {
+  SPOOL_ASSERT(genome.size() == genes_.size(), "a genome of another space");
+  std::vector<egraph::Term> out(regions_.size());
+  std::vector<uint32_t> index(genes_.size(), kNone);  // gene -> term node of its region
+  struct Frame {
+    uint32_t gene;
+    uint32_t next;
+  };
+  std::vector<Frame> stack;
+  std::vector<uint8_t> on_stack(genes_.size(), 0);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const egraph::EGraph& graph = *regions_[r].egraph;
+    egraph::Term& term = out[r];
+    for (uint32_t root : root_genes_[r]) {
+      if (index[root] == kNone) {
+        stack.push_back({root, 0});
+        on_stack[root] = 1;
+        while (!stack.empty()) {
+          Frame& f = stack.back();
+          const std::span<const uint32_t> kids = children(f.gene, genome[f.gene]);
+          if (f.next < kids.size()) {
+            const uint32_t c = kids[f.next++];
+            if (index[c] == kNone) {
+              SPOOL_ASSERT(!on_stack[c], "terms() of an invalid genome (cycle through gene {})", c);
+              on_stack[c] = 1;
+              stack.push_back({c, 0});
+            }
+            continue;
+          }
+          const egraph::ENodeRef node = graph.node(this->node(f.gene, genome[f.gene]));
+          egraph::Term::Node tn{node.op, node.attr, {}};
+          for (uint32_t c : kids) tn.children.push_back(index[c]);
+          index[f.gene] = static_cast<uint32_t>(term.nodes.size());
+          term.nodes.push_back(std::move(tn));
+          on_stack[f.gene] = 0;
+          stack.pop_back();
+        }
+      }
+      term.roots.push_back(index[root]);
+    }
+  }
+  return out;
+}
+
+std::vector<uint32_t> differing_genes(const GenomeSpace& space, const Genome& a, const Genome& b) {
+  const std::vector<uint8_t> ra = space.reachable(a), rb = space.reachable(b);
+  std::vector<uint32_t> out;
+  for (size_t g = 0; g < space.num_genes(); ++g)
+    if ((ra[g] || rb[g]) && a[g] != b[g]) out.push_back(static_cast<uint32_t>(g));
+  return out;
+}
+
+uint64_t program_fingerprint(const Graph& program) {
+  Graph g = compacted(cse(program));
+  g.set_name("program");
+  const std::string text = print_graph(g);
+  uint64_t h = egraph::mix64(text.size());
+  size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, text.data() + i, 8);
+    h = egraph::hash_combine(h, word);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, text.data() + i, text.size() - i);
+  return egraph::hash_combine(h, tail);
+}
+
+}  // namespace spool::search
