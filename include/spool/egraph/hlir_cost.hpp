@@ -1,0 +1,39 @@
+#pragma once
+// The extraction cost of HLIR/LLIR e-graphs: an estimate of kernel time.
+//
+// Every node that computes is one kernel (each HLIR primitive is a
+// single-op kernel): a launch overhead, plus its DRAM traffic (the bytes of
+// every distinct input it reads and of the output it writes) at DRAM
+// bandwidth, plus its compute (gemm FLOPs at systolic-array throughput,
+// element-ops at vector throughput). Views, sources and loop markers are
+// nearly free. So a fused kernel wins exactly where it removes a DRAM round
+// trip or a launch. The cost is monotone, as extraction requires: a node
+// costs strictly more than each of its children.
+
+#include <spool/egraph/extract.hpp>
+#include <spool/egraph/hlir.hpp>
+
+namespace spool::egraph::hlir {
+
+// Machine figures, per core clock cycle (defaults: the tpuv3 config).
+struct HlirCostConfig {
+  double launch_cycles = 400;           // fixed cost of starting a kernel
+  double dram_bytes_per_cycle = 512;    // about 481 GB/s at 940 MHz
+  double matmul_flops_per_cycle = 65536;  // 2 arrays of 128x128 MACs
+  double vector_ops_per_cycle = 1024;   // 128 lanes of 8 f32
+  double free_node = 1e-3;              // views, sources, loop markers
+};
+
+class HlirCost : public CostFunction {
+ public:
+  explicit HlirCost(const HlirLanguage& lang, HlirCostConfig config = {}) : lang_(lang), config_(config) {}
+  double cost(const EGraph& graph, NodeId node, std::span<const double> child_costs) const override;
+  // The node's own cost (without its children), in cycles.
+  double node_cost(const EGraph& graph, NodeId node) const;
+
+ private:
+  const HlirLanguage& lang_;
+  HlirCostConfig config_;
+};
+
+}  // namespace spool::egraph::hlir

@@ -1,0 +1,117 @@
+// The kernel-time estimate used to extract programs from HLIR e-graphs.
+//
+// Bytes are what a kernel moves to and from DRAM: a view is read in place,
+// so a broadcast input costs the bytes of its (smaller) source and a slice
+// the bytes of the slice; a known constant is one scalar. The estimate only
+// has to rank alternatives of one class, so it is simple and deterministic.
+
+#include <spool/egraph/hlir_cost.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace spool::egraph::hlir {
+namespace {
+
+const ClassData& data_of(const EGraph& graph, ClassId c) {
+  const auto* analysis = dynamic_cast<const HlirAnalysis*>(graph.analysis());
+  SPOOL_ASSERT(analysis, "HlirCost needs an e-graph with the HLIR analysis");
+  return analysis->data(graph.find_const(c));
+}
+
+double bytes(const spool::TensorType& t) {
+  return static_cast<double>(spool::num_elements(t.shape)) * spool::dtype_bytes(t.dtype);
+}
+
+double elements(const spool::TensorType& t) { return static_cast<double>(spool::num_elements(t.shape)); }
+
+}  // namespace
+
+double HlirCost::cost(const EGraph& graph, NodeId node, std::span<const double> child_costs) const {
+  double total = node_cost(graph, node);
+  for (double c : child_costs) total += c;
+  return total;
+}
+
+double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
+  const ENodeRef node = graph.node(n);
+  if (node.op == lang_.view_op()) return config_.free_node;
+  const spool::Op op = *lang_.hlir_op(node.op);
+  const spool::OpClass cls = spool::op_info(op).cls;
+  if (cls == spool::OpClass::Source || cls == spool::OpClass::LoopMarker) return config_.free_node;
+
+  const ClassData& out = data_of(graph, graph.class_of(n));
+  // DRAM traffic: every distinct input once, the output once.
+  double traffic = bytes(out.type);
+  std::vector<ClassId> seen;
+  for (ClassId child : node.children) {
+    const ClassId c = graph.find_const(child);
+    if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    const ClassData& d = data_of(graph, c);
+    if (d.constant) {
+      traffic += spool::dtype_bytes(d.type.dtype);
+      continue;
+    }
+    double read = bytes(d.type);
+    for (NodeId m : graph.class_nodes(c)) {
+      const ENodeRef v = graph.node(m);
+      if (v.op != lang_.view_op() || graph.find_const(v.children[0]) == c) continue;
+      read = std::min(read, bytes(data_of(graph, v.children[0]).type));
+    }
+    traffic += read;
+  }
+
+  static const spool::Attr kNone{spool::NoAttr{}};
+  const spool::Attr& attr = node.attr == AttrId{} ? kNone : lang_.payload(node.attr).attr;
+  auto in_elements = [&](size_t i) { return elements(data_of(graph, node.children[i]).type); };
+  double vector_ops = 0, flops = 0;
+  switch (cls) {
+    case spool::OpClass::Unary:
+    case spool::OpClass::Cast:
+    case spool::OpClass::Binary:
+    case spool::OpClass::Compare:
+    case spool::OpClass::Select:
+    case spool::OpClass::Gather: vector_ops = elements(out.type); break;
+    case spool::OpClass::Reduce:
+    case spool::OpClass::Scatter: vector_ops = in_elements(node.children.size() - 1); break;
+    case spool::OpClass::TopK:
+      vector_ops = in_elements(0) * (1 + std::log2(1.0 + static_cast<double>(std::get<spool::TopKAttr>(attr).k)));
+      break;
+    case spool::OpClass::Kernel:
+      switch (op) {
+        case spool::Op::Fused:
+          vector_ops = elements(out.type) * static_cast<double>(std::get<spool::ProgramAttr>(attr).instrs.size());
+          break;
+        case spool::Op::Gemm: {
+          const spool::GemmAttr& g = std::get<spool::GemmAttr>(attr);
+          const spool::Shape& a = data_of(graph, node.children[0]).type.shape;
+          const double k = static_cast<double>(a.back());
+          flops = 2 * elements(out.type) * k;
+          vector_ops = in_elements(0) * static_cast<double>(g.a.instrs.size()) +
+                       in_elements(static_cast<size_t>(g.a_inputs)) * static_cast<double>(g.b.instrs.size()) +
+                       elements(out.type) * static_cast<double>(g.epilogue.instrs.size());
+          break;
+        }
+        case spool::Op::Reduce: {
+          const spool::ReduceAttr& r = std::get<spool::ReduceAttr>(attr);
+          vector_ops = in_elements(0) * static_cast<double>(1 + r.prologue.instrs.size()) +
+                       elements(out.type) * static_cast<double>(r.epilogue.instrs.size());
+          break;
+        }
+        case spool::Op::Softmax: vector_ops = 6 * elements(out.type); break;
+        case spool::Op::RmsNorm: vector_ops = 5 * elements(out.type); break;
+        case spool::Op::LayerNorm: vector_ops = 8 * elements(out.type); break;
+        case spool::Op::Copy: break;
+        default: SPOOL_ASSERT(false, "{} is not a kernel", spool::op_name(op));
+      }
+      break;
+    case spool::OpClass::Source:
+    case spool::OpClass::LoopMarker: SPOOL_ASSERT(false, "handled above");
+  }
+  return config_.launch_cycles + traffic / config_.dram_bytes_per_cycle + flops / config_.matmul_flops_per_cycle +
+         vector_ops / config_.vector_ops_per_cycle;
+}
+
+}  // namespace spool::egraph::hlir

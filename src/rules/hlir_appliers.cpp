@@ -1,0 +1,536 @@
+// The appliers of the shipped HLIR rules: kernels built from matched HLIR.
+//
+// Exactness is by construction: a fused program runs the elementwise ops it
+// replaces one by one (rounding where they round), a gemm's product is
+// nn::matmul's multiply-then-sum, and a producer is inlined into a consumer
+// only where the consumer reads it element for element (directly, or through
+// a view without padding, which the producer's inputs are then read through).
+// Everything an applier reads comes from one e-class, so any of its nodes
+// computes the same value; choices between them are made in node order.
+
+#include <spool/rules/hlir_appliers.hpp>
+
+#include <spool/ir/kernel.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+
+namespace spool::rules {
+namespace {
+
+using egraph::AttrId;
+using egraph::ClassId;
+using egraph::EGraph;
+using egraph::MatchView;
+using egraph::NodeId;
+using egraph::OpId;
+using egraph::hlir::ClassData;
+using egraph::hlir::HlirAnalysis;
+using egraph::hlir::HlirLanguage;
+
+const ClassData& data(const EGraph& g, ClassId c) {
+  const auto* analysis = dynamic_cast<const HlirAnalysis*>(g.analysis());
+  SPOOL_ASSERT(analysis, "HLIR appliers need an e-graph with the HLIR analysis");
+  return analysis->data(g.find_const(c));
+}
+
+bool is_elementwise(Op op) {
+  switch (op_info(op).cls) {
+    case OpClass::Unary:
+    case OpClass::Cast:
+    case OpClass::Binary:
+    case OpClass::Compare:
+    case OpClass::Select: return true;
+    case OpClass::Source:
+    case OpClass::Reduce:
+    case OpClass::Gather:
+    case OpClass::Scatter:
+    case OpClass::TopK:
+    case OpClass::Kernel:
+    case OpClass::LoopMarker: return false;
+  }
+  return false;
+}
+
+// A node copied out of the graph (spans into the graph die on the next add).
+struct NodeCopy {
+  OpId op;
+  AttrId attr;
+  std::vector<ClassId> kids;
+};
+
+NodeCopy copy_node(EGraph& g, NodeId n) {
+  const egraph::ENodeRef ref = g.node(n);
+  NodeCopy out{ref.op, ref.attr, {}};
+  for (ClassId k : ref.children) out.kids.push_back(k);
+  for (ClassId& k : out.kids) k = g.find(k);
+  return out;
+}
+
+// The nodes of class `c` with op `op`, copied, in node order.
+std::vector<NodeCopy> nodes_with(EGraph& g, ClassId c, OpId op) {
+  c = g.find(c);
+  std::vector<NodeId> ids;
+  for (NodeId n : g.class_nodes(c))
+    if (g.node(n).op == op) ids.push_back(n);
+  std::vector<NodeCopy> out;
+  for (NodeId n : ids) out.push_back(copy_node(g, n));
+  return out;
+}
+
+bool same_kids(EGraph& g, const NodeCopy& node, std::span<const ClassId> kids) {
+  if (node.kids.size() != kids.size()) return false;
+  for (size_t i = 0; i < kids.size(); ++i)
+    if (node.kids[i] != g.find(kids[i])) return false;
+  return true;
+}
+
+const Attr& attr_of(const HlirLanguage& lang, AttrId id) {
+  static const Attr kNone{NoAttr{}};
+  return id == AttrId{} ? kNone : lang.payload(id).attr;
+}
+
+// `c` read through `v`, as one view node over a non-view class where `c`
+// already holds a view (successive views compose, as on graph edges).
+ClassId add_view(EGraph& g, HlirLanguage& lang, ClassId c, const View& v) {
+  c = g.find(c);
+  if (v.is_identity()) return c;
+  for (const NodeCopy& n : nodes_with(g, c, lang.view_op())) {
+    const ClassId source = n.kids[0];
+    if (source == c) continue;
+    const View composed = compose_views(*lang.payload(n.attr).view, v, data(g, source).type.shape);
+    if (composed.is_identity()) return source;
+    return g.add(lang.view_op(), lang.view_attr(composed), std::span<const ClassId>(&source, 1));
+  }
+  return g.add(lang.view_op(), lang.view_attr(v), std::span<const ClassId>(&c, 1));
+}
+
+bool has_pad(const View& v) {
+  return std::any_of(v.steps().begin(), v.steps().end(),
+                     [](const ViewStep& s) { return s.kind == ViewKind::Pad; });
+}
+
+bool has_iota(const ProgramAttr& p) {
+  return std::any_of(p.instrs.begin(), p.instrs.end(), [](const ProgramInstr& i) { return i.op == Op::Iota; });
+}
+
+// ---- programs ---------------------------------------------------------------------
+
+// Builds an elementwise program over e-classes. Values are referred to as
+// `Ref`s (an instruction index, or an input as -(i+1)) and numbered only at
+// the end, when the number of inputs is known. With a product slot, input 0
+// is the kernel's own value (a gemm product, a reduced value), not a class.
+class ProgramBuilder {
+ public:
+  using Ref = int;
+  ProgramBuilder(EGraph& g, bool product_slot) : g_(g) {
+    if (product_slot) inputs_.push_back(ClassId{});
+  }
+  static Ref product() { return -1; }
+
+  // A class read as an input (one input per distinct class).
+  Ref input(ClassId c) {
+    c = g_.find(c);
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      if (inputs_[i].valid() && inputs_[i] == c) return -static_cast<Ref>(i) - 1;
+    inputs_.push_back(c);
+    return -static_cast<Ref>(inputs_.size());
+  }
+  // A class as a value: its constant when the analysis knows one (every
+  // element equal), else an input.
+  Ref leaf(ClassId c) {
+    const ClassData& d = data(g_, c);
+    if (d.constant) {
+      ProgramInstr k;
+      k.op = Op::Constant;
+      k.value = *d.constant;
+      return emit(k, {});
+    }
+    return input(c);
+  }
+  // Appends `instr` reading `args`; canonical fields (unused ones zero) so
+  // that equal programs intern to one attribute.
+  Ref emit(ProgramInstr instr, std::initializer_list<Ref> args) { return emit(instr, std::vector<Ref>(args)); }
+  Ref emit(ProgramInstr instr, const std::vector<Ref>& args) {
+    ProgramInstr canon;
+    canon.op = instr.op;
+    if (instr.op == Op::Constant) canon.value = instr.value;
+    if (instr.op == Op::Cast || instr.op == Op::Iota) canon.dtype = instr.dtype;
+    if (instr.op == Op::Iota) canon.axis = instr.axis;
+    instrs_.push_back(canon);
+    std::array<Ref, 3> a{};
+    for (size_t i = 0; i < args.size(); ++i) a[i] = args[i];
+    args_.push_back(a);
+    return static_cast<Ref>(instrs_.size()) - 1;
+  }
+  // Inlines `program` with its inputs bound to `in`; returns its result.
+  Ref inline_program(const ProgramAttr& program, const std::vector<Ref>& in) {
+    if (program.instrs.empty()) return in.at(0);
+    std::vector<Ref> values = in;
+    for (const ProgramInstr& instr : program.instrs) {
+      std::vector<Ref> args;
+      const int arity = instr.op == Op::Constant || instr.op == Op::Iota ? 0 : op_info(instr.op).arity;
+      for (int a = 0; a < arity; ++a) args.push_back(values.at(instr.args[static_cast<size_t>(a)]));
+      values.push_back(emit(instr, args));
+    }
+    return values.back();
+  }
+
+  size_t num_instrs() const { return instrs_.size(); }
+  size_t num_inputs() const { return inputs_.size(); }
+
+  // The program whose result is `result` (which must be the last
+  // instruction), and its input classes (without the product slot).
+  std::optional<std::pair<ProgramAttr, std::vector<ClassId>>> finish(Ref result) const {
+    if (result < 0 || static_cast<size_t>(result) + 1 != instrs_.size()) return std::nullopt;
+    if (instrs_.size() > kMaxProgramInstrs) return std::nullopt;
+    const size_t k = inputs_.size();
+    auto number = [&](Ref r) { return static_cast<uint16_t>(r < 0 ? -(r + 1) : static_cast<Ref>(k) + r); };
+    ProgramAttr program;
+    for (size_t i = 0; i < instrs_.size(); ++i) {
+      ProgramInstr instr = instrs_[i];
+      const int arity = instr.op == Op::Constant || instr.op == Op::Iota ? 0 : op_info(instr.op).arity;
+      for (int a = 0; a < arity; ++a) instr.args[static_cast<size_t>(a)] = number(args_[i][static_cast<size_t>(a)]);
+      program.instrs.push_back(instr);
+    }
+    std::vector<ClassId> classes;
+    for (ClassId c : inputs_)
+      if (c.valid()) classes.push_back(c);
+    return std::make_pair(std::move(program), std::move(classes));
+  }
+
+ private:
+  EGraph& g_;
+  std::vector<ClassId> inputs_;
+  std::vector<ProgramInstr> instrs_;
+  std::vector<std::array<Ref, 3>> args_;
+};
+
+// A fused producer of a class: its program and inputs, read through `view`
+// (identity when the consumer reads the producer directly).
+struct Producer {
+  ProgramAttr program;
+  std::vector<ClassId> inputs;
+  View view;
+};
+
+// The largest fused producer of `c` with at most `budget` instructions:
+// a fused node of `c`, or one behind a view node of `c` whose view has no
+// padding (the padded elements would read the producer's inputs'
+// padding, not the producer's value there) and whose program has no iota
+// (its index would be the view's output index, not the producer's).
+std::optional<Producer> fused_producer(EGraph& g, HlirLanguage& lang, ClassId c, size_t budget) {
+  std::optional<Producer> best;
+  auto consider = [&](const NodeCopy& n, const View& view) {
+    const ProgramAttr& p = std::get<ProgramAttr>(attr_of(lang, n.attr));
+    if (p.instrs.size() > budget || (!view.is_identity() && has_iota(p))) return;
+    if (best && best->program.instrs.size() >= p.instrs.size()) return;
+    best = Producer{p, n.kids, view};
+  };
+  const OpId fused = lang.op(Op::Fused);
+  for (const NodeCopy& n : nodes_with(g, c, fused)) consider(n, View{});
+  for (const NodeCopy& v : nodes_with(g, c, lang.view_op())) {
+    const View& view = *lang.payload(v.attr).view;
+    if (has_pad(view) || v.kids[0] == g.find(c)) continue;
+    for (const NodeCopy& n : nodes_with(g, v.kids[0], fused)) consider(n, view);
+  }
+  return best;
+}
+
+// `program` over `inputs`, with the largest fused producer that fits
+// inlined into each input; nullopt when no producer was inlined.
+std::optional<std::pair<ProgramAttr, std::vector<ClassId>>> absorb_producers(EGraph& g, HlirLanguage& lang,
+                                                                             const ProgramAttr& program,
+                                                                             const std::vector<ClassId>& inputs,
+                                                                             bool product_slot) {
+  ProgramBuilder b(g, product_slot);
+  std::vector<ProgramBuilder::Ref> values;
+  if (product_slot) values.push_back(ProgramBuilder::product());
+  bool absorbed = false;
+  size_t budget = kMaxProgramInstrs - std::min(kMaxProgramInstrs, program.instrs.size());
+  for (ClassId c : inputs) {
+    std::optional<Producer> p = fused_producer(g, lang, c, budget);
+    if (!p) {
+      values.push_back(b.leaf(c));
+      continue;
+    }
+    std::vector<ProgramBuilder::Ref> in;
+    for (ClassId x : p->inputs) in.push_back(b.leaf(add_view(g, lang, x, p->view)));
+    values.push_back(b.inline_program(p->program, in));
+    budget -= std::min(budget, p->program.instrs.size());
+    absorbed = true;
+  }
+  if (!absorbed) return std::nullopt;
+  const ProgramBuilder::Ref result = b.inline_program(program, values);
+  if (b.num_inputs() > kMaxKernelInputs) return std::nullopt;
+  return b.finish(result);
+}
+
+std::vector<ClassId> slice(const std::vector<ClassId>& v, size_t first, size_t last) {
+  return std::vector<ClassId>(v.begin() + static_cast<ptrdiff_t>(first), v.begin() + static_cast<ptrdiff_t>(last));
+}
+
+std::vector<ClassId> concat(std::vector<ClassId> a, const std::vector<ClassId>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+ClassId add_kernel(EGraph& g, HlirLanguage& lang, Op op, const Attr& attr, const std::vector<ClassId>& kids) {
+  return g.add(lang.op(op), lang.attr(attr), std::span<const ClassId>(kids.data(), kids.size()));
+}
+
+// The node of class `root` with op `op`, attribute `attr` (or any, when
+// unset) and children `kids`.
+std::optional<NodeCopy> matched_node(EGraph& g, ClassId root, OpId op, std::optional<AttrId> attr,
+                                     std::span<const ClassId> kids) {
+  for (NodeCopy& n : nodes_with(g, root, op))
+    if ((!attr || n.attr == *attr) && same_kids(g, n, kids)) return std::move(n);
+  return std::nullopt;
+}
+
+// ---- elementwise --------------------------------------------------------------------
+
+// fused-op ?r ?x...: the elementwise node of ?r over ?x... as a one-instruction
+// fused kernel (constant operands become constant instructions).
+std::optional<ClassId> fused_op(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const std::span<const ClassId> kids = m.args.subspan(1);
+  std::optional<NodeCopy> node;
+  const ClassId root = g.find(m.root);
+  std::vector<NodeId> ids(g.class_nodes(root).begin(), g.class_nodes(root).end());
+  for (NodeId id : ids) {
+    const std::optional<Op> op = lang.hlir_op(g.node(id).op);
+    if (!op || !is_elementwise(*op)) continue;
+    NodeCopy c = copy_node(g, id);
+    if (same_kids(g, c, kids)) {
+      node = std::move(c);
+      break;
+    }
+  }
+  if (!node) return std::nullopt;
+  const Op op = *lang.hlir_op(node->op);
+  ProgramBuilder b(g, false);
+  std::vector<ProgramBuilder::Ref> args;
+  for (ClassId k : node->kids) args.push_back(b.leaf(k));
+  ProgramInstr instr;
+  instr.op = op;
+  if (op == Op::Cast) instr.dtype = std::get<DTypeAttr>(attr_of(lang, node->attr)).to;
+  const ProgramBuilder::Ref result = b.emit(instr, args);
+  auto built = b.finish(result);
+  if (!built || built->second.empty()) return std::nullopt;  // all constant: folded already
+  return add_kernel(g, lang, Op::Fused, built->first, built->second);
+}
+
+// fuse-producers ?r ?p ?x...: the fused node fused[?p](?x...) of ?r with the
+// fused producers of its inputs inlined.
+std::optional<ClassId> fuse_producers(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  auto node = matched_node(g, m.root, lang.op(Op::Fused), m.attr_args[0], m.args.subspan(1));
+  if (!node) return std::nullopt;
+  const ProgramAttr& program = std::get<ProgramAttr>(attr_of(lang, node->attr));
+  auto built = absorb_producers(g, lang, program, node->kids, false);
+  if (!built || built->second.empty()) return std::nullopt;
+  return add_kernel(g, lang, Op::Fused, built->first, built->second);
+}
+
+// ---- gemm ---------------------------------------------------------------------------
+
+// The class `c` (of shape F) read without its axis `j`, which must not
+// change what is read: F[j] == 1, or `c` holds a view whose last step
+// expands axis j from size 1 (the broadcast nn::matmul adds).
+std::optional<ClassId> drop_broadcast_axis(EGraph& g, HlirLanguage& lang, ClassId c, size_t j) {
+  const Shape full = data(g, c).type.shape;
+  Shape dropped = full;
+  dropped.erase(dropped.begin() + static_cast<ptrdiff_t>(j));
+  if (full[j] == 1) {
+    View v;
+    v.append(reshape_step(dropped), full, "gemm operand");
+    return add_view(g, lang, c, v);
+  }
+  for (const NodeCopy& n : nodes_with(g, c, lang.view_op())) {
+    const View& view = *lang.payload(n.attr).view;
+    const ClassId source = n.kids[0];
+    if (view.steps().empty() || view.steps().back().kind != ViewKind::Expand || source == g.find(c)) continue;
+    const Shape& src_shape = data(g, source).type.shape;
+    View inner;
+    for (size_t s = 0; s + 1 < view.steps().size(); ++s) inner.append(view.steps()[s], src_shape, "gemm operand");
+    const Shape before = inner.apply(src_shape);
+    if (before.size() != full.size() || before[j] != 1) continue;
+    Shape partial = full;
+    partial[j] = 1;
+    inner.append(expand_step(partial), src_shape, "gemm operand");
+    inner.append(reshape_step(dropped), src_shape, "gemm operand");
+    if (inner.is_identity()) return g.find(source);
+    return add_view(g, lang, source, inner);
+  }
+  return std::nullopt;
+}
+
+// gemm-from-product ?r ?x ?y ?axis: sum_reduce[axis](mul(?x, ?y)) over
+// [batch.., M, K, N] with axis K, ?x broadcast along N and ?y along M, is
+// gemm(A, B): nn::matmul's products rounded, summed over K in order.
+std::optional<ClassId> gemm_from_product(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const ClassData& prod = data(g, m.args[1]);
+  const size_t rank = prod.type.shape.size();
+  if (rank < 3 || !is_numeric(prod.type.dtype) || data(g, m.args[2]).type != prod.type) return std::nullopt;
+  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
+  if (!axis_attr) return std::nullopt;
+  const int64_t axis = axis_attr->axis;
+  if (axis != static_cast<int64_t>(rank) - 2 && axis != -2) return std::nullopt;
+  for (int swap = 0; swap < 2; ++swap) {
+    const ClassId x = m.args[1 + swap], y = m.args[2 - swap];
+    const std::optional<ClassId> a = drop_broadcast_axis(g, lang, x, rank - 1);
+    if (!a) continue;
+    const std::optional<ClassId> b = drop_broadcast_axis(g, lang, y, rank - 3);
+    if (!b) continue;
+    return add_kernel(g, lang, Op::Gemm, GemmAttr{}, {*a, *b});
+  }
+  return std::nullopt;
+}
+
+size_t gemm_size(const GemmAttr& a) { return a.a.instrs.size() + a.b.instrs.size() + a.epilogue.instrs.size(); }
+
+// gemm-prologue ?r ?g ?x...: the gemm gemm[?g](?x...) of ?r with the fused
+// producers of its A and B inputs inlined into its prologues.
+std::optional<ClassId> gemm_prologue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  auto node = matched_node(g, m.root, lang.op(Op::Gemm), m.attr_args[0], m.args.subspan(1));
+  if (!node) return std::nullopt;
+  GemmAttr attr = std::get<GemmAttr>(attr_of(lang, node->attr));
+  const size_t na = static_cast<size_t>(attr.a_inputs), nb = static_cast<size_t>(attr.b_inputs);
+  std::vector<ClassId> a = slice(node->kids, 0, na), b = slice(node->kids, na, na + nb);
+  const std::vector<ClassId> rest = slice(node->kids, na + nb, node->kids.size());
+  bool changed = false;
+  if (auto built = absorb_producers(g, lang, attr.a, a, false); built && !built->second.empty()) {
+    attr.a = built->first;
+    a = built->second;
+    changed = true;
+  }
+  if (auto built = absorb_producers(g, lang, attr.b, b, false); built && !built->second.empty()) {
+    attr.b = built->first;
+    b = built->second;
+    changed = true;
+  }
+  if (!changed || gemm_size(attr) > kMaxProgramInstrs) return std::nullopt;
+  attr.a_inputs = static_cast<int64_t>(a.size());
+  attr.b_inputs = static_cast<int64_t>(b.size());
+  return add_kernel(g, lang, Op::Gemm, attr, concat(concat(a, b), rest));
+}
+
+// A program reading a kernel's own value as input 0 (`product`), followed by
+// a consumer: the epilogue `first` (over the product and `first_inputs`),
+// then `consumer` reading the result as `slot` and leaves elsewhere.
+std::optional<std::pair<ProgramAttr, std::vector<ClassId>>> chain_epilogue(EGraph& g, const ProgramAttr& first,
+                                                                           const std::vector<ClassId>& first_inputs,
+                                                                           const ProgramAttr& consumer,
+                                                                           const std::vector<ClassId>& consumer_inputs,
+                                                                           size_t slot) {
+  ProgramBuilder b(g, true);
+  std::vector<ProgramBuilder::Ref> in{ProgramBuilder::product()};
+  for (ClassId c : first_inputs) in.push_back(b.leaf(c));
+  const ProgramBuilder::Ref value = b.inline_program(first, in);
+  std::vector<ProgramBuilder::Ref> cin;
+  for (size_t i = 0; i < consumer_inputs.size(); ++i) cin.push_back(i == slot ? value : b.leaf(consumer_inputs[i]));
+  const ProgramBuilder::Ref result = b.inline_program(consumer, cin);
+  if (b.num_inputs() > kMaxKernelInputs) return std::nullopt;
+  return b.finish(result);
+}
+
+// gemm-epilogue ?r ?p ?x...: the fused node fused[?p](?x...) of ?r where an
+// input is a gemm's value, read directly: the gemm with the fused program
+// appended to its epilogue (the epilogue sees exactly the gemm's value).
+std::optional<ClassId> gemm_epilogue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  auto node = matched_node(g, m.root, lang.op(Op::Fused), m.attr_args[0], m.args.subspan(1));
+  if (!node) return std::nullopt;
+  const ProgramAttr& program = std::get<ProgramAttr>(attr_of(lang, node->attr));
+  for (size_t slot = 0; slot < node->kids.size(); ++slot) {
+    std::optional<NodeCopy> best;
+    for (NodeCopy& gemm : nodes_with(g, node->kids[slot], lang.op(Op::Gemm))) {
+      const GemmAttr& ga = std::get<GemmAttr>(attr_of(lang, gemm.attr));
+      if (gemm_size(ga) + program.instrs.size() > kMaxProgramInstrs) continue;
+      if (!best || gemm_size(std::get<GemmAttr>(attr_of(lang, best->attr))) < gemm_size(ga)) best = std::move(gemm);
+    }
+    if (!best) continue;
+    GemmAttr attr = std::get<GemmAttr>(attr_of(lang, best->attr));
+    const size_t operands = static_cast<size_t>(attr.a_inputs + attr.b_inputs);
+    auto built = chain_epilogue(g, attr.epilogue, slice(best->kids, operands, best->kids.size()), program,
+                                node->kids, slot);
+    if (!built) continue;
+    attr.epilogue = built->first;
+    return add_kernel(g, lang, Op::Gemm, attr, concat(slice(best->kids, 0, operands), built->second));
+  }
+  return std::nullopt;
+}
+
+// ---- reductions ---------------------------------------------------------------------
+
+// reduce-op ?r ?x ?axis: sum_reduce/max_reduce[axis](?x) of ?r as a reduce
+// kernel with empty prologue and epilogue.
+std::optional<ClassId> reduce_op(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  for (Op kind : {Op::SumReduce, Op::MaxReduce}) {
+    if (!matched_node(g, m.root, lang.op(kind), m.attr_args[0], m.args.subspan(1))) continue;
+    ReduceAttr attr;
+    attr.kind = kind;
+    attr.axis = std::get<AxisAttr>(attr_of(lang, m.attr_args[0])).axis;  // the matched reduce's own attribute
+    return add_kernel(g, lang, Op::Reduce, attr, {g.find(m.args[1])});
+  }
+  return std::nullopt;
+}
+
+// reduce-prologue ?r ?k ?x...: the reduce kernel reduce[?k](?x...) of ?r with
+// the fused producers of its inputs inlined into its prologue.
+std::optional<ClassId> reduce_prologue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  auto node = matched_node(g, m.root, lang.op(Op::Reduce), m.attr_args[0], m.args.subspan(1));
+  if (!node) return std::nullopt;
+  ReduceAttr attr = std::get<ReduceAttr>(attr_of(lang, node->attr));
+  auto built = absorb_producers(g, lang, attr.prologue, node->kids, false);
+  if (!built || built->second.empty()) return std::nullopt;
+  if (built->first.instrs.size() + attr.epilogue.instrs.size() > kMaxProgramInstrs) return std::nullopt;
+  attr.prologue = built->first;
+  return add_kernel(g, lang, Op::Reduce, attr, built->second);
+}
+
+// reduce-epilogue ?r ?p ?x: the one-input fused node fused[?p](?x) of ?r
+// where ?x is a reduce kernel's value: the reduce with the program appended
+// to its epilogue (which sees only the reduced value, as here).
+std::optional<ClassId> reduce_epilogue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  auto node = matched_node(g, m.root, lang.op(Op::Fused), m.attr_args[0], m.args.subspan(1));
+  if (!node || node->kids.size() != 1) return std::nullopt;
+  const ProgramAttr& program = std::get<ProgramAttr>(attr_of(lang, node->attr));
+  for (const NodeCopy& r : nodes_with(g, node->kids[0], lang.op(Op::Reduce))) {
+    ReduceAttr attr = std::get<ReduceAttr>(attr_of(lang, r.attr));
+    if (attr.prologue.instrs.size() + attr.epilogue.instrs.size() + program.instrs.size() > kMaxProgramInstrs)
+      continue;
+    auto built = chain_epilogue(g, attr.epilogue, {}, program, node->kids, 0);
+    if (!built || !built->second.empty()) continue;  // the epilogue reads the reduced value only
+    attr.epilogue = built->first;
+    return add_kernel(g, lang, Op::Reduce, attr, r.kids);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+egraph::Registry hlir_registry(HlirLanguage& lang) {
+  egraph::Registry r;
+  // Every applier takes the matched root class first; `classes` is the least
+  // number of class arguments (root included), `attrs` the exact number of
+  // attribute arguments. A rule that calls one otherwise is a user error.
+  using Fn = std::optional<ClassId> (*)(EGraph&, HlirLanguage&, const MatchView&);
+  auto add = [&](const char* name, size_t classes, size_t attrs, const char* usage, Fn fn) {
+    r.add_applier(name, [&lang, fn, name, classes, attrs, usage](EGraph& g, const MatchView& m) {
+      if (m.args.size() < classes || m.attr_args.size() != attrs || g.find(m.args[0]) != g.find(m.root))
+        fail("applier '{}' expects ({}) with the matched root first, got {} class and {} attribute arguments", name,
+             usage, m.args.size(), m.attr_args.size());
+      return fn(g, lang, m);
+    });
+  };
+  add("fused-op", 2, 0, "apply fused-op ?root ?operand...", fused_op);
+  add("fuse-producers", 2, 1, "apply fuse-producers ?root ?program ?input...", fuse_producers);
+  add("gemm-from-product", 3, 1, "apply gemm-from-product ?root ?x ?y ?axis", gemm_from_product);
+  add("gemm-prologue", 3, 1, "apply gemm-prologue ?root ?gemm ?input...", gemm_prologue);
+  add("gemm-epilogue", 2, 1, "apply gemm-epilogue ?root ?program ?input...", gemm_epilogue);
+  add("reduce-op", 2, 1, "apply reduce-op ?root ?x ?axis", reduce_op);
+  add("reduce-prologue", 2, 1, "apply reduce-prologue ?root ?reduce ?input...", reduce_prologue);
+  add("reduce-epilogue", 2, 1, "apply reduce-epilogue ?root ?program ?x", reduce_epilogue);
+  return r;
+}
+
+}  // namespace spool::rules
