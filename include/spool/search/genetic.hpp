@@ -1,0 +1,63 @@
+#pragma once
+// search::genetic: a genetic search over genomes for the program with the
+// fewest cycles.
+//
+// The population starts from the greedy genome and random ones; each
+// generation keeps the elite, breeds the rest by tournament selection,
+// crossover and mutation, and evaluates the new genomes in parallel (TBB).
+// Genomes are de-duplicated by their hash and programs by their fingerprint,
+// so a program is measured once. After `stagnation` generations without a
+// better genome the population restarts from the elite and fresh random
+// genomes. The result depends only on the seed and the budgets in genomes,
+// never on the thread count; a time budget is checked only between
+// generations, so a search stopped by time depends on the machine's speed
+// (the result says when that happened).
+
+#include <spool/search/space.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace spool::search {
+
+// The cost of a program in cycles (lower is better). Called from several
+// threads at once: it must be thread-safe and deterministic. Throws
+// spool::Error for a program it cannot measure; the search then counts the
+// genome as failed and never picks it.
+using FitnessFn = std::function<int64_t(const Graph& program)>;
+
+struct SearchOptions {
+  size_t population = 24;
+  size_t elite = 4;
+  size_t max_genomes = 200;   // distinct genomes evaluated (the greedy one included)
+  double max_seconds = 0;     // 0: no time budget; checked between generations
+  size_t stagnation = 8;      // generations without improvement before a restart
+  double crossover_rate = 0.5;
+  size_t max_mutations = 3;   // a child gets 1..max_mutations mutations
+  uint64_t seed = 1;
+  int threads = 0;            // 0: TBB's default; the result never depends on it
+  bool progress = true;       // a progress line on stderr when it is a terminal
+};
+
+struct SearchResult {
+  int64_t greedy_cycles = 0;
+  int64_t best_cycles = 0;
+  Genome best;
+  Graph best_program;
+  size_t genomes = 0;         // distinct genomes evaluated
+  size_t programs = 0;        // distinct programs measured (by fingerprint)
+  size_t failed = 0;          // genomes whose program could not be built or measured
+  size_t generations = 0;
+  size_t restarts = 0;
+  bool stopped_by_time = false;
+  double seconds = 0;
+
+  double ratio() const { return best_cycles > 0 ? static_cast<double>(greedy_cycles) / best_cycles : 1.0; }
+  std::string summary() const;  // one line
+};
+
+// Throws spool::Error if the greedy genome's program cannot be measured.
+SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options = {});
+
+}  // namespace spool::search
