@@ -20,7 +20,7 @@ CompileResult best_of(const Graph& g, const CompileOptions& options, int runs) {
   CompileResult best = compile(g, options);
   for (int i = 1; i < runs; ++i) {
     CompileResult r = compile(g, options);
-    if (r.times.total_ms < best.times.total_ms) best = std::move(r);
+    if (r.report.times.total_ms < best.report.times.total_ms) best = std::move(r);
   }
   return best;
 }
@@ -48,13 +48,13 @@ int main(int argc, char** argv) {
     const CompileResult rolled = best_of(g, options, 3);
     options.roll = false;
     const CompileResult unrolled = best_of(g, options, 3);
-    if (layers == 2) rolled_at_2 = rolled.times.total_ms;
+    if (layers == 2) rolled_at_2 = rolled.report.times.total_ms;
     for (const CompileResult* r : {&rolled, &unrolled}) {
       std::printf("%6d %8s | %8.1f %8.1f %8.1f %8.1f %9.1f %7zu | %9zu %7zu |", layers,
-                  r == &rolled ? "rolled" : "unrolled", r->times.roll_ms, r->times.saturate_ms, r->times.extract_ms,
-                  r->times.unroll_ms, r->times.total_ms, r->egraph_nodes, g.num_live(), r->program.num_live());
+                  r == &rolled ? "rolled" : "unrolled", r->report.times.roll_ms, r->report.times.saturate_ms, r->report.times.extract_ms,
+                  r->report.times.unroll_ms, r->report.times.total_ms, r->report.egraph.nodes, g.num_live(), r->program.num_live());
       if (r == &unrolled)
-        std::printf(" %6.1fx\n", unrolled.times.total_ms / rolled.times.total_ms);
+        std::printf(" %6.1fx\n", unrolled.report.times.total_ms / rolled.report.times.total_ms);
       else
         std::printf(" %7s\n", "");
     }
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     std::printf("%6d %8s | same program rolled and unrolled: %s\n", layers, "",
                 compacted(cse(rolled.program)) == compacted(cse(unrolled.program)) ? "yes" : "NO");
     if (layers == 32)
-      std::printf("rolled at 32 layers / rolled at 2 layers: %.2fx\n", rolled.times.total_ms / rolled_at_2);
+      std::printf("rolled at 32 layers / rolled at 2 layers: %.2fx\n", rolled.report.times.total_ms / rolled_at_2);
   }
   return 0;
 }

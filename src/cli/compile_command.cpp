@@ -33,21 +33,23 @@ void run_compile(const CompileCommandOptions& o) {
   options.rule_files = o.rules;
   if (options.rule_files.empty())
     for (const char* f : {"algebra.rules", "loops.rules"}) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/" + f);
-  const CompileResult r = compile(hlir, options);
+  const CompileResult c = compile(hlir, options);
+  const CompileReport& r = c.report;
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(), model_options.phase.c_str());
   std::printf("roll       %lld loops, trips", static_cast<long long>(r.roll.loops));
   for (int64_t t : r.roll.trips) std::printf(" %lld", static_cast<long long>(t));
   std::printf(", hlir %zu -> %zu nodes, body %lld\n", r.roll.hlir_nodes_before, r.roll.hlir_nodes_after,
               static_cast<long long>(r.roll.body_nodes));
-  std::printf("egraph     %zu nodes, %zu classes, %zu iterations, stop %s\n", r.egraph_nodes, r.egraph_classes,
-              r.saturation.iterations, std::string(egraph::stop_reason_name(r.saturation.stop)).c_str());
-  std::printf("program    %zu nodes (kernel-level, unrolled)\n", r.program.num_live());
+  std::printf("egraph     %zu e-graphs for %zu regions, %zu nodes, %zu classes, %zu iterations, stop %s\n",
+              r.egraph.egraphs, r.egraph.regions, r.egraph.nodes, r.egraph.classes, r.egraph.iterations,
+              std::string(egraph::stop_reason_name(r.egraph.stop)).c_str());
+  std::printf("program    %zu nodes (kernel-level, unrolled)\n", c.program.num_live());
   std::printf("time ms    roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, total %.1f\n", r.times.roll_ms,
               r.times.saturate_ms, r.times.extract_ms, r.times.unroll_ms, r.times.total_ms);
   if (!o.check) return;
   const interp::Env env = interp::random_inputs(hlir, 1, 16);
   const auto want = interp::run(hlir, env);
-  const auto got = interp::run(r.program, env);
+  const auto got = interp::run(c.program, env);
   double worst = 0.0;
   for (const auto& [name, value] : want) worst = std::max(worst, interp::compare(got.at(name), value).max_rel_to_scale);
   std::printf("check      max error relative to scale %.3g over %zu outputs: %s\n", worst, want.size(),

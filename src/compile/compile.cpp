@@ -1,14 +1,28 @@
 // The compile pipeline, top to bottom. Each stage is one call and is logged.
+//
+// Regions are saturated in parallel, each in its own language and e-graph,
+// so nothing is shared between threads while they run: the e-graphs (and
+// with them the extracted programs) never depend on the thread count.
 
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/extract.hpp>
 #include <spool/egraph/hlir.hpp>
+#include <spool/egraph/hlir_cost.hpp>
+#include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/support/error.hpp>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
 
 namespace spool {
 namespace {
@@ -18,70 +32,407 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// The guards and appliers rule files may call, for one region's language.
+egraph::Registry registry_for(egraph::hlir::HlirLanguage& lang) { return rules::hlir_registry(lang); }
+
+// Runs `body(i)` for i in [0, n) on up to `threads` threads (0: TBB's
+// default). Each index writes only its own slot, so the order does not matter.
+template <typename Body>
+void parallel_indices(size_t n, int threads, const Body& body) {
+  if (n == 0) return;
+  if (threads == 1 || n == 1) {
+    for (size_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
+  arena.execute([&] { tbb::parallel_for(size_t{0}, n, size_t{1}, [&](size_t i) { body(i); }); });
+}
+
+// One region's e-graph: its graph, plus (for loops short enough) the same
+// graph with those loops unrolled, each output unioned with its unrolled self.
+Region build_region(const region::RegionGraph& rg) {
+  Region region;
+  region.lang = std::make_unique<egraph::hlir::HlirLanguage>();
+  region.egraph = egraph::hlir::make_egraph(*region.lang);
+  egraph::EGraph& eg = *region.egraph;
+  if (rg.short_loops.empty()) {
+    region.roots = egraph::hlir::add_graph(eg, *region.lang, rg.graph);
+    eg.rebuild();
+    return region;
+  }
+  // The exits of the short loops become extra outputs, so that unrolling
+  // gives each of them its value in the chain.
+  Graph g = rg.graph;
+  const size_t num_roots = g.outputs().size();
+  std::vector<std::pair<int64_t, Op>> exits;  // (loop, op) of each extra output
+  for (const NodeId id : g.live_ids()) {
+    const Node& n = g.node(id);
+    if (n.op != Op::LoopEnd && n.op != Op::LoopOutput) continue;
+    const int64_t loop = std::get<LoopAttr>(n.attr).loop;
+    if (std::find(rg.short_loops.begin(), rg.short_loops.end(), loop) == rg.short_loops.end()) continue;
+    g.add_output(fmt::format("@exit.{}", exits.size()), Edge{id, {}});
+    exits.emplace_back(loop, n.op);
+  }
+  const std::vector<egraph::ClassId> rolled = egraph::hlir::add_graph(eg, *region.lang, g);
+  const std::vector<egraph::ClassId> chain =
+      egraph::hlir::add_graph(eg, *region.lang, roll::unroll(g, rg.short_loops));
+  for (size_t i = 0; i < rolled.size(); ++i) eg.merge(rolled[i], chain[i], "unroll-union");
+  eg.rebuild();
+  region.roots.assign(rolled.begin(), rolled.begin() + static_cast<std::ptrdiff_t>(num_roots));
+  for (const int64_t loop : rg.short_loops) {
+    UnionedLoop u{loop, {}, {}};
+    for (size_t i = 0; i < exits.size(); ++i)
+      if (exits[i].first == loop)
+        (exits[i].second == Op::LoopEnd ? u.loop_ends : u.loop_outputs).push_back(rolled[num_roots + i]);
+    region.unioned_loops.push_back(std::move(u));
+  }
+  return region;
+}
+
+void saturate_region(Region& region, const std::vector<rules::RuleFile>& files, const CompileOptions& options) {
+  egraph::EGraph& eg = *region.egraph;
+  egraph::hlir::HlirLanguage& lang = *region.lang;
+  const egraph::Registry registry = registry_for(lang);
+  size_t iterations = 0;
+  auto run = [&](egraph::RunReport report) {
+    iterations += report.iterations;
+    region.saturation = std::move(report);
+    region.saturation.iterations = iterations;
+  };
+  for (const rules::RuleFile& file : files) {
+    Result<std::vector<egraph::RuleSet>> sets =
+        rules::compile_rules(file, lang.language(), registry, lang.parse_options());
+    if (!sets) throw Error(sets.error().render());
+    egraph::Runner runner(options.runner);
+    run(runner.run(eg, sets.value(), rules::schedule_of(file)));
+  }
+  if (options.extra_rules) {
+    const std::vector<egraph::Rule> rules = options.extra_rules(lang);
+    egraph::Runner runner(options.runner);
+    run(runner.run(eg, rules));
+  }
+  for (egraph::ClassId& root : region.roots) root = eg.find(root);
+  for (UnionedLoop& u : region.unioned_loops) {
+    for (egraph::ClassId& c : u.loop_ends) c = eg.find(c);
+    for (egraph::ClassId& c : u.loop_outputs) c = eg.find(c);
+  }
+}
+
+bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
+
+// The loop a node marks, if it is a loop marker.
+std::optional<LoopAttr> marker_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
+  const std::optional<Op> op = lang.hlir_op(node.op);
+  if (!op || !is_loop_marker(*op)) return std::nullopt;
+  return std::get<LoopAttr>(lang.payload(node.attr).attr);
+}
+
 }  // namespace
 
-CompileResult compile(const Graph& hlir, const CompileOptions& options) {
-  CompileResult result;
-  const auto start = Clock::now();
+nlohmann::json to_json(const CompileReport& report) {
+  const roll::RollReport& r = report.roll;
+  const EGraphReport& e = report.egraph;
+  const CompileTimes& t = report.times;
+  return {
+      {"roll",
+       {{"loops", r.loops},
+        {"trips", r.trips},
+        {"body_nodes", r.body_nodes},
+        {"hlir_nodes_before", r.hlir_nodes_before},
+        {"hlir_nodes_after", r.hlir_nodes_after}}},
+      {"egraph",
+       {{"egraphs", e.egraphs},
+        {"regions", e.regions},
+        {"nodes", e.nodes},
+        {"classes", e.classes},
+        {"iterations", e.iterations},
+        {"stop_reason", std::string(egraph::stop_reason_name(e.stop))}}},
+      {"compile",
+       {{"roll_ms", t.roll_ms},
+        {"saturate_ms", t.saturate_ms},
+        {"extract_ms", t.extract_ms},
+        {"unroll_ms", t.unroll_ms},
+        {"total_ms", t.total_ms}}},
+  };
+}
+
+Saturated saturate(const Graph& hlir, const CompileOptions& options) {
+  Saturated s;
 
   // 1. Roll repeated layers.
   auto t = Clock::now();
-  Graph rolled = hlir;
   if (options.roll) {
     roll::RollResult r = roll::auto_roll(hlir);
-    rolled = std::move(r.graph);
-    result.roll = std::move(r.report);
+    s.rolled = std::move(r.graph);
+    s.report.roll = std::move(r.report);
   } else {
-    result.roll.hlir_nodes_before = result.roll.hlir_nodes_after = hlir.num_live();
+    s.rolled = hlir;
+    s.report.roll.hlir_nodes_before = s.report.roll.hlir_nodes_after = hlir.num_live();
   }
-  result.times.roll_ms = ms_since(t);
-  spdlog::info("roll: {} loops, {} -> {} nodes in {:.1f} ms", result.roll.loops, result.roll.hlir_nodes_before,
-               result.roll.hlir_nodes_after, result.times.roll_ms);
+  s.report.times.roll_ms = ms_since(t);
+  spdlog::info("roll: {} loops, {} -> {} nodes in {:.1f} ms", s.report.roll.loops, s.report.roll.hlir_nodes_before,
+               s.report.roll.hlir_nodes_after, s.report.times.roll_ms);
 
-  // 2. Saturate the rolled graph with the rule files' rulesets.
+  // 2. Split into regions and saturate each distinct one, in parallel. Rule
+  // files are read (and a bad one reported) before any region starts.
   t = Clock::now();
-  egraph::hlir::HlirLanguage lang;
-  std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
-  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, rolled);
-  eg->rebuild();
+  s.split = region::split(s.rolled, options.unroll_union_max_trips);
+  std::vector<rules::RuleFile> files;
   for (const std::string& path : options.rule_files) {
     Result<rules::RuleFile> file = rules::load_rule_file(path);
     if (!file) throw Error(file.error().render());
-    const egraph::Registry registry;
-    Result<std::vector<egraph::RuleSet>> sets =
-        rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
+    egraph::hlir::HlirLanguage scratch;
+    const Result<std::vector<egraph::RuleSet>> sets =
+        rules::compile_rules(file.value(), scratch.language(), registry_for(scratch), scratch.parse_options());
     if (!sets) throw Error(sets.error().render());
-    egraph::Runner runner(options.runner);
-    // One run per rule file, in order; the report keeps the iterations of
-    // all of them and the last run's stop reason and sizes.
-    const size_t earlier_iterations = result.saturation.iterations;
-    result.saturation = runner.run(*eg, sets.value(), rules::schedule_of(file.value()));
-    result.saturation.iterations += earlier_iterations;
+    files.push_back(std::move(file.value()));
   }
-  result.egraph_nodes = eg->num_nodes();
-  result.egraph_classes = eg->num_classes();
-  result.times.saturate_ms = ms_since(t);
-  spdlog::info("saturate: {} nodes, {} classes in {:.1f} ms", result.egraph_nodes, result.egraph_classes,
-               result.times.saturate_ms);
+  s.regions.resize(s.split.regions.size());
+  parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
+    s.regions[i] = build_region(s.split.regions[i]);
+    saturate_region(s.regions[i], files, options);
+  });
+  EGraphReport& e = s.report.egraph;
+  e.egraphs = s.regions.size();
+  e.regions = s.split.instances.size();
+  for (const Region& r : s.regions) {
+    e.nodes += r.egraph->num_nodes();
+    e.classes += r.egraph->num_classes();
+    e.iterations += r.saturation.iterations;
+    if (e.stop == egraph::StopReason::Saturated) e.stop = r.saturation.stop;
+  }
+  s.report.times.saturate_ms = ms_since(t);
+  spdlog::info("saturate: {} regions, {} e-graphs, {} nodes, {} classes, {} iterations ({}) in {:.1f} ms",
+               e.regions, e.egraphs, e.nodes, e.classes, e.iterations, egraph::stop_reason_name(e.stop),
+               s.report.times.saturate_ms);
+  return s;
+}
 
-  // 3. Extract the cheapest program.
-  t = Clock::now();
-  const egraph::AstSize cost;
-  const egraph::Extractor extractor(*eg, cost);
-  const egraph::Extraction extraction = extractor.extract(roots);
-  std::vector<std::string> names;
-  for (const Output& o : rolled.outputs()) names.push_back(o.name);
-  Graph extracted = egraph::hlir::to_graph(lang, extraction.term, names);
-  result.times.extract_ms = ms_since(t);
+std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region) {
+  return std::make_unique<egraph::hlir::HlirCost>(*region.lang);
+}
 
-  // 4. Unroll the loops.
+egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost) {
+  const egraph::EGraph& eg = *region.egraph;
+  const egraph::hlir::HlirLanguage& lang = *region.lang;
+  const egraph::Extractor extractor(eg, cost);
+  std::map<uint32_t, egraph::NodeId> chosen_instead;  // class -> node, overriding the extractor's choice
+  auto choice = [&](egraph::ClassId c) {
+    const auto it = chosen_instead.find(c.value);
+    return it != chosen_instead.end() ? it->second : extractor.best_node(c);
+  };
+  for (;;) {
+    // The term of the current choices: a post-order walk over classes.
+    egraph::Term term;
+    std::vector<uint32_t> index_of(eg.class_id_bound(), UINT32_MAX);  // class -> term node
+    std::vector<bool> on_path(eg.class_id_bound(), false);
+    std::set<int64_t> used_loops;
+    for (const egraph::ClassId root : region.roots) {
+      struct Frame {
+        egraph::ClassId cls;
+        size_t next = 0;
+      };
+      std::vector<Frame> stack{{eg.find_const(root)}};
+      while (!stack.empty()) {
+        const egraph::ClassId c = stack.back().cls;
+        if (index_of[c.value] != UINT32_MAX) {
+          stack.pop_back();
+          continue;
+        }
+        if (!extractor.extractable(c)) fail("extraction: class {} has no finite-cost term", c.value);
+        const egraph::ENodeRef node = eg.node(choice(c));
+        on_path[c.value] = true;
+        if (stack.back().next < node.children.size()) {
+          const egraph::ClassId child = eg.find_const(node.children[stack.back().next++]);
+          if (index_of[child.value] != UINT32_MAX) continue;
+          if (on_path[child.value]) fail("extraction: the chosen nodes form a cycle through class {}", child.value);
+          stack.push_back({child});
+          continue;
+        }
+        egraph::Term::Node tn{node.op, node.attr, {}};
+        for (const egraph::ClassId child : node.children) tn.children.push_back(index_of[eg.find_const(child).value]);
+        if (const std::optional<LoopAttr> marker = marker_of(lang, node)) used_loops.insert(marker->loop);
+        index_of[c.value] = static_cast<uint32_t>(term.nodes.size());
+        term.nodes.push_back(std::move(tn));
+        on_path[c.value] = false;
+        stack.pop_back();
+      }
+      term.roots.push_back(index_of[eg.find_const(root).value]);
+    }
+
+    // A unioned loop whose rolled form is used needs every loop_end; if one
+    // was taken unrolled, take the whole loop unrolled (each exit's
+    // cheapest node that is not one of the loop's markers).
+    bool changed = false;
+    for (const UnionedLoop& u : region.unioned_loops) {
+      if (!used_loops.count(u.loop)) continue;
+      const bool complete = std::all_of(u.loop_ends.begin(), u.loop_ends.end(), [&](egraph::ClassId c) {
+        const std::optional<LoopAttr> m = marker_of(lang, eg.node(choice(c)));
+        return m && m->loop == u.loop;
+      });
+      if (complete) continue;
+      std::vector<egraph::ClassId> exits = u.loop_ends;
+      exits.insert(exits.end(), u.loop_outputs.begin(), u.loop_outputs.end());
+      for (const egraph::ClassId c : exits) {
+        double best = std::numeric_limits<double>::infinity();
+        std::optional<egraph::NodeId> pick;
+        for (const egraph::NodeId n : eg.class_nodes(eg.find_const(c))) {
+          const egraph::ENodeRef node = eg.node(n);
+          const std::optional<LoopAttr> m = marker_of(lang, node);
+          if (m && m->loop == u.loop) continue;
+          std::vector<double> child_costs;
+          for (const egraph::ClassId child : node.children) child_costs.push_back(extractor.cost(child));
+          const double cst = cost.cost(eg, n, child_costs);
+          if (cst < best) {
+            best = cst;
+            pick = n;
+          }
+        }
+        if (pick && choice(c) != *pick) {
+          chosen_instead[eg.find_const(c).value] = *pick;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) return term;
+  }
+}
+
+Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
+  if (terms.size() != regions.size()) fail("program: {} terms for {} regions", terms.size(), regions.size());
+  std::vector<Graph> programs;
+  for (size_t d = 0; d < regions.size(); ++d) {
+    if (terms[d].roots.size() != regions[d].roots.size())
+      fail("program: the term of region {} has {} roots, the region {}", d, terms[d].roots.size(),
+           regions[d].roots.size());
+    programs.push_back(egraph::hlir::to_graph(*regions[d].lang, terms[d]));
+  }
+  const std::vector<region::Instance>& instances = split.instances;
+  // Where each rolled node is computed: (instance, output).
+  std::vector<std::pair<uint32_t, uint32_t>> home(rolled.id_bound(), {UINT32_MAX, 0});
+  for (size_t i = 0; i < instances.size(); ++i)
+    for (size_t r = 0; r < instances[i].roots.size(); ++r)
+      home[instances[i].roots[r].value] = {static_cast<uint32_t>(i), static_cast<uint32_t>(r)};
+
+  Graph out(rolled.name());
+  std::vector<NodeId> source_copy(rolled.id_bound());
+  auto copy_source = [&](NodeId id) {
+    if (!source_copy[id.value].valid()) {
+      const Node& n = rolled.node(id);
+      source_copy[id.value] = out.add_source(n.op, n.attr, n.dtype, n.shape);
+    }
+    return Edge{source_copy[id.value], {}};
+  };
+  auto compose = [&](const Edge& base, const View& view) {
+    return Edge{base.src, compose_views(base.view, view, out.node(base.src).shape)};
+  };
+  // value[i][n]: node n of instance i's program, in `out`.
+  std::vector<std::vector<Edge>> value(instances.size());
+  std::vector<std::vector<bool>> on_path(instances.size());
+  for (size_t i = 0; i < instances.size(); ++i) {
+    value[i].resize(programs[instances[i].region].id_bound());
+    on_path[i].resize(programs[instances[i].region].id_bound());
+  }
+  auto output_edge = [&](uint32_t i, uint32_t r) -> const Edge& {
+    return programs[instances[i].region].outputs()[r].edge;
+  };
+  // The value of rolled node `id` in `out`: a copied source, or the output
+  // of the instance computing it, built on demand (with everything it reads,
+  // across instances) by an explicit depth-first walk.
+  auto value_of = [&](NodeId id) -> Edge {
+    if (is_source(rolled.node(id))) return copy_source(id);
+    const auto [i0, r0] = home[id.value];
+    SPOOL_ASSERT(i0 != UINT32_MAX, "rolled node %{} is computed by no region", id.value);
+    struct Frame {
+      uint32_t inst;
+      NodeId node;
+      size_t next = 0;
+    };
+    std::vector<Frame> stack{{i0, output_edge(i0, r0).src}};
+    auto push = [&](uint32_t i, NodeId n) {
+      if (value[i][n.value].src.valid()) return false;
+      if (on_path[i][n.value]) fail("program: the region terms form a cycle");
+      stack.push_back({i, n});
+      return true;
+    };
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      const uint32_t i = f.inst;
+      const NodeId n = f.node;
+      if (value[i][n.value].src.valid()) {
+        stack.pop_back();
+        continue;
+      }
+      on_path[i][n.value] = true;
+      const region::Instance& inst = instances[i];
+      const Node& node = programs[inst.region].node(n);
+      if (node.op == Op::Input || node.op == Op::Weight) {
+        // A placeholder: the rolled node it stands for.
+        const std::string& name = std::get<NameAttr>(node.attr).name;
+        const size_t k = std::stoul(name.substr(std::string_view(region::kInputPrefix).size()));
+        const NodeId m = inst.inputs.at(k);
+        if (is_source(rolled.node(m))) {
+          value[i][n.value] = copy_source(m);
+        } else {
+          const auto [j, r] = home[m.value];
+          SPOOL_ASSERT(j != UINT32_MAX, "rolled node %{} is computed by no region", m.value);
+          const Edge& e = output_edge(j, r);
+          if (push(j, e.src)) continue;
+          value[i][n.value] = compose(value[j][e.src.value], e.view);
+        }
+      } else if (is_source(node)) {
+        value[i][n.value] = Edge{out.add_source(node.op, node.attr, node.dtype, node.shape), {}};
+      } else {
+        if (f.next < node.inputs.size()) {
+          const NodeId child = node.inputs[f.next++].src;
+          push(i, child);
+          continue;
+        }
+        std::vector<Edge> inputs;
+        for (const Edge& e : node.inputs) inputs.push_back(compose(value[i][e.src.value], e.view));
+        Attr attr = node.attr;
+        if (is_loop_marker(node.op)) {
+          LoopAttr loop = std::get<LoopAttr>(node.attr);
+          loop.loop = inst.loops.at(static_cast<size_t>(loop.loop - 1));
+          attr = loop;
+        }
+        value[i][n.value] = Edge{out.add(node.op, std::move(inputs), attr), {}};
+      }
+      on_path[i][n.value] = false;
+      stack.pop_back();
+    }
+    const Edge& e = output_edge(i0, r0);
+    return compose(value[i0][e.src.value], e.view);
+  };
+  for (const Output& o : rolled.outputs()) out.add_output(o.name, compose(value_of(o.edge.src), o.edge.view));
+  return out;
+}
+
+Graph Saturated::program(std::span<const egraph::Term> terms) const { return roll::unroll(rolled_program(terms)); }
+
+CompileResult compile(const Graph& hlir, const CompileOptions& options) {
+  const auto start = Clock::now();
+  Saturated s = saturate(hlir, options);
+  CompileResult result;
+  result.report = s.report;
+
+  // 3. Extract one term per region (the cheapest under the cost, greedily).
+  auto t = Clock::now();
+  std::vector<egraph::Term> terms(s.regions.size());
+  parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
+    const std::unique_ptr<egraph::CostFunction> cost = extraction_cost(s.regions[i]);
+    terms[i] = extract_greedy(s.regions[i], *cost);
+  });
+  result.report.times.extract_ms = ms_since(t);
+
+  // 4. Stitch the regions together and unroll the loops.
   t = Clock::now();
-  result.program = roll::unroll(extracted);
+  result.program = s.program(terms);
   result.program.verify();
-  result.times.unroll_ms = ms_since(t);
-  result.times.total_ms = ms_since(start);
-  spdlog::info("extract {:.1f} ms, unroll {:.1f} ms: {} nodes", result.times.extract_ms, result.times.unroll_ms,
-               result.program.num_live());
+  result.report.times.unroll_ms = ms_since(t);
+  result.report.times.total_ms = ms_since(start);
+  spdlog::info("extract {:.1f} ms, unroll {:.1f} ms: {} nodes", result.report.times.extract_ms,
+               result.report.times.unroll_ms, result.program.num_live());
   return result;
 }
 

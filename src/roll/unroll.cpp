@@ -86,4 +86,20 @@ Graph unroll(const Graph& graph) {
   }
 }
 
+Graph unroll(const Graph& graph, const std::vector<int64_t>& ids) {
+  Graph g = graph;
+  for (;;) {
+    const std::vector<Loop> loops = find_loops(g);
+    // The innermost listed loop: the last listed one in outermost-first order.
+    auto it = std::find_if(loops.rbegin(), loops.rend(), [&](const Loop& l) {
+      return std::find(ids.begin(), ids.end(), l.id) != ids.end();
+    });
+    if (it == loops.rend()) return g;
+    for (const Loop& inner : loops)
+      if (inner.parent == it->id && std::find(ids.begin(), ids.end(), inner.id) == ids.end())
+        fail("unroll: loop {} holds loop {}, which is not to be unrolled", it->id, inner.id);
+    unroll_loop(g, *it);
+  }
+}
+
 }  // namespace spool::roll

@@ -36,13 +36,15 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama agree with the interpr
     const CompileResult rolled = compile(g, options);
     options.roll = false;
     const CompileResult unrolled = compile(g, options);
-    CHECK(rolled.roll.loops == 1);
-    CHECK(rolled.roll.trips == std::vector<int64_t>{layers});
-    CHECK(unrolled.roll.loops == 0);
-    CHECK(rolled.egraph_nodes < unrolled.egraph_nodes);
+    CHECK(rolled.report.roll.loops == 1);
+    CHECK(rolled.report.roll.trips == std::vector<int64_t>{layers});
+    CHECK(unrolled.report.roll.loops == 0);
+    // Up to 4 trips the loop's region holds it both rolled and unrolled
+    // (unroll-union); beyond, the body is saturated once.
+    if (layers > 4) CHECK(rolled.report.egraph.nodes < unrolled.report.egraph.nodes);
     check_same_outputs(g, rolled.program);
     check_same_outputs(g, unrolled.program);
-    MESSAGE(layers << " layers: e-graph " << rolled.egraph_nodes << " nodes rolled vs " << unrolled.egraph_nodes
+    MESSAGE(layers << " layers: e-graph " << rolled.report.egraph.nodes << " nodes rolled vs " << unrolled.report.egraph.nodes
                    << " unrolled; program " << rolled.program.num_live() << " vs " << unrolled.program.num_live()
                    << " nodes");
 

@@ -1,18 +1,30 @@
 #pragma once
 // spool::compile: the pipeline from an HLIR graph to a kernel-level program,
-// as one linear function (DESIGN §1). Stages so far:
+// as one linear function (DESIGN §1):
 //
 //   roll::auto_roll        repeated layers -> one body between loop markers
-//   e-graph saturation     the rolled graph with the rules of rule files
-//   greedy extraction      the cheapest program (node count for now)
-//   roll::unroll           loops cloned back out
+//   region::split          the rolled graph cut into regions (before/after a
+//                          loop, each loop body), identical regions once
+//   saturation             one e-graph per distinct region, in parallel (TBB)
+//   extraction             one term per region (greedy here; search elsewhere)
+//   stitch + roll::unroll  the region terms joined, loops cloned back out
 //
-// Lowering to NPU kernels and simulation come after it.
+// `saturate` and `Saturated::program` are the two halves around extraction,
+// so that a search can choose the e-nodes itself. Lowering to NPU kernels and
+// simulation come after it.
 
+#include <spool/compile/region.hpp>
+#include <spool/egraph/extract.hpp>
+#include <spool/egraph/hlir.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/ir/graph.hpp>
 #include <spool/roll/roll.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,22 +33,104 @@ namespace spool {
 struct CompileOptions {
   bool roll = true;
   std::vector<std::string> rule_files;  // empty: no rewriting
-  egraph::RunnerConfig runner;
+  egraph::RunnerConfig runner;          // budgets of each region's e-graph
+  // Regions saturated at once (0: TBB's default). Results never depend on it.
+  int threads = 0;
+  // Loops with at most this many trips stay in their parent region both
+  // rolled and unrolled (unioned), so fusions spanning the chain can fire;
+  // longer loops get a region of their own. 0 turns the union off.
+  int64_t unroll_union_max_trips = 4;
+  // Rules in C++, run in every region after the rule files, to saturation
+  // (made once per region, for that region's language).
+  std::function<std::vector<egraph::Rule>(egraph::hlir::HlirLanguage&)> extra_rules;
 };
 
 struct CompileTimes {
   double roll_ms = 0, saturate_ms = 0, extract_ms = 0, unroll_ms = 0, total_ms = 0;
 };
 
-struct CompileResult {
-  Graph program;  // kernel-level (LLIR), no loop markers
+// The e-graphs of a compile, summed over the distinct regions.
+struct EGraphReport {
+  size_t egraphs = 0;  // distinct regions saturated
+  size_t regions = 0;  // regions of the rolled graph (identical ones counted apart)
+  size_t nodes = 0, classes = 0, iterations = 0;
+  // The first region (in region order) that stopped on a budget, or saturated.
+  egraph::StopReason stop = egraph::StopReason::Saturated;
+};
+
+struct CompileReport {
   roll::RollReport roll;
-  egraph::RunReport saturation;  // iterations summed over the rule files; the last file's stop reason
-  size_t egraph_nodes = 0, egraph_classes = 0;
+  EGraphReport egraph;
   CompileTimes times;
 };
 
-// Throws spool::Error on a bad rule file or a graph the pipeline cannot handle.
+// The report's keys as DESIGN §7 names them:
+//   {"roll":    {loops, trips, body_nodes, hlir_nodes_before, hlir_nodes_after},
+//    "egraph":  {egraphs, regions, nodes, classes, iterations, stop_reason},
+//    "compile": {roll_ms, saturate_ms, extract_ms, unroll_ms, total_ms}}
+// `spool run` merges these objects into its report.
+nlohmann::json to_json(const CompileReport& report);
+
+// A loop with few trips kept in a region both rolled and unrolled. Its
+// loop_end nodes share classes with the chain's final states, its
+// loop_output nodes with the chain's per-iteration values.
+struct UnionedLoop {
+  int64_t loop = 0;                          // the loop id inside the region's graph
+  std::vector<egraph::ClassId> loop_ends;    // classes holding the loop_end nodes
+  std::vector<egraph::ClassId> loop_outputs; // classes holding the loop_output nodes
+};
+
+// One distinct region in its own e-graph. Each region has its own language
+// (ops are registered in the same order, so OpIds agree across regions;
+// AttrIds do not): regions are saturated in parallel, and interning
+// attributes into one shared table from several threads would hand out ids
+// in an order that depends on the thread count.
+struct Region {
+  std::unique_ptr<egraph::hlir::HlirLanguage> lang;
+  std::unique_ptr<egraph::EGraph> egraph;  // saturated and clean
+  std::vector<egraph::ClassId> roots;      // the values other regions read, in order
+  // A term may use a unioned loop's rolled form (any of its markers) only if
+  // it picks the loop_end node in every one of `loop_ends`: the body's next
+  // state is needed to unroll it. Saturated::program throws otherwise.
+  std::vector<UnionedLoop> unioned_loops;
+  egraph::RunReport saturation;  // iterations summed over the rule files
+};
+
+// The rolled graph saturated region by region: the input of extraction.
+struct Saturated {
+  Graph rolled;                 // the HLIR after rolling
+  region::Split split;          // the regions' graphs and where they sit in `rolled`
+  std::vector<Region> regions;  // one per split.regions entry, same order
+  CompileReport report;         // roll, egraph, roll_ms and saturate_ms filled
+
+  // The kernel-level program (no loop markers) built from one term per
+  // region, in `regions` order, each with one root per Region::roots entry
+  // (the Term format of egraph/extract.hpp, AttrIds of that region's
+  // language). Throws spool::Error on terms that do not fit.
+  Graph program(std::span<const egraph::Term> terms) const;
+  // The same before unrolling: the stitched program with its loop markers.
+  Graph rolled_program(std::span<const egraph::Term> terms) const;
+};
+
+// Rolls (if options.roll), splits, and saturates every distinct region with
+// the rules of options.rule_files, in parallel. Throws spool::Error on a bad
+// rule file or a graph the pipeline cannot handle.
+Saturated saturate(const Graph& hlir, const CompileOptions& options = {});
+
+// The cost compile extracts by, for one region's e-graph.
+std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region);
+
+// Greedy extraction of one region under `cost`, with the unioned loops made
+// consistent (a loop whose rolled form is used with a loop_end left out is
+// taken unrolled instead).
+egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost);
+
+struct CompileResult {
+  Graph program;  // kernel-level (LLIR), no loop markers
+  CompileReport report;
+};
+
+// saturate, extract_greedy per region with extraction_cost, program.
 CompileResult compile(const Graph& hlir, const CompileOptions& options = {});
 
 }  // namespace spool

@@ -48,5 +48,8 @@ RollResult auto_roll(const Graph& graph);
 // Clones every loop body back out, innermost loops first; the result has no
 // markers. Throws spool::Error on inconsistent markers.
 Graph unroll(const Graph& graph);
+// Clones out only the loops with the given ids (none of which may hold a
+// loop that is not listed); other loops keep their markers.
+Graph unroll(const Graph& graph, const std::vector<int64_t>& loops);
 
 }  // namespace spool::roll

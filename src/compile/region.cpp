@@ -1,0 +1,173 @@
+// region::split: the rolled graph cut into regions, each rebuilt as a small
+// graph in a canonical form (see region.hpp).
+//
+// Every live computed node is assigned to a region: the body region of the
+// innermost long loop holding it, else the top-level region 0. A loop's
+// markers sit in the region that holds the loop (its parent's), so a long
+// loop's region is its bare body, read through placeholders for the markers.
+// The canonical form comes from one depth-first walk per region from its
+// roots (in order; inputs in input order; producers first).
+
+#include <spool/compile/region.hpp>
+#include <spool/ir/text.hpp>
+#include <spool/roll/roll.hpp>
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+#include <map>
+
+namespace spool::region {
+namespace {
+
+bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
+// Constants and iotas are values: each region keeps its own copy.
+bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
+
+// Builds one region's graph from the rolled graph.
+class Builder {
+ public:
+  Builder(const Graph& rolled, const std::vector<int>& region_of, int region)
+      : rolled_(rolled), region_of_(region_of), region_(region), mapped_(rolled.id_bound()) {}
+
+  void add_root(NodeId root) {
+    instance_.roots.push_back(root);
+    graph_.add_output(fmt::format("@out.{}", instance_.roots.size() - 1), Edge{build(root), {}});
+  }
+
+  Graph& graph() { return graph_; }
+  Instance& instance() { return instance_; }
+  // The region's id of rolled loop `loop`, or 0 if the region never saw it.
+  int64_t local_loop(int64_t loop) const {
+    const auto it = std::find(instance_.loops.begin(), instance_.loops.end(), loop);
+    return it == instance_.loops.end() ? 0 : (it - instance_.loops.begin()) + 1;
+  }
+
+ private:
+  NodeId build(NodeId root) {
+    struct Frame {
+      NodeId id;
+      size_t next = 0;
+    };
+    std::vector<Frame> stack{{root}};
+    while (!stack.empty()) {
+      const NodeId id = stack.back().id;
+      if (mapped_[id.value].valid()) {
+        stack.pop_back();
+        continue;
+      }
+      const Node& n = rolled_.node(id);
+      if (region_of_[id.value] != region_) {
+        mapped_[id.value] = leaf(id);
+        stack.pop_back();
+        continue;
+      }
+      if (stack.back().next < n.inputs.size()) {
+        const NodeId child = n.inputs[stack.back().next++].src;
+        if (!mapped_[child.value].valid()) stack.push_back({child});
+        continue;
+      }
+      std::vector<Edge> inputs;
+      for (const Edge& e : n.inputs) inputs.push_back(Edge{mapped_[e.src.value], e.view});
+      Attr attr = n.attr;
+      if (is_loop_marker(n.op)) {
+        LoopAttr loop = std::get<LoopAttr>(n.attr);
+        loop.loop = canonical_loop(loop.loop);
+        attr = loop;
+      }
+      mapped_[id.value] = graph_.add(n.op, std::move(inputs), attr);
+      stack.pop_back();
+    }
+    return mapped_[root.value];
+  }
+
+  // A value read from outside the region: a copy of a constant or iota, or a
+  // placeholder of its type (a weight stays a weight, anything else is an input).
+  NodeId leaf(NodeId id) {
+    const Node& n = rolled_.node(id);
+    if (is_value_source(n)) return graph_.add_source(n.op, n.attr, n.dtype, n.shape);
+    const std::string name = kInputPrefix + std::to_string(instance_.inputs.size());
+    instance_.inputs.push_back(id);
+    return graph_.add_source(n.op == Op::Weight ? Op::Weight : Op::Input, NameAttr{name}, n.dtype, n.shape);
+  }
+
+  int64_t canonical_loop(int64_t loop) {
+    if (const int64_t local = local_loop(loop)) return local;
+    instance_.loops.push_back(loop);
+    return static_cast<int64_t>(instance_.loops.size());
+  }
+
+  const Graph& rolled_;
+  const std::vector<int>& region_of_;
+  int region_;
+  std::vector<NodeId> mapped_;  // rolled node -> its node in graph_
+  Graph graph_{"region"};
+  Instance instance_;
+};
+
+}  // namespace
+
+Split split(const Graph& rolled, int64_t max_union_trips) {
+  const std::vector<roll::Loop> loops = roll::find_loops(rolled);  // outermost first
+  std::map<int64_t, size_t> index_of;
+  for (size_t i = 0; i < loops.size(); ++i) index_of[loops[i].id] = i;
+
+  // A loop gets its own region if it is long or holds a loop that has one
+  // (a short loop is unrolled in its parent's e-graph, which needs its whole
+  // body there).
+  std::vector<bool> own(loops.size(), false);
+  for (size_t i = loops.size(); i-- > 0;) {
+    own[i] = own[i] || loops[i].trips > max_union_trips;
+    if (own[i] && loops[i].parent >= 0) own[index_of.at(loops[i].parent)] = true;
+  }
+  std::vector<int> body_region(loops.size(), 0), marker_region(loops.size(), 0);
+  int num_regions = 1;
+  for (size_t i = 0; i < loops.size(); ++i) {
+    const int parent = loops[i].parent < 0 ? 0 : body_region[index_of.at(loops[i].parent)];
+    marker_region[i] = parent;
+    body_region[i] = own[i] ? num_regions++ : parent;
+  }
+
+  std::vector<int> region_of(rolled.id_bound(), -1);
+  for (const NodeId id : rolled.live_ids())
+    if (!is_source(rolled.node(id))) region_of[id.value] = 0;
+  for (size_t i = 0; i < loops.size(); ++i)  // outermost first: the innermost wins
+    for (const NodeId n : loops[i].body) region_of[n.value] = body_region[i];
+  for (size_t i = 0; i < loops.size(); ++i) {
+    for (const NodeId n : loops[i].entries) region_of[n.value] = marker_region[i];
+    for (const NodeId n : loops[i].exits) region_of[n.value] = marker_region[i];
+  }
+
+  // Roots: values read from another region or by a graph output.
+  std::vector<bool> is_root(rolled.id_bound(), false);
+  for (const NodeId id : rolled.live_ids())
+    for (const Edge& e : rolled.node(id).inputs)
+      if (region_of[e.src.value] >= 0 && region_of[id.value] != region_of[e.src.value]) is_root[e.src.value] = true;
+  for (const Output& o : rolled.outputs())
+    if (region_of[o.edge.src.value] >= 0) is_root[o.edge.src.value] = true;
+  std::vector<std::vector<NodeId>> roots(static_cast<size_t>(num_regions));
+  for (const NodeId id : rolled.live_ids())
+    if (is_root[id.value]) roots[static_cast<size_t>(region_of[id.value])].push_back(id);
+
+  Split result;
+  std::map<std::string, size_t> by_text;
+  for (int r = 0; r < num_regions; ++r) {
+    if (roots[static_cast<size_t>(r)].empty()) continue;  // nothing in it is read
+    Builder builder(rolled, region_of, r);
+    for (const NodeId root : roots[static_cast<size_t>(r)]) builder.add_root(root);
+    RegionGraph region{std::move(builder.graph()), {}};
+    for (size_t i = 0; i < loops.size(); ++i)
+      if (!own[i] && body_region[i] == r)
+        if (const int64_t local = builder.local_loop(loops[i].id)) region.short_loops.push_back(local);
+    std::sort(region.short_loops.begin(), region.short_loops.end());
+    std::string text = print_graph(region.graph);
+    for (const int64_t l : region.short_loops) text += fmt::format("short loop {}\n", l);
+    Instance instance = std::move(builder.instance());
+    const auto [it, fresh] = by_text.emplace(std::move(text), result.regions.size());
+    if (fresh) result.regions.push_back(std::move(region));
+    instance.region = it->second;
+    result.instances.push_back(std::move(instance));
+  }
+  return result;
+}
+
+}  // namespace spool::region
