@@ -133,6 +133,7 @@ struct Runner::State {
   RunReport report;
   bool stopped = false;
   std::vector<std::vector<RuleState>> rule_state;
+  std::vector<std::vector<uint32_t>> origins;  // per ruleset and rule: its provenance id in the graph
   std::vector<Chunk> chunks;
   std::vector<ClassId> scratch;
   std::vector<uint8_t> dropped;
@@ -144,7 +145,11 @@ struct Runner::State {
       : cfg(c), g(graph), sets(s), start(Clock::now()) {
     const double limit = std::max(0.0, cfg.time_limit_ms);
     deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
-    for (const RuleSet& set : sets) rule_state.emplace_back(set.rules.size());
+    for (const RuleSet& set : sets) {
+      rule_state.emplace_back(set.rules.size());
+      origins.emplace_back();
+      for (const Rule& rule : set.rules) origins.back().push_back(g.intern_origin(rule.reason));
+    }
     if (cfg.threads != 1)
       arena = cfg.threads > 0 ? std::make_unique<tbb::task_arena>(cfg.threads) : std::make_unique<tbb::task_arena>();
   }
@@ -299,7 +304,10 @@ struct Runner::State {
             break;
           }
         }
-        if (apply_match(rule, c.matches, m)) ++rr.applications;
+        g.set_origin(origins[si][c.rule]);
+        const bool applied = apply_match(rule, c.matches, m);
+        g.set_origin(0);
+        if (applied) ++rr.applications;
       }
       rr.apply_ms += ms_between(t0, Clock::now());
     }

@@ -210,6 +210,15 @@ class EGraph {
   // Renders a node as `op[attr](c1 c2)`.
   std::string node_str(NodeId n) const;
 
+  // Provenance: every node records the origin that was set when it was
+  // created (the runner sets the rule's name and location around each
+  // rule's actions). Origin 0 is "input": the original graph, or nodes the
+  // analysis adds. Four bytes per node; kept through compaction.
+  uint32_t intern_origin(std::string_view name);
+  void set_origin(uint32_t origin) { origin_ = origin; }
+  uint32_t origin() const { return origin_; }
+  std::string_view node_origin(NodeId n) const { return origin_names_[node_origin_[n.value]]; }
+
  private:
   // 20 bytes: the class the node was added to (find() it), and up to two
   // children inline (most nodes), more in pool_. A hashcons hit reads the
@@ -325,6 +334,9 @@ class EGraph {
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;
   uint32_t generation_ = 0;
+  std::vector<uint32_t> node_origin_;  // per node, an index into origin_names_
+  std::vector<std::string> origin_names_{"input"};
+  uint32_t origin_ = 0;
 
   // Derived after rebuild(): canonical classes and the op index (CSR).
   mutable bool index_valid_ = false;
