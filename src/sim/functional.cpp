@@ -149,6 +149,8 @@ class Functional {
     switch (in.op) {
       case VecOp::Exp: return std::exp(f);
       case VecOp::Log: return std::log(f);
+      case VecOp::Exp2: return std::exp2(f);
+      case VecOp::Log2: return std::log2(f);
       case VecOp::Sqrt: return std::sqrt(f);
       case VecOp::Rsqrt: return 1.0f / std::sqrt(f);
       case VecOp::Recip: return 1.0f / f;
@@ -171,6 +173,12 @@ class Functional {
         case VecOp::Div: return a / b;
         case VecOp::Max: return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::max(a, b);
         case VecOp::Min: return std::isnan(a) || std::isnan(b) ? std::nanf("") : std::min(a, b);
+        case VecOp::Mod: {
+          // torch.remainder: the result has the sign of the divisor.
+          float r = std::fmod(a, b);
+          if (r != 0.0f && (r < 0.0f) != (b < 0.0f)) r += b;
+          return r;
+        }
         case VecOp::CmpEq: return a == b;
         case VecOp::CmpNe: return a != b;
         case VecOp::CmpLt: return a < b;
@@ -188,6 +196,14 @@ class Functional {
           if (b == 0) runtime_error(in, "integer division by zero");
           if (a == std::numeric_limits<int64_t>::min() && b == -1) return static_cast<double>(wrap_bits(type, a));
           return static_cast<double>(wrap_bits(type, a / b));
+        case VecOp::Mod: {
+          // torch.remainder on integers: the sign of the divisor.
+          if (b == 0) runtime_error(in, "integer mod by zero");
+          if (b == -1) return 0.0;
+          int64_t r = a % b;
+          if (r != 0 && (r < 0) != (b < 0)) r += b;
+          return static_cast<double>(wrap_bits(type, r));
+        }
         case VecOp::Max: return static_cast<double>(std::max(a, b));
         case VecOp::Min: return static_cast<double>(std::min(a, b));
         case VecOp::CmpEq: return a == b;

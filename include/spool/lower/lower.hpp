@@ -1,0 +1,77 @@
+#pragma once
+// lower::to_npu: LLIR (a flat graph of kernel ops) to an NPU program (DESIGN §5).
+//
+// Every kernel node becomes one or more NPU kernels (several when its
+// independent tiles are spread over the config's cores). Views on edges are
+// resolved after fusion, on the final kernels: a view that a consumer can read
+// strided becomes a DRAM alias read by strided DMA, never a kernel; a copy
+// kernel is emitted only where no strided read exists (a concat's output, a
+// pad, a reshape of a non-contiguous view). GEMM tiles are chosen over
+// candidates by an analytic cost of the simulator's model, each candidate's
+// footprint computed by the same liveness-aware scratchpad allocator that
+// places the buffers of the emitted kernel.
+
+#include <spool/interp/host_tensor.hpp>
+#include <spool/ir/graph.hpp>
+#include <spool/npu/kernel.hpp>
+#include <spool/sim/config.hpp>
+#include <spool/sim/sim.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spool::lower {
+
+struct LowerOptions {
+  // Place GEMM prologues and epilogues inside the GEMM kernel; false runs
+  // them as standalone vector kernels (for comparisons).
+  bool fuse = true;
+  // Spread independent tiles of a kernel over the config's cores.
+  bool multi_core = true;
+  // Scratchpad bytes a kernel may use; 0: the config's whole scratchpad.
+  int64_t spad_budget = 0;
+};
+
+struct KernelInfo {
+  std::string name;
+  std::string kind;     // gemm, fused, reduce, softmax, rms_norm, layer_norm, copy, iota, fill, topk, ...
+  bool fused = false;   // a program of more than one op, or a GEMM/reduce with a prologue or epilogue in the kernel
+  int64_t spad_bytes = 0;  // the allocator's footprint (equal to the budget the tiles were chosen with)
+  std::string tile;     // the chosen tile, e.g. "m128 n256 k128"
+  int core_split = 1;   // how many kernels this node's tiles were spread over
+};
+
+struct LowerReport {
+  int kernels = 0, fused_kernels = 0, copy_kernels = 0;
+  int64_t spad_peak_bytes = 0;
+  int64_t dram_aliases = 0;       // views read in place through an alias
+  std::vector<std::string> notes;  // fusions that fell back to a standalone kernel, and why
+  std::vector<KernelInfo> per_kernel;
+
+  std::string to_text() const;
+};
+
+struct Lowered {
+  npu::Program program;
+  LowerReport report;
+  // graph input/weight name -> DRAM buffer name; graph output name -> DRAM buffer name
+  std::vector<std::pair<std::string, std::string>> inputs, outputs;
+};
+
+// Throws spool::Error for an op that cannot be lowered (named, with its shape)
+// or a tensor that cannot be tiled into the scratchpad.
+Lowered to_npu(const Graph& llir, const sim::NpuConfig& config, const LowerOptions& options = {});
+
+// Fills DRAM from named host tensors, runs the functional simulator and
+// returns the outputs by graph output name, with the simulator's report.
+struct Executed {
+  std::map<std::string, interp::HostTensor> outputs;
+  sim::Report report;
+};
+Executed run_functional(const Lowered& lowered, const sim::NpuConfig& config,
+                        const std::map<std::string, interp::HostTensor>& inputs);
+
+}  // namespace spool::lower

@@ -1,0 +1,132 @@
+#pragma once
+// Internal to the lower stage: the program under construction (DRAM buffers,
+// aliases, kernel dependencies from DRAM accesses, the report) and small
+// builders for kernels and vector steps. Kernel generators (tiled.cpp,
+// gemm.cpp) and the driver (lower.cpp) share them.
+
+#include <spool/lower/lower.hpp>
+#include <spool/lower/spad_alloc.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace spool::lower::detail {
+
+using npu::Affine;
+using npu::Extent;
+using npu::SpadRef;
+using npu::Stmt;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A tensor in DRAM as a kernel sees it: element (i0, ..., in-1) lives at
+// element `offset + sum(i_k * strides[k])` of `buffer` (a root buffer). A
+// stride of 0 is a broadcast axis.
+struct Access {
+  int buffer = -1;
+  DType dtype = DType::F32;
+  int64_t offset = 0;
+  Shape shape;
+  Shape strides;
+};
+
+Access dense_access(int buffer, DType dtype, const Shape& shape);
+bool is_dense(const Access& access);
+
+// Applies the view's steps [from, to) (to = SIZE_MAX: all); returns the index of
+// the first step that has no strided form (a pad, or a reshape of axes that
+// are not contiguous), or the end index when every step applied.
+size_t apply_view_steps(Access& access, const View& view, size_t from, size_t to = SIZE_MAX);
+
+// Extent of tile `index` of `tile` elements out of `total` (ragged at the end).
+Extent ragged(int64_t tile, int64_t total, const Affine& index, int64_t tiles);
+
+Stmt dma(bool load, int dram, Affine dram_offset, std::vector<int64_t> dram_strides, SpadRef spad,
+         std::vector<int64_t> spad_strides, std::vector<Extent> dims, int tag);
+
+inline constexpr int kLoadTag = 0;
+inline constexpr int kStoreTag = 1;
+
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string name) { kernel_.name = std::move(name); }
+  int spad(std::string name, DType dtype, int64_t elements, int slots);
+  int loop_begin(std::string name, int64_t trips);
+  void loop_end();
+  void emit(Stmt s);
+  // Closes the kernel and places its scratchpad buffers; `footprint` gets the allocator's result.
+  npu::Kernel finish(int64_t& footprint);
+
+ private:
+  npu::Kernel kernel_;
+  std::vector<npu::LoopOp> open_;
+};
+
+// Software pipelining over `trips` tiles: load(0); for t < trips-1 { load(t+1); work(t) }; work(trips-1).
+void pipelined(KernelBuilder& kb, const std::string& var, int64_t trips, const std::function<void(const Affine&)>& load,
+               const std::function<void(const Affine&)>& work);
+
+// A vector step under construction; tracks which values are full tiles.
+class VecBuilder {
+ public:
+  VecBuilder(std::string label, Extent rows, Extent cols);
+  int load(npu::ScalarType type, SpadRef ref, npu::LoadBroadcast broadcast);
+  int constant(npu::ScalarType type, double value);
+  int iota(bool col);
+  int op(npu::VecOp op, npu::ScalarType type, std::vector<int> operands);
+  // A full-tile copy of a per-row value (select on an always-true full mask).
+  int full(int value);
+  void store(SpadRef ref, int value);
+  npu::ScalarType type(int value) const { return v_.body[value].type; }
+  bool is_full(int value) const { return full_[value]; }
+  Stmt done() { return Stmt{std::move(v_)}; }
+
+ private:
+  int push(npu::VecInstr in, bool full);
+  npu::VectorOp v_;
+  std::vector<bool> full_;
+};
+
+// The register type of a stored dtype in a kernel body (bf16 stays bf16).
+npu::ScalarType value_type(DType dtype);
+
+// Translates an elementwise program (ProgramAttr) into vector instructions
+// over the given input values. Iota instructions read `iotas[i]` (a value
+// already loaded for instruction i). Every bf16 result is rounded to bf16 by
+// an explicit cast, as the reference rounds every op to the node's dtype.
+int emit_program(VecBuilder& vb, const ProgramAttr& program, const std::vector<int>& inputs,
+                 const std::map<size_t, int>& iotas);
+
+// The program under construction.
+class Emitter {
+ public:
+  Emitter(const Graph& graph, const sim::NpuConfig& config, const LowerOptions& options);
+
+  const sim::NpuConfig& config;
+  const LowerOptions& options;
+  int64_t budget = 0;  // scratchpad bytes per kernel
+  npu::Program program;
+  LowerReport report;
+
+  int add_buffer(const std::string& name, DType dtype, const Shape& shape, npu::BufferKind kind);
+  std::string unique_name(const std::string& base);
+  // Adds kernels that are independent of each other (the core split of one
+  // node); dependencies come from the DRAM buffers they read and write.
+  void add_kernels(std::vector<npu::Kernel> kernels, const KernelInfo& info, int64_t footprint);
+  // Rebases a strided access on a DRAM alias of its root covering exactly the
+  // elements it may touch (one alias per distinct window), so views are
+  // visible in the program as aliases read by strided DMA.
+  Access through_alias(const Access& access, const std::string& what);
+
+ private:
+  std::map<std::string, int> names_;
+  std::map<std::tuple<int, int64_t, int64_t>, int> aliases_;
+  std::vector<std::vector<int>> last_writers_;  // per buffer
+  std::vector<std::vector<int>> readers_;       // per buffer, since the last write
+};
+
+}  // namespace spool::lower::detail

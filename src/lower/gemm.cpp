@@ -1,0 +1,390 @@
+// The GEMM/BMM generator. Loops: batch axes, column blocks of TN columns
+// (whole multiples of arrays x array columns), m blocks of TM rows streamed
+// through the arrays (software pipelined: a block's store is issued after
+// the next block's loads), k tiles of TK (multiples of the array's rows).
+// Prologues run on the vector unit over the loaded operand tiles; the
+// epilogue runs on the accumulator tile before the store, with broadcast
+// operands (a bias) loaded at their logical shape, one value per column.
+//
+// Tile selection: every candidate (TM, TN, TK) is scored by an analytic form
+// of the timing model (timing.cpp: array steps, DRAM bytes at the channels'
+// bandwidth, DMA descriptor setup, launch); in cost order, the first whose
+// generated kernel fits the budget by the scratchpad allocator wins, so the
+// footprint that chose it is the footprint that runs.
+
+#include "gemm.hpp"
+
+#include <spool/support/error.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace spool::lower::detail {
+namespace {
+
+using namespace spool::npu;
+
+enum class OperandLoad : uint8_t { Direct, Transposed, Prologue };
+enum class EpiKind : uint8_t { Full, PerCol, PerRow };
+
+struct Tile {
+  int64_t TM = 0, TN = 0, TK = 0;
+  double cost = 0;
+};
+
+class GemmKernel {
+ public:
+  GemmKernel(const GemmJob& job, const sim::NpuConfig& c, const Tile& t)
+      : j_(job), c_(c), t_(t), kb_(job.info.name) {
+    const Shape& as = job.a[0].shape;
+    const size_t r = as.size();
+    rank_ = r;
+    M_ = as[r - 2];
+    K_ = as[r - 1];
+    N_ = job.b[0].shape[r - 1];
+    Nr_ = c.systolic.rows;
+    Nc_ = c.systolic.cols;
+    MT_ = ceil_div(M_, t.TM);
+    KT_ = ceil_div(K_, t.TK);
+  }
+
+  Kernel build(int64_t& footprint) {
+    const int64_t TM = t_.TM, TN = t_.TN, TK = t_.TK;
+    a_mode_ = operand_mode(j_.a, j_.a_program, rank_ - 2, rank_ - 1);
+    b_mode_ = operand_mode(j_.b, j_.b_program, rank_ - 1, rank_ - 2);
+    // Operand buffers (the matmul's), then the prologue inputs.
+    A_ = kb_.spad("A", j_.dtype, TM * TK, 2);
+    B_ = kb_.spad("B", j_.dtype, TK * TN, 2);
+    if (a_mode_ == OperandLoad::Prologue)
+      for (size_t i = 0; i < j_.a.size(); ++i) a_in_.push_back(kb_.spad("a" + std::to_string(i), j_.a[i].dtype, TM * TK, 2));
+    if (b_mode_ == OperandLoad::Prologue)
+      for (size_t i = 0; i < j_.b.size(); ++i) b_in_.push_back(kb_.spad("b" + std::to_string(i), j_.b[i].dtype, TK * TN, 2));
+    C_ = kb_.spad("C", DType::F32, TM * TN, 2);
+    for (size_t i = 0; i < j_.epilogue.size(); ++i) {
+      const Access& e = j_.epilogue[i];
+      const bool col_b = e.strides[rank_ - 1] == 0 || N_ == 1, row_b = e.strides[rank_ - 2] == 0 || M_ == 1;
+      const EpiKind kind = !col_b && !row_b ? EpiKind::Full : !col_b ? EpiKind::PerCol : EpiKind::PerRow;
+      epi_kind_.push_back(kind);
+      epi_buf_.push_back(kb_.spad("e" + std::to_string(i), e.dtype,
+                                  kind == EpiKind::Full ? TM * TN : kind == EpiKind::PerCol ? TN : TM, 2));
+    }
+    has_epilogue_ = !j_.epilogue_program.instrs.empty() || !j_.epilogue.empty();
+    in_place_ = j_.out.dtype == DType::F32;
+    O_ = in_place_ ? C_ : kb_.spad("O", j_.out.dtype, TM * TN, 2);
+    batches(0);
+    kb_.emit(Stmt{WaitOp{kStoreTag}});
+    return kb_.finish(footprint);
+  }
+
+ private:
+  // How an operand tile reaches the array: straight from DRAM (rows along
+  // `outer_axis` contiguous or not), or through a vector prologue.
+  OperandLoad operand_mode(const std::vector<Access>& ins, const ProgramAttr& p, size_t outer_axis, size_t inner_axis) {
+    if (ins.size() != 1 || !p.instrs.empty() || ins[0].dtype != j_.dtype) return OperandLoad::Prologue;
+    const Access& a = ins[0];
+    if (a.strides[inner_axis] != 1 && a.strides[outer_axis] == 1) return OperandLoad::Transposed;
+    return OperandLoad::Direct;
+  }
+
+  void batches(size_t axis) {
+    if (axis + 2 >= rank_) {
+      columns();
+      return;
+    }
+    const int64_t n = j_.out.shape[axis];
+    if (n > 1) {
+      const int var = kb_.loop_begin("batch" + std::to_string(axis), n);
+      batch_vars_.push_back({axis, var});
+    }
+    batches(axis + 1);
+    if (n > 1) {
+      batch_vars_.pop_back();
+      kb_.loop_end();
+    }
+  }
+
+  Affine base(const Access& a) const {
+    Affine off = Affine::of(a.offset);
+    for (const auto& [axis, var] : batch_vars_) off = off + Affine::var(var, a.strides[axis]);
+    return off;
+  }
+
+  void columns() {
+    const int64_t TN = t_.TN;
+    const int64_t full = N_ / TN, rest = N_ % TN;
+    auto block = [&](const Affine& n0, int64_t W, const Affine& blk) {
+      load_per_col(n0, W, blk);
+      if (MT_ > 1) {
+        compute(n0, W, blk, Affine::of(0));
+        const int mm = kb_.loop_begin("m", MT_ - 1);
+        compute(n0, W, blk, Affine::var(mm) + Affine::of(1));
+        store(n0, W, blk, Affine::var(mm));
+        kb_.loop_end();
+        store(n0, W, blk, Affine::of(MT_ - 1));
+      } else {
+        compute(n0, W, blk, Affine::of(0));
+      }
+    };
+    if (MT_ > 1) {
+      if (full > 0) {
+        const int nt = kb_.loop_begin("n", full);
+        block(Affine::var(nt, TN), TN, Affine::var(nt));
+        kb_.loop_end();
+      }
+      if (rest > 0) block(Affine::of(full * TN), rest, Affine::of(full));
+      return;
+    }
+    // One m block: pipeline over the column blocks instead (C has two slots).
+    if (full > 0) {
+      block(Affine::of(0), TN, Affine::of(0));
+      if (full > 1) {
+        const int nn = kb_.loop_begin("n", full - 1);
+        block(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1));
+        store(Affine::var(nn, TN), TN, Affine::var(nn), Affine::of(0));
+        kb_.loop_end();
+      }
+    }
+    if (rest > 0) block(Affine::of(full * TN), rest, Affine::of(full));
+    if (full > 0) store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), Affine::of(0));
+    if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), Affine::of(0));
+  }
+
+  void load_per_col(const Affine& n0, int64_t W, const Affine& blk) {
+    for (size_t i = 0; i < j_.epilogue.size(); ++i) {
+      if (epi_kind_[i] != EpiKind::PerCol) continue;
+      const Access& e = j_.epilogue[i];
+      kb_.emit(dma(true, e.buffer, base(e) + n0 * e.strides[rank_ - 1], {e.strides[rank_ - 1]},
+                   SpadRef{epi_buf_[i], blk, Affine::of(0), 0}, {1}, {Extent::of(W)}, kLoadTag));
+    }
+  }
+
+  // A tile of an operand input: rows along `ra`, columns along `ca`.
+  void load_tile(const Access& a, size_t ra, size_t ca, const Affine& r0, const Affine& c0, const Extent& re,
+                 const Extent& ce, int buf, const Affine& slot, int64_t ld) {
+    kb_.emit(dma(true, a.buffer, base(a) + r0 * a.strides[ra] + c0 * a.strides[ca], {a.strides[ra], a.strides[ca]},
+                 SpadRef{buf, slot, Affine::of(0), 0}, {ld, 1}, {re, ce}, kLoadTag));
+  }
+
+  void prologue(const std::vector<int>& in_bufs, const std::vector<Access>& ins, const ProgramAttr& p, int dst,
+                const Affine& slot, const Extent& re, const Extent& ce, int64_t ld, const char* label) {
+    VecBuilder vb(label, re, ce);
+    std::vector<int> values;
+    for (size_t i = 0; i < ins.size(); ++i)
+      values.push_back(vb.load(value_type(ins[i].dtype), SpadRef{in_bufs[i], slot, Affine::of(0), ld}, LoadBroadcast::Full));
+    int v = vb.full(emit_program(vb, p, values, {}));
+    if (vb.type(v) != value_type(j_.dtype)) v = vb.op(VecOp::Cast, value_type(j_.dtype), {v});
+    vb.store(SpadRef{dst, slot, Affine::of(0), ld}, v);
+    kb_.emit(vb.done());
+  }
+
+  void compute(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt) {
+    const int64_t TM = t_.TM, TN = t_.TN, TK = t_.TK;
+    const Affine cslot = blk * MT_ + mt;
+    const Extent me = ragged(TM, M_, mt, MT_);
+    const Affine m0 = mt * TM;
+    const size_t rm = rank_ - 2, rk = rank_ - 1;  // A's axes; B's are (rank-2: k, rank-1: n)
+    for (size_t i = 0; i < j_.epilogue.size(); ++i) {
+      const Access& e = j_.epilogue[i];
+      if (epi_kind_[i] == EpiKind::Full)
+        load_tile(e, rank_ - 2, rank_ - 1, m0, n0, me, Extent::of(W), epi_buf_[i], cslot, TN);
+      else if (epi_kind_[i] == EpiKind::PerRow)
+        kb_.emit(dma(true, e.buffer, base(e) + m0 * e.strides[rank_ - 2], {M_ == 1 ? 0 : e.strides[rank_ - 2]},
+                     SpadRef{epi_buf_[i], cslot, Affine::of(0), 0}, {1}, {me}, kLoadTag));
+    }
+    auto k_step = [&](const Affine& kidx, bool accumulate, const Affine& slot) {
+      const Extent ke = ragged(TK, K_, kidx, KT_);
+      const Affine k0 = kidx * TK;
+      switch (a_mode_) {
+        case OperandLoad::Direct: load_tile(j_.a[0], rm, rk, m0, k0, me, ke, A_, slot, TK); break;
+        case OperandLoad::Transposed: load_tile(j_.a[0], rk, rm, k0, m0, ke, me, A_, slot, TM); break;
+        case OperandLoad::Prologue:
+          for (size_t i = 0; i < j_.a.size(); ++i) load_tile(j_.a[i], rm, rk, m0, k0, me, ke, a_in_[i], slot, TK);
+          break;
+      }
+      switch (b_mode_) {
+        case OperandLoad::Direct: load_tile(j_.b[0], rank_ - 2, rank_ - 1, k0, n0, ke, Extent::of(W), B_, slot, TN); break;
+        case OperandLoad::Transposed: load_tile(j_.b[0], rank_ - 1, rank_ - 2, n0, k0, Extent::of(W), ke, B_, slot, TK); break;
+        case OperandLoad::Prologue:
+          for (size_t i = 0; i < j_.b.size(); ++i)
+            load_tile(j_.b[i], rank_ - 2, rank_ - 1, k0, n0, ke, Extent::of(W), b_in_[i], slot, TN);
+          break;
+      }
+      if (a_mode_ == OperandLoad::Prologue) prologue(a_in_, j_.a, j_.a_program, A_, slot, me, ke, TK, "prologue.a");
+      if (b_mode_ == OperandLoad::Prologue) prologue(b_in_, j_.b, j_.b_program, B_, slot, ke, Extent::of(W), TN, "prologue.b");
+      // Array steps: k chunks of the array's rows, column chunks of its columns.
+      const int64_t chunks = ceil_div(TK, Nr_);
+      for (int64_t kc = 0; kc < chunks; ++kc) {
+        Extent kce = ke;
+        if (chunks > 1) kce = Extent::of(Nr_);  // TK > Nr only when K is a multiple of TK
+        for (int64_t u = 0; u * Nc_ < W; ++u) {
+          MatmulOp mm;
+          mm.m = me;
+          mm.k = kce;
+          mm.n = Extent::of(std::min(Nc_, W - Nc_ * u));
+          mm.c = SpadRef{C_, cslot, Affine::of(Nc_ * u), TN};
+          if (a_mode_ == OperandLoad::Transposed) {
+            mm.a = SpadRef{A_, slot, Affine::of(kc * Nr_ * TM), TM};
+            mm.trans_a = true;
+          } else {
+            mm.a = SpadRef{A_, slot, Affine::of(kc * Nr_), TK};
+          }
+          if (b_mode_ == OperandLoad::Transposed) {
+            mm.b = SpadRef{B_, slot, Affine::of(Nc_ * u * TK + kc * Nr_), TK};
+            mm.trans_b = true;
+          } else {
+            mm.b = SpadRef{B_, slot, Affine::of(kc * Nr_ * TN + Nc_ * u), TN};
+          }
+          mm.accumulate = accumulate || kc > 0;
+          kb_.emit(Stmt{std::move(mm)});
+        }
+      }
+    };
+    const Affine slot0 = cslot * KT_;
+    k_step(Affine::of(0), false, slot0);
+    if (KT_ > 1) {
+      const int kk = kb_.loop_begin("k", KT_ - 1);
+      k_step(Affine::var(kk) + Affine::of(1), true, slot0 + Affine::var(kk) + Affine::of(1));
+      kb_.loop_end();
+    }
+    const bool round = j_.dtype != DType::F32;
+    if (has_epilogue_ || round || !in_place_) {
+      VecBuilder vb("epilogue", me, Extent::of(W));
+      int acc = vb.load(ScalarType::F32, SpadRef{C_, cslot, Affine::of(0), TN}, LoadBroadcast::Full);
+      if (round) acc = vb.op(VecOp::Cast, value_type(j_.dtype), {acc});  // the product in the operands' dtype
+      std::vector<int> values{acc};
+      for (size_t i = 0; i < j_.epilogue.size(); ++i) {
+        const ScalarType t = value_type(j_.epilogue[i].dtype);
+        const Affine sl = epi_kind_[i] == EpiKind::PerCol ? blk : cslot;
+        switch (epi_kind_[i]) {
+          case EpiKind::Full: values.push_back(vb.load(t, SpadRef{epi_buf_[i], sl, Affine::of(0), TN}, LoadBroadcast::Full)); break;
+          case EpiKind::PerCol: values.push_back(vb.load(t, SpadRef{epi_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Col)); break;
+          case EpiKind::PerRow: values.push_back(vb.load(t, SpadRef{epi_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Row)); break;
+        }
+      }
+      int v = vb.full(emit_program(vb, j_.epilogue_program, values, {}));
+      const ScalarType ot = value_type(j_.out.dtype);
+      if (vb.type(v) != ot) v = vb.op(VecOp::Cast, ot, {v});
+      vb.store(SpadRef{O_, cslot, Affine::of(0), TN}, v);
+      kb_.emit(vb.done());
+    }
+  }
+
+  void store(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt) {
+    const Access& o = j_.out;
+    kb_.emit(dma(false, o.buffer, base(o) + mt * (t_.TM * o.strides[rank_ - 2]) + n0 * o.strides[rank_ - 1],
+                 {o.strides[rank_ - 2], o.strides[rank_ - 1]}, SpadRef{O_, blk * MT_ + mt, Affine::of(0), 0}, {t_.TN, 1},
+                 {ragged(t_.TM, M_, mt, MT_), Extent::of(W)}, kStoreTag));
+  }
+
+  const GemmJob& j_;
+  const sim::NpuConfig& c_;
+  const Tile t_;
+  KernelBuilder kb_;
+  size_t rank_ = 2;
+  int64_t M_ = 0, K_ = 0, N_ = 0, Nr_ = 0, Nc_ = 0, MT_ = 0, KT_ = 0;
+  OperandLoad a_mode_ = OperandLoad::Direct, b_mode_ = OperandLoad::Direct;
+  int A_ = -1, B_ = -1, C_ = -1, O_ = -1;
+  std::vector<int> a_in_, b_in_, epi_buf_;
+  std::vector<EpiKind> epi_kind_;
+  bool has_epilogue_ = false, in_place_ = true;
+  std::vector<std::pair<size_t, int>> batch_vars_;
+};
+
+bool has_iota(const ProgramAttr& p) {
+  for (const ProgramInstr& in : p.instrs)
+    if (in.op == Op::Iota) return true;
+  return false;
+}
+
+// The analytic cost of a tiling, in core cycles: the arrays' steps (timing.cpp's
+// chain formula), DRAM bytes at the channels' peak, DMA descriptor setup, and
+// the vector work of prologues and epilogue; the arrays and DMA overlap.
+double estimate(const GemmJob& job, const sim::NpuConfig& c, const Tile& t) {
+  const Shape& as = job.a[0].shape;
+  const size_t r = as.size();
+  const double M = double(as[r - 2]), K = double(as[r - 1]), N = double(job.b[0].shape[r - 1]);
+  double batches = 1;
+  for (size_t i = 0; i + 2 < r; ++i) batches *= double(as[i]);
+  const double R = double(c.systolic.rows), Cc = double(c.systolic.cols);
+  const double MT = std::ceil(M / double(t.TM)), NT = std::ceil(N / double(t.TN)), KT = std::ceil(K / double(t.TK));
+  const double tm = std::min(double(t.TM), M);
+  const double steps = batches * NT * MT * KT * std::ceil(double(t.TK) / R) * std::ceil(std::min(double(t.TN), N) / Cc);
+  const double per_step = c.systolic.weight_buffers >= 2 ? std::max(tm, R) : 2 * R + tm + Cc;
+  const double array_cycles = steps * per_step / double(c.systolic.arrays);
+  const double eb = double(dtype_bytes(job.dtype));
+  double bytes = batches * (NT * M * K * eb * double(job.a.size()) + MT * K * N * eb * double(job.b.size()) +
+                            M * N * double(dtype_bytes(job.out.dtype)) * (1.0 + double(job.epilogue.size())));
+  const double dram_per_cycle = double(c.dram.channels * c.dram.bytes_per_cycle) * c.dram.clock_mhz / c.core_clock_mhz;
+  const double dram_cycles = bytes / dram_per_cycle;
+  const double descriptors = batches * NT * MT * (KT * double(job.a.size() + job.b.size()) + 1.0 + double(job.epilogue.size()));
+  const double setup = descriptors * double(c.dma.setup_cycles);
+  const double lanes_elems = double(c.vector.lanes * c.vector.vlen_bits / 32);
+  const double vector_cycles = batches * NT * MT * (double(c.vector.step_overhead_cycles) + tm * double(t.TN) / lanes_elems);
+  return std::max({array_cycles, dram_cycles, vector_cycles}) + setup + double(c.launch.fixed_cycles);
+}
+
+std::vector<Tile> candidates(const GemmJob& job, const sim::NpuConfig& c) {
+  const Shape& as = job.a[0].shape;
+  const size_t r = as.size();
+  const int64_t M = as[r - 2], K = as[r - 1], N = job.b[0].shape[r - 1];
+  const int64_t R = c.systolic.rows, Cc = c.systolic.cols;
+  std::vector<int64_t> tks, tns, tms;
+  if (K <= R) {
+    tks.push_back(K);
+  } else {
+    for (int64_t tk = R; tk <= 8 * R; tk *= 2)
+      if (tk == R || K % tk == 0 || tk >= K) tks.push_back(std::min(tk, ceil_div(K, R) * R));
+  }
+  const int64_t unit = std::min(N, Cc * c.systolic.arrays);
+  for (int64_t tn = unit;; tn *= 2) {
+    tns.push_back(std::min(tn, N));
+    if (tn >= N || tn >= 64 * unit) break;
+  }
+  for (int64_t tm = 8; tm < M && tm <= 4096; tm *= 2) tms.push_back(tm);
+  if (M <= 4096) tms.push_back(M);
+  if (tms.empty()) tms.push_back(4096);
+  std::vector<Tile> out;
+  for (int64_t tk : tks)
+    for (int64_t tn : tns)
+      for (int64_t tm : tms) {
+        Tile t{tm, tn, tk, 0};
+        t.cost = estimate(job, c, t);
+        out.push_back(t);
+      }
+  std::sort(out.begin(), out.end(), [](const Tile& a, const Tile& b) {
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (a.TM != b.TM) return a.TM > b.TM;
+    if (a.TN != b.TN) return a.TN > b.TN;
+    return a.TK > b.TK;
+  });
+  std::vector<Tile> unique;
+  for (const Tile& t : out)
+    if (unique.empty() || t.TM != unique.back().TM || t.TN != unique.back().TN || t.TK != unique.back().TK)
+      unique.push_back(t);
+  return unique;
+}
+
+}  // namespace
+
+std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
+  if (has_iota(job.a_program) || has_iota(job.b_program) || has_iota(job.epilogue_program))
+    return std::string("a program reads an iota");
+  if (!is_float(job.dtype)) fail("lower: {}: integer GEMMs do not run on the systolic arrays", job.info.name);
+  int64_t smallest = -1;
+  for (const Tile& t : candidates(job, em.config)) {
+    int64_t footprint = 0;
+    Kernel k = GemmKernel(job, em.config, t).build(footprint);
+    if (footprint > em.budget) {
+      if (smallest < 0 || footprint < smallest) smallest = footprint;
+      continue;
+    }
+    KernelInfo info = job.info;
+    info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
+    em.add_kernels({std::move(k)}, info, footprint);
+    return std::nullopt;
+  }
+  return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
+}
+
+}  // namespace spool::lower::detail

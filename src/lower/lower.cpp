@@ -1,0 +1,675 @@
+// lower::to_npu, top to bottom: sources become DRAM buffers (constants and
+// iotas are written by tiny kernels into buffers read with broadcast
+// strides), concats (sums of zero-padded parts that partition the output)
+// become copy kernels into one buffer, every other kernel node is emitted by
+// its generator, and graph outputs are bound to the buffers that hold them.
+// Views are resolved on the final kernels, when an edge is read: strided steps
+// compose into a DRAM alias read by strided DMA; only a pad, or a reshape of
+// axes that are not contiguous, materialises a copy first.
+
+#include <spool/lower/lower.hpp>
+
+#include "builder.hpp"
+#include "gemm.hpp"
+#include "tiled.hpp"
+
+#include <spool/ir/kernel.hpp>
+#include <spool/npu/verify.hpp>
+#include <spool/support/error.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <limits>
+#include <optional>
+#include <set>
+
+namespace spool::lower {
+namespace {
+
+using namespace detail;
+using npu::BufferKind;
+using npu::ScalarType;
+using npu::VecOp;
+
+bool is_add_program(const ProgramAttr& p, size_t inputs) {
+  // Every input used once, by add (or logical or) instructions only.
+  std::vector<int> uses(inputs + p.instrs.size(), 0);
+  for (const ProgramInstr& in : p.instrs) {
+    if (in.op != Op::Add && in.op != Op::Max) return false;
+    ++uses[in.args[0]];
+    ++uses[in.args[1]];
+  }
+  for (size_t i = 0; i < inputs + p.instrs.size() - 1; ++i)
+    if (uses[i] != 1) return false;
+  return !p.instrs.empty();
+}
+
+struct Piece {
+  Edge edge;        // read without its final pad step
+  Shape before;     // where the part starts in the output
+};
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const sim::NpuConfig& config, const LowerOptions& options)
+      : g_(g), em_(g, config, options), values_(g.id_bound()) {}
+
+  Lowered run() {
+    const std::vector<NodeId> order = g_.topo_order();
+    find_concats(order);
+    for (NodeId id : order) {
+      if (absorbed_.count(id.value)) continue;
+      lower_node(id);
+    }
+    bind_outputs();
+    Lowered out;
+    out.program = std::move(em_.program);
+    out.report = std::move(em_.report);
+    out.inputs = std::move(inputs_);
+    out.outputs = std::move(outputs_);
+    return out;
+  }
+
+ private:
+  // ---- concat analysis -----------------------------------------------------------
+  // The parts of a sum of zero-padded tensors, or nullopt.
+  std::optional<std::vector<Piece>> pieces(NodeId id, bool top) {
+    const Node& n = g_.node(id);
+    const bool add = (n.op == Op::Add && n.dtype != DType::Bool) || (n.op == Op::Max && n.dtype == DType::Bool);
+    const bool fused_add = n.op == Op::Fused && is_add_program(std::get<ProgramAttr>(n.attr), n.inputs.size());
+    if (!add && !fused_add) return std::nullopt;
+    if (!top && g_.use_count(id) != 1) return std::nullopt;
+    std::vector<Piece> out;
+    for (const Edge& e : n.inputs) {
+      const auto& steps = e.view.steps();
+      if (!steps.empty() && steps.back().kind == ViewKind::Pad && steps.back().value == 0.0) {
+        out.push_back(Piece{e, steps.back().a});
+        continue;
+      }
+      if (steps.empty() && g_.contains(e.src)) {
+        auto inner = pieces(e.src, false);
+        if (!inner) return std::nullopt;
+        for (Piece& p : *inner) out.push_back(std::move(p));
+        inner_.push_back(e.src.value);
+        continue;
+      }
+      return std::nullopt;
+    }
+    return out;
+  }
+
+  // A part's shape: its edge's type without the final pad.
+  Shape piece_shape(const Piece& p) const {
+    const Shape padded = g_.edge_type(p.edge).shape;
+    const ViewStep& pad = p.edge.view.steps().back();
+    Shape s = padded;
+    for (size_t i = 0; i < s.size(); ++i) s[i] -= pad.a[i] + pad.b[i];
+    return s;
+  }
+
+  void find_concats(const std::vector<NodeId>& order) {
+    for (size_t i = order.size(); i-- > 0;) {
+      const NodeId id = order[i];
+      if (absorbed_.count(id.value)) continue;
+      inner_.clear();
+      auto ps = pieces(id, true);
+      if (!ps) continue;
+      // The parts must partition the output: disjoint boxes whose sizes add up.
+      const Shape& shape = g_.node(id).shape;
+      int64_t total = 0;
+      bool ok = true;
+      std::vector<Shape> sizes;
+      for (const Piece& p : *ps) sizes.push_back(piece_shape(p));
+      for (size_t a = 0; a < ps->size() && ok; ++a) {
+        total += num_elements(sizes[a]);
+        for (size_t b = a + 1; b < ps->size() && ok; ++b) {
+          bool overlap = true;
+          for (size_t d = 0; d < shape.size(); ++d) {
+            const int64_t a0 = (*ps)[a].before[d], a1 = a0 + sizes[a][d];
+            const int64_t b0 = (*ps)[b].before[d], b1 = b0 + sizes[b][d];
+            if (a1 <= b0 || b1 <= a0) overlap = false;
+          }
+          if (overlap) ok = false;
+        }
+      }
+      if (!ok || total != num_elements(shape)) continue;
+      concats_[id.value] = *ps;
+      for (uint32_t inner : inner_) absorbed_.insert(inner);
+    }
+  }
+
+  // ---- reading edges ----------------------------------------------------------------
+  Access base(NodeId id) const {
+    SPOOL_ASSERT(values_[id.value].has_value(), "node {} read before it was lowered", id.value);
+    return *values_[id.value];
+  }
+
+  // The access through which a consumer reads the edge; copies only where a
+  // step has no strided form. `steps` limits the view to its first steps.
+  Access read(const Edge& e, const std::string& consumer, size_t steps = SIZE_MAX) {
+    Access a = base(e.src);
+    const size_t end = std::min(steps, e.view.steps().size());
+    size_t at = 0;
+    while ((at = apply_view_steps(a, e.view, at, end)) < end) {
+      const ViewStep& step = e.view.steps()[at];
+      if (step.kind == ViewKind::Pad) {
+        a = materialize_pad(a, step, consumer);
+        ++at;
+      } else {
+        a = materialize(a, consumer);  // the reshape applies to the dense copy
+      }
+    }
+    return em_.through_alias(a, "view");
+  }
+
+  Access new_dense(const std::string& name, DType dtype, const Shape& shape, BufferKind kind = BufferKind::Temp) {
+    return dense_access(em_.add_buffer(name, dtype, shape, kind), dtype, shape);
+  }
+
+  void copy(const Access& from, const Access& to, const std::string& name) {
+    TiledSpec s;
+    s.info = KernelInfo{em_.unique_name(name), "copy", false, 0, "", 1};
+    s.shape = from.shape;
+    s.col_axis = std::max<int>(0, static_cast<int>(from.shape.size()) - 1);
+    s.row_axis = static_cast<int>(from.shape.size()) - 2;
+    s.inputs = {from};
+    s.outputs = {TiledOutput{to, TileOut::Full, 1}};
+    s.body = [](VecBuilder&, const std::vector<int>& in) { return std::vector<int>{in[0]}; };
+    emit_tiled(em_, s);
+  }
+
+  Access materialize(const Access& a, const std::string& consumer) {
+    Access dense = new_dense(consumer + ".dense", a.dtype, a.shape);
+    copy(em_.through_alias(a, "view"), dense, consumer + "_copy");
+    return dense;
+  }
+
+  void fill(const Access& to, double value, const std::string& name) {
+    TiledSpec s;
+    s.info = KernelInfo{em_.unique_name(name), "copy", false, 0, "", 1};
+    s.shape = to.shape;
+    s.col_axis = std::max<int>(0, static_cast<int>(to.shape.size()) - 1);
+    s.row_axis = static_cast<int>(to.shape.size()) - 2;
+    s.outputs = {TiledOutput{to, TileOut::Full, 1}};
+    const ScalarType t = value_type(to.dtype);
+    s.body = [t, value](VecBuilder& vb, const std::vector<int>&) { return std::vector<int>{vb.constant(t, value)}; };
+    emit_tiled(em_, s);
+  }
+
+  // A padded view no consumer can read strided: the pad value everywhere,
+  // then the interior copied in.
+  Access materialize_pad(const Access& a, const ViewStep& pad, const std::string& consumer) {
+    Shape shape = a.shape;
+    for (size_t i = 0; i < shape.size(); ++i) shape[i] += pad.a[i] + pad.b[i];
+    Access out = new_dense(consumer + ".padded", a.dtype, shape);
+    const double value = is_float(a.dtype) ? pad.value : static_cast<double>(static_cast<int64_t>(pad.value));
+    fill(out, value, consumer + "_pad_fill");
+    Access interior = out;
+    interior.shape = a.shape;
+    for (size_t i = 0; i < shape.size(); ++i) interior.offset += pad.a[i] * out.strides[i];
+    copy(em_.through_alias(a, "view"), em_.through_alias(interior, "interior"), consumer + "_pad_copy");
+    return out;
+  }
+
+  // ---- nodes ----------------------------------------------------------------------
+  std::string name_of(NodeId id) const { return fmt::format("{}_{}", op_name(g_.node(id).op), id.value); }
+
+  // The dense buffer a kernel node writes: a graph output's buffer when an
+  // output reads it unchanged, else a temporary.
+  Access output_buffer(NodeId id) {
+    const Node& n = g_.node(id);
+    const auto& outs = g_.outputs();
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (bound_.count(o) || outs[o].edge.src != id || !outs[o].edge.view.is_identity()) continue;
+      bound_.insert(o);
+      Access a = new_dense(outs[o].name, n.dtype, n.shape, BufferKind::Output);
+      outputs_.push_back({outs[o].name, em_.program.buffers[a.buffer].name});
+      return a;
+    }
+    return new_dense(fmt::format("t{}", id.value), n.dtype, n.shape);
+  }
+
+  void lower_node(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    switch (op_info(n.op).cls) {
+      case OpClass::Source: return lower_source(id);
+      case OpClass::Unary:
+      case OpClass::Cast:
+      case OpClass::Binary:
+      case OpClass::Compare:
+      case OpClass::Select: {
+        ProgramAttr p;
+        ProgramInstr instr;
+        instr.op = n.op;
+        for (size_t i = 0; i < n.inputs.size(); ++i) instr.args[i] = static_cast<uint16_t>(i);
+        if (n.op == Op::Cast) instr.dtype = std::get<DTypeAttr>(n.attr).to;
+        p.instrs.push_back(instr);
+        if (concats_.count(id.value)) return lower_concat(id);
+        return lower_fused(id, p, false);
+      }
+      case OpClass::Reduce: {
+        ReduceAttr r;
+        r.kind = n.op;
+        r.axis = std::get<AxisAttr>(n.attr).axis;
+        return lower_reduce(id, r);
+      }
+      case OpClass::TopK: return lower_topk(id);
+      case OpClass::Gather:
+      case OpClass::Scatter:
+        fail("lower: {} ({} {}) has no NPU lowering: data-dependent addressing is not in the kernel IR", name,
+             dtype_name(n.dtype), shape_str(n.shape));
+      case OpClass::LoopMarker:
+        fail("lower: {} is a loop marker; unroll the graph before lowering", name);
+      case OpClass::Kernel: break;
+    }
+    switch (n.op) {
+      case Op::Fused: {
+        if (concats_.count(id.value)) return lower_concat(id);
+        const auto& p = std::get<ProgramAttr>(n.attr);
+        return lower_fused(id, p, p.instrs.size() > 1);
+      }
+      case Op::Gemm: return lower_gemm(id);
+      case Op::Reduce: return lower_reduce(id, std::get<ReduceAttr>(n.attr));
+      case Op::Softmax:
+      case Op::RmsNorm:
+      case Op::LayerNorm: return lower_rows(id);
+      case Op::Copy: {
+        Access out = output_buffer(id);
+        copy(read(n.inputs[0], name), out, name);
+        values_[id.value] = out;
+        return;
+      }
+      default: SPOOL_ASSERT(false, "{} is not a kernel op", name);
+    }
+  }
+
+  void lower_source(NodeId id) {
+    const Node& n = g_.node(id);
+    switch (n.op) {
+      case Op::Input:
+      case Op::Weight: {
+        const std::string& nm = std::get<NameAttr>(n.attr).name;
+        const Access a = new_dense(nm, n.dtype, n.shape, n.op == Op::Input ? BufferKind::Input : BufferKind::Weight);
+        inputs_.push_back({nm, em_.program.buffers[a.buffer].name});
+        values_[id.value] = a;
+        return;
+      }
+      case Op::Constant: {
+        const Scalar v = std::get<ScalarAttr>(n.attr).value;
+        Access one = new_dense(fmt::format("const{}", id.value), n.dtype, {1});
+        fill(one, v.as_double(), name_of(id));
+        one.shape = n.shape;
+        one.strides = Shape(n.shape.size(), 0);
+        values_[id.value] = one;
+        return;
+      }
+      case Op::Iota: {
+        const int64_t axis = std::get<AxisAttr>(n.attr).axis;
+        values_[id.value] = iota(n.dtype, n.shape, axis, name_of(id));
+        return;
+      }
+      default: SPOOL_ASSERT(false, "{} is not a source", op_name(n.op));
+    }
+  }
+
+  // An iota of `shape` along `axis`: a 1-D buffer of the axis's indices, read
+  // with stride 0 on every other axis. Written tile by tile with the tile's
+  // first index as a literal, so no loop variable enters the body.
+  Access iota(DType dtype, const Shape& shape, int64_t axis, const std::string& name) {
+    const int64_t len = shape[static_cast<size_t>(axis)];
+    auto key = std::make_pair(static_cast<int>(dtype), len);
+    auto it = iotas_.find(key);
+    if (it == iotas_.end()) {
+      const Access buf = new_dense(fmt::format("iota{}", len), dtype, {len});
+      const int64_t TC = std::min<int64_t>(len, std::max<int64_t>(1, std::min<int64_t>(4096, em_.budget / 16)));
+      KernelBuilder kb(em_.unique_name(name));
+      const int out = kb.spad("out", dtype, TC, 2);
+      for (int64_t t = 0; t * TC < len; ++t) {
+        const int64_t w = std::min(TC, len - t * TC);
+        VecBuilder vb("iota", Extent::of(1), Extent::of(w));
+        const int col = vb.iota(true);
+        const int idx = vb.op(VecOp::Add, ScalarType::Index, {col, vb.constant(ScalarType::Index, double(t * TC))});
+        vb.store(SpadRef{out, Affine::of(t), Affine::of(0), w}, vb.op(VecOp::Cast, value_type(dtype), {idx}));
+        kb.emit(vb.done());
+        kb.emit(dma(false, buf.buffer, Affine::of(t * TC), {1}, SpadRef{out, Affine::of(t), Affine::of(0), 0}, {1},
+                    {Extent::of(w)}, kStoreTag));
+      }
+      kb.emit(Stmt{npu::WaitOp{kStoreTag}});
+      int64_t footprint = 0;
+      npu::Kernel k = kb.finish(footprint);
+      em_.add_kernels({std::move(k)}, KernelInfo{name, "iota", false, 0, fmt::format("cols {}", TC), 1}, footprint);
+      it = iotas_.emplace(key, buf).first;
+    }
+    Access a = it->second;
+    a.shape = shape;
+    a.strides = Shape(shape.size(), 0);
+    a.strides[static_cast<size_t>(axis)] = 1;
+    return a;
+  }
+
+  // Iota instructions of a program over `shape`: their values as extra inputs.
+  std::vector<std::pair<size_t, Access>> program_iotas(const ProgramAttr& p, const Shape& shape,
+                                                       const std::string& name) {
+    std::vector<std::pair<size_t, Access>> out;
+    for (size_t i = 0; i < p.instrs.size(); ++i)
+      if (p.instrs[i].op == Op::Iota) out.push_back({i, iota(p.instrs[i].dtype, shape, p.instrs[i].axis, name + "_iota")});
+    return out;
+  }
+
+  void lower_fused(NodeId id, const ProgramAttr& p, bool fused) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    TiledSpec s;
+    s.info = KernelInfo{em_.unique_name(name), n.op == Op::Fused ? "fused" : std::string(op_name(n.op)), fused, 0, "", 1};
+    s.shape = n.shape;
+    s.col_axis = std::max<int>(0, static_cast<int>(n.shape.size()) - 1);
+    s.row_axis = static_cast<int>(n.shape.size()) - 2;
+    for (const Edge& e : n.inputs) s.inputs.push_back(read(e, name));
+    const size_t k = s.inputs.size();
+    const auto iotas = program_iotas(p, n.shape, name);
+    for (const auto& [instr, access] : iotas) s.inputs.push_back(access);
+    Access out = output_buffer(id);
+    s.outputs = {TiledOutput{out, TileOut::Full, 1}};
+    s.body = [p, k, iotas](VecBuilder& vb, const std::vector<int>& in) {
+      std::map<size_t, int> iota_values;
+      for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
+      return std::vector<int>{emit_program(vb, p, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)),
+                                           iota_values)};
+    };
+    emit_tiled(em_, s);
+    values_[id.value] = out;
+  }
+
+  void lower_concat(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    Access out = output_buffer(id);
+    int part = 0;
+    for (const Piece& p : concats_.at(id.value)) {
+      Access src = read(p.edge, name, p.edge.view.steps().size() - 1);
+      Access dst = out;
+      dst.shape = src.shape;
+      for (size_t i = 0; i < n.shape.size(); ++i) dst.offset += p.before[i] * out.strides[i];
+      copy(src, em_.through_alias(dst, "part"), fmt::format("{}_part{}", name, part++));
+    }
+    values_[id.value] = out;
+  }
+
+  // A domain with the reduced/normalised axis as the columns and the last other axis as the rows.
+  static void row_layout(TiledSpec& s, const Shape& shape, int64_t axis) {
+    const int r = static_cast<int>(shape.size());
+    s.shape = shape;
+    s.col_axis = static_cast<int>(axis);
+    s.row_axis = r < 2 ? -1 : (axis == r - 1 ? r - 2 : r - 1);
+    s.tile_cols = false;
+  }
+
+  void lower_reduce(NodeId id, const ReduceAttr& r) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    const Shape& in_shape = g_.edge_type(n.inputs[0]).shape;
+    TiledSpec s;
+    const bool fused = !r.prologue.instrs.empty() || !r.epilogue.instrs.empty() || n.inputs.size() > 1;
+    s.info = KernelInfo{em_.unique_name(name), "reduce", fused, 0, "", 1};
+    row_layout(s, in_shape, r.axis);
+    for (const Edge& e : n.inputs) s.inputs.push_back(read(e, name));
+    const size_t k = s.inputs.size();
+    const auto iotas = program_iotas(r.prologue, in_shape, name);
+    for (const auto& [instr, access] : iotas) s.inputs.push_back(access);
+    Access out = output_buffer(id);
+    Access out_domain = out;  // the output seen over the input's axes (reduced axis: stride 0)
+    out_domain.shape = in_shape;
+    out_domain.strides.insert(out_domain.strides.begin() + r.axis, 0);
+    s.outputs = {TiledOutput{out_domain, TileOut::Row, 1}};
+    if (!r.epilogue.instrs.empty())
+      for (const ProgramInstr& in : r.epilogue.instrs)
+        if (in.op == Op::Iota) fail("lower: {}: an iota in a reduce epilogue is not supported", name);
+    const bool sum = r.kind == Op::SumReduce;
+    s.body = [r, k, iotas, sum](VecBuilder& vb, const std::vector<int>& in) {
+      std::map<size_t, int> iota_values;
+      for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
+      int v = emit_program(vb, r.prologue, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)), iota_values);
+      v = vb.full(v);
+      ScalarType t = vb.type(v);
+      if (t == ScalarType::I1) fail("lower: reduce of bool values is not supported");
+      const bool bf16 = t == ScalarType::BF16;
+      if (bf16) v = vb.op(VecOp::Cast, ScalarType::F32, {v});  // accumulate in f32, round once
+      int red = vb.op(sum ? VecOp::ReduceSum : VecOp::ReduceMax, vb.type(v), {v});
+      if (bf16) red = vb.op(VecOp::Cast, ScalarType::BF16, {red});
+      return std::vector<int>{emit_program(vb, r.epilogue, {red}, {})};
+    };
+    emit_tiled(em_, s);
+    values_[id.value] = out;
+  }
+
+  void lower_rows(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    TiledSpec s;
+    const int64_t axis = n.op == Op::Softmax ? std::get<AxisAttr>(n.attr).axis : static_cast<int64_t>(n.shape.size()) - 1;
+    s.info = KernelInfo{em_.unique_name(name), std::string(op_name(n.op)), false, 0, "", 1};
+    row_layout(s, n.shape, axis);
+    s.inputs.push_back(read(n.inputs[0], name));
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      Access w = read(n.inputs[i], name);  // [C], broadcast over the other axes
+      const int64_t stride = w.strides[0];
+      w.shape = n.shape;
+      w.strides = Shape(n.shape.size(), 0);
+      w.strides.back() = stride;
+      s.inputs.push_back(w);
+    }
+    Access out = output_buffer(id);
+    s.outputs = {TiledOutput{out, TileOut::Full, 1}};
+    const Op op = n.op;
+    const double cols = static_cast<double>(n.shape[static_cast<size_t>(axis)]);
+    const NormAttr norm = op == Op::Softmax ? NormAttr{} : std::get<NormAttr>(n.attr);
+    const DType dtype = n.dtype;
+    s.body = [op, cols, norm, dtype](VecBuilder& vb, const std::vector<int>& in) {
+      const ScalarType F = ScalarType::F32;
+      auto f32 = [&](int v) { return vb.type(v) == F ? v : vb.op(VecOp::Cast, F, {v}); };
+      // Values of a bf16 node round to bf16 after every op, as the reference's composite does.
+      auto r = [&](int v) { return dtype == DType::BF16 ? f32(vb.op(VecOp::Cast, ScalarType::BF16, {v})) : v; };
+      const int x = f32(in[0]);
+      if (op == Op::Softmax) {
+        const int m = vb.op(VecOp::ReduceMax, F, {x});
+        const int e = r(vb.op(VecOp::Exp, F, {r(vb.op(VecOp::Sub, F, {x, m}))}));
+        const int sum = r(vb.op(VecOp::ReduceSum, F, {e}));
+        return std::vector<int>{vb.op(VecOp::Mul, F, {e, r(vb.op(VecOp::Recip, F, {sum}))})};
+      }
+      const int inv_n = vb.constant(F, 1.0 / cols);
+      const int eps = vb.constant(F, norm.eps);
+      if (op == Op::RmsNorm) {
+        const int ms = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::ReduceSum, F, {r(vb.op(VecOp::Mul, F, {x, x}))})), inv_n}));
+        const int inv = r(vb.op(VecOp::Recip, F, {r(vb.op(VecOp::Sqrt, F, {r(vb.op(VecOp::Add, F, {ms, eps}))}))}));
+        int w = f32(in[1]);
+        if (norm.unit_offset) w = r(vb.op(VecOp::Add, F, {w, vb.constant(F, 1.0)}));
+        return std::vector<int>{vb.op(VecOp::Mul, F, {r(vb.op(VecOp::Mul, F, {x, inv})), w})};
+      }
+      const int mean = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::ReduceSum, F, {x})), inv_n}));
+      const int d = r(vb.op(VecOp::Sub, F, {x, mean}));
+      const int var = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::ReduceSum, F, {r(vb.op(VecOp::Mul, F, {d, d}))})), inv_n}));
+      const int inv = r(vb.op(VecOp::Recip, F, {r(vb.op(VecOp::Sqrt, F, {r(vb.op(VecOp::Add, F, {var, eps}))}))}));
+      const int y = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::Mul, F, {d, inv})), f32(in[1])}));
+      return std::vector<int>{vb.op(VecOp::Add, F, {y, f32(in[2])})};
+    };
+    emit_tiled(em_, s);
+    values_[id.value] = out;
+  }
+
+  // Top-k along the last axis: k rounds of (max, lowest index attaining it,
+  // mask it out), the indices compared and selected as explicit i64/index
+  // values.
+  void lower_topk(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    const int64_t k = std::get<TopKAttr>(n.attr).k;
+    const Shape in_shape = g_.edge_type(n.inputs[0]).shape;
+    TiledSpec s;
+    s.info = KernelInfo{em_.unique_name(name), "topk", false, 0, "", 1};
+    row_layout(s, in_shape, static_cast<int64_t>(in_shape.size()) - 1);
+    s.inputs.push_back(read(n.inputs[0], name));
+    Access out = output_buffer(id);
+    s.outputs = {TiledOutput{out, TileOut::RowsK, k}};
+    const int64_t cols = in_shape.back();
+    s.body = [k, cols](VecBuilder& vb, const std::vector<int>& in) {
+      int x = in[0];
+      ScalarType t = vb.type(x);
+      if (t == ScalarType::BF16 || t == ScalarType::I1) {
+        t = t == ScalarType::I1 ? ScalarType::I64 : ScalarType::F32;
+        x = vb.op(VecOp::Cast, t, {x});
+      }
+      const int col = vb.op(VecOp::Cast, ScalarType::I64, {vb.iota(true)});
+      const int none = vb.constant(ScalarType::I64, static_cast<double>(cols));
+      std::vector<int> out;
+      // Masked-out elements are excluded by a flag, not by a sentinel value,
+      // so -inf and NaN inputs keep their order.
+      int taken = vb.op(VecOp::CmpLt, ScalarType::I1, {col, vb.constant(ScalarType::I64, 0.0)});
+      const int neg_col = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), col});
+      for (int64_t j = 0; j < k; ++j) {
+        const int low = is_float(t) ? vb.constant(t, -std::numeric_limits<double>::infinity())
+                                    : vb.constant(t, static_cast<double>(std::numeric_limits<int32_t>::min()));
+        const int avail = vb.op(VecOp::Select, t, {taken, low, x});
+        const int m = vb.op(VecOp::ReduceMax, t, {avail});
+        const int hit = vb.op(VecOp::And, ScalarType::I1,
+                              {vb.op(VecOp::CmpEq, ScalarType::I1, {avail, m}),
+                               vb.op(VecOp::CmpEq, ScalarType::I1, {taken, vb.constant(ScalarType::I1, 0.0)})});
+        const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, neg_col, vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), none})});
+        const int idx = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), vb.op(VecOp::ReduceMax, ScalarType::I64, {cand})});
+        out.push_back(idx);
+        taken = vb.op(VecOp::Or, ScalarType::I1, {taken, vb.op(VecOp::CmpEq, ScalarType::I1, {col, idx})});
+      }
+      return out;
+    };
+    emit_tiled(em_, s);
+    values_[id.value] = out;
+  }
+
+  void lower_gemm(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    const GemmAttr& attr = std::get<GemmAttr>(n.attr);
+    const size_t na = static_cast<size_t>(attr.a_inputs), nb = static_cast<size_t>(attr.b_inputs);
+    GemmJob job;
+    job.a_program = attr.a;
+    job.b_program = attr.b;
+    job.epilogue_program = attr.epilogue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      Access a = read(n.inputs[i], name);
+      (i < na ? job.a : i < na + nb ? job.b : job.epilogue).push_back(a);
+    }
+    std::vector<DType> a_types, b_types;
+    for (const Access& a : job.a) a_types.push_back(a.dtype);
+    for (const Access& b : job.b) b_types.push_back(b.dtype);
+    job.dtype = program_result(attr.a, a_types, job.a[0].shape.size(), "gemm A");
+    const bool fused = !attr.a.instrs.empty() || !attr.b.instrs.empty() || !attr.epilogue.instrs.empty() || na > 1 ||
+                       nb > 1 || n.inputs.size() > na + nb;
+    job.info = KernelInfo{em_.unique_name(name), "gemm", fused, 0, "", 1};
+    Access out = output_buffer(id);
+    job.out = out;
+    std::optional<std::string> why;
+    if (!em_.options.fuse && fused) why = "fusion is disabled";
+    if (!why) why = emit_gemm(em_, job);
+    if (!why) {
+      values_[id.value] = out;
+      return;
+    }
+    // Fallback: the prologues and the epilogue as standalone vector kernels
+    // around a plain GEMM.
+    const std::string note = fmt::format("{}: prologue/epilogue not fused into the GEMM ({}); standalone kernels", name, why.value());
+    spdlog::debug("lower: {}", note);
+    em_.report.notes.push_back(note);
+    auto standalone = [&](const std::vector<Access>& ins, const ProgramAttr& p, const std::string& what) {
+      if (p.instrs.empty() && ins.size() == 1) return ins[0];
+      std::vector<DType> types;
+      for (const Access& a : ins) types.push_back(a.dtype);
+      const DType dt = program_result(p, types, ins[0].shape.size(), what);
+      Access dst = new_dense(name + "." + what, dt, ins[0].shape);
+      emit_program_kernel(ins, p, dst, name + "_" + what);
+      return dst;
+    };
+    GemmJob plain;
+    plain.dtype = job.dtype;
+    plain.a = {standalone(job.a, attr.a, "a")};
+    plain.b = {standalone(job.b, attr.b, "b")};
+    plain.info = KernelInfo{em_.unique_name(name), "gemm", false, 0, "", 1};
+    const bool has_epilogue = !attr.epilogue.instrs.empty() || !job.epilogue.empty();
+    Shape product_shape = out.shape;
+    plain.out = has_epilogue ? new_dense(name + ".product", job.dtype, product_shape) : out;
+    if (auto again = emit_gemm(em_, plain))
+      fail("lower: {}: no GEMM tile fits the {}-byte scratchpad budget: {}", name, em_.budget, *again);
+    if (has_epilogue) {
+      std::vector<Access> ins{plain.out};
+      for (const Access& e : job.epilogue) ins.push_back(e);
+      emit_program_kernel(ins, attr.epilogue, out, name + "_epilogue");
+    }
+    values_[id.value] = out;
+  }
+
+  void emit_program_kernel(const std::vector<Access>& ins, const ProgramAttr& p, const Access& out,
+                           const std::string& name) {
+    TiledSpec s;
+    s.info = KernelInfo{em_.unique_name(name), "fused", p.instrs.size() > 1, 0, "", 1};
+    s.shape = out.shape;
+    s.col_axis = std::max<int>(0, static_cast<int>(out.shape.size()) - 1);
+    s.row_axis = static_cast<int>(out.shape.size()) - 2;
+    s.inputs = ins;
+    const size_t k = ins.size();
+    const auto iotas = program_iotas(p, out.shape, name);
+    for (const auto& [instr, access] : iotas) s.inputs.push_back(access);
+    s.outputs = {TiledOutput{out, TileOut::Full, 1}};
+    s.body = [p, k, iotas](VecBuilder& vb, const std::vector<int>& in) {
+      std::map<size_t, int> iota_values;
+      for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
+      return std::vector<int>{emit_program(vb, p, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)),
+                                           iota_values)};
+    };
+    emit_tiled(em_, s);
+  }
+
+  void bind_outputs() {
+    const auto& outs = g_.outputs();
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (bound_.count(o)) continue;
+      const TensorType t = g_.edge_type(outs[o].edge);
+      Access dst = new_dense(outs[o].name, t.dtype, t.shape, BufferKind::Output);
+      copy(read(outs[o].edge, outs[o].name), dst, outs[o].name + "_copy");
+      outputs_.push_back({outs[o].name, em_.program.buffers[dst.buffer].name});
+    }
+    // In graph output order.
+    std::vector<std::pair<std::string, std::string>> ordered;
+    for (const Output& o : outs)
+      for (const auto& p : outputs_)
+        if (p.first == o.name) ordered.push_back(p);
+    outputs_ = std::move(ordered);
+  }
+
+  const Graph& g_;
+  Emitter em_;
+  std::vector<std::optional<Access>> values_;
+  std::map<uint32_t, std::vector<Piece>> concats_;
+  std::set<uint32_t> absorbed_;
+  std::vector<uint32_t> inner_;
+  std::set<size_t> bound_;
+  std::map<std::pair<int, int64_t>, Access> iotas_;
+  std::vector<std::pair<std::string, std::string>> inputs_, outputs_;
+};
+
+}  // namespace
+
+Lowered to_npu(const Graph& llir, const sim::NpuConfig& config, const LowerOptions& options) {
+  Lowered out = Lowering(llir, config, options).run();
+  npu::verify_or_throw(out.program);
+  return out;
+}
+
+std::string LowerReport::to_text() const {
+  std::string s = fmt::format("kernels          {} ({} fused, {} copy)\n", kernels, fused_kernels, copy_kernels);
+  s += fmt::format("dram aliases     {}\n", dram_aliases);
+  s += fmt::format("spad peak        {} bytes\n", spad_peak_bytes);
+  for (const std::string& n : notes) s += fmt::format("note             {}\n", n);
+  return s;
+}
+
+}  // namespace spool::lower

@@ -1,0 +1,235 @@
+// The vector-unit kernel template (tiled.hpp): tile choice by the scratchpad
+// allocator's footprint, strided loads at each operand's logical shape,
+// software-pipelined tile loops.
+
+#include "tiled.hpp"
+
+#include <spool/support/error.hpp>
+
+#include <algorithm>
+
+namespace spool::lower::detail {
+namespace {
+
+using namespace spool::npu;
+
+enum class LoadKind : uint8_t { Full, PerCol, PerRow };
+
+struct Layout {
+  Shape shape;
+  std::vector<int> outer;  // axes walked by loops (size > 1)
+  int row = -1, col = -1;
+  int64_t rows = 1, cols = 1;
+};
+
+// Adds a leading axis of size 1 when the domain has fewer than two axes, so
+// every domain has a row and a column axis.
+TiledSpec normalized(const TiledSpec& spec) {
+  TiledSpec s = spec;
+  auto widen = [](Access& a, size_t n) {
+    while (a.shape.size() < n) {
+      a.shape.insert(a.shape.begin(), 1);
+      a.strides.insert(a.strides.begin(), 0);
+    }
+  };
+  if (s.shape.size() >= 2) return s;
+  const size_t add = 2 - s.shape.size();
+  while (s.shape.size() < 2) s.shape.insert(s.shape.begin(), 1);
+  for (Access& a : s.inputs) widen(a, 2);
+  for (TiledOutput& o : s.outputs) widen(o.access, 2);
+  s.col_axis = spec.shape.empty() ? 1 : spec.col_axis + static_cast<int>(add);
+  s.row_axis = s.col_axis == 1 ? 0 : 1;
+  return s;
+}
+
+class TiledKernel {
+ public:
+  TiledKernel(const TiledSpec& spec, const Layout& layout, int64_t TR, int64_t TC)
+      : s_(spec), l_(layout), TR_(TR), TC_(TC), RT_(ceil_div(layout.rows, TR)), CT_(ceil_div(layout.cols, TC)),
+        kb_(spec.info.name) {}
+
+  Kernel build(int64_t& footprint) {
+    // Scratchpad buffers: one per input at its logical tile shape, one per output.
+    for (size_t i = 0; i < s_.inputs.size(); ++i) {
+      const Access& a = s_.inputs[i];
+      const bool col_b = l_.cols == 1 || a.strides[l_.col] == 0;
+      const bool row_b = l_.rows == 1 || a.strides[l_.row] == 0;
+      const LoadKind kind = !col_b && !row_b ? LoadKind::Full : !col_b ? LoadKind::PerCol : LoadKind::PerRow;
+      bool invariant = kind != LoadKind::Full && CT_ == 1 && (kind == LoadKind::PerCol || RT_ == 1);
+      for (int axis : l_.outer) invariant = invariant && a.strides[axis] == 0;
+      const int64_t elems = kind == LoadKind::Full ? TR_ * TC_ : kind == LoadKind::PerCol ? TC_ : TR_;
+      in_kind_.push_back(kind);
+      in_invariant_.push_back(invariant);
+      in_buf_.push_back(kb_.spad("in" + std::to_string(i), a.dtype, elems, invariant ? 1 : 2));
+    }
+    for (size_t o = 0; o < s_.outputs.size(); ++o) {
+      const TiledOutput& out = s_.outputs[o];
+      const int64_t elems = out.shape == TileOut::Full ? TR_ * TC_ : out.shape == TileOut::Row ? TR_ : out.k * TR_;
+      out_buf_.push_back(kb_.spad("out" + std::to_string(o), out.access.dtype, elems, 2));
+    }
+    // Loads that no loop changes, once.
+    for (size_t i = 0; i < s_.inputs.size(); ++i)
+      if (in_invariant_[i]) load_input(i, Affine::of(0), Affine::of(0), Affine::of(0));
+    open_outer(0);
+    kb_.emit(Stmt{WaitOp{kStoreTag}});
+    return kb_.finish(footprint);
+  }
+
+ private:
+  void open_outer(size_t depth) {
+    if (depth == l_.outer.size()) {
+      tiles();
+      return;
+    }
+    const int axis = l_.outer[depth];
+    const int var = kb_.loop_begin("d" + std::to_string(axis), l_.shape[axis]);
+    outer_vars_.push_back({axis, var});
+    open_outer(depth + 1);
+    outer_vars_.pop_back();
+    kb_.loop_end();
+  }
+
+  void tiles() {
+    if (CT_ == 1) {
+      pipelined(
+          kb_, "r", RT_, [&](const Affine& r) { load_all(r, Affine::of(0), r); },
+          [&](const Affine& r) { work(r, Affine::of(0), r); });
+      return;
+    }
+    Affine r = Affine::of(0);
+    if (RT_ > 1) r = Affine::var(kb_.loop_begin("r", RT_));
+    pipelined(
+        kb_, "c", CT_, [&](const Affine& c) { load_all(r, c, c); }, [&](const Affine& c) { work(r, c, c); });
+    if (RT_ > 1) kb_.loop_end();
+  }
+
+  Affine offset_of(const Access& a, const Affine& r, const Affine& c) const {
+    Affine off = Affine::of(a.offset);
+    for (const auto& [axis, var] : outer_vars_) off = off + Affine::var(var, a.strides[axis]);
+    off = off + r * (TR_ * a.strides[l_.row]) + c * (TC_ * a.strides[l_.col]);
+    return off;
+  }
+
+  void load_all(const Affine& r, const Affine& c, const Affine& slot) {
+    for (size_t i = 0; i < s_.inputs.size(); ++i)
+      if (!in_invariant_[i]) load_input(i, r, c, slot);
+  }
+
+  void load_input(size_t i, const Affine& r, const Affine& c, const Affine& slot) {
+    const Access& a = s_.inputs[i];
+    const Extent re = ragged(TR_, l_.rows, r, RT_), ce = ragged(TC_, l_.cols, c, CT_);
+    const SpadRef dst{in_buf_[i], slot, Affine::of(0), 0};
+    const Affine off = offset_of(a, r, c);
+    switch (in_kind_[i]) {
+      case LoadKind::Full:
+        kb_.emit(dma(true, a.buffer, off, {a.strides[l_.row], a.strides[l_.col]}, dst, {TC_, 1}, {re, ce}, kLoadTag));
+        break;
+      case LoadKind::PerCol: kb_.emit(dma(true, a.buffer, off, {a.strides[l_.col]}, dst, {1}, {ce}, kLoadTag)); break;
+      case LoadKind::PerRow:
+        kb_.emit(dma(true, a.buffer, off, {l_.rows == 1 ? 0 : a.strides[l_.row]}, dst, {1}, {re}, kLoadTag));
+        break;
+    }
+  }
+
+  void work(const Affine& r, const Affine& c, const Affine& slot) {
+    const Extent re = ragged(TR_, l_.rows, r, RT_), ce = ragged(TC_, l_.cols, c, CT_);
+    VecBuilder vb(s_.info.kind, re, ce);
+    std::vector<int> values;
+    for (size_t i = 0; i < s_.inputs.size(); ++i) {
+      const Affine sl = in_invariant_[i] ? Affine::of(0) : slot;
+      const ScalarType t = value_type(s_.inputs[i].dtype);
+      switch (in_kind_[i]) {
+        case LoadKind::Full: values.push_back(vb.load(t, SpadRef{in_buf_[i], sl, Affine::of(0), TC_}, LoadBroadcast::Full)); break;
+        case LoadKind::PerCol: values.push_back(vb.load(t, SpadRef{in_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Col)); break;
+        case LoadKind::PerRow: values.push_back(vb.load(t, SpadRef{in_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Row)); break;
+      }
+    }
+    const std::vector<int> results = s_.body(vb, values);
+    size_t next = 0;
+    for (size_t o = 0; o < s_.outputs.size(); ++o) {
+      const TiledOutput& out = s_.outputs[o];
+      const ScalarType t = value_type(out.access.dtype);
+      auto typed = [&](int v) { return vb.type(v) == t ? v : vb.op(VecOp::Cast, t, {v}); };
+      if (out.shape == TileOut::Full) {
+        vb.store(SpadRef{out_buf_[o], slot, Affine::of(0), TC_}, vb.full(typed(results.at(next++))));
+      } else {
+        const int64_t k = out.shape == TileOut::Row ? 1 : out.k;
+        for (int64_t j = 0; j < k; ++j) {
+          const int v = results.at(next++);
+          SPOOL_ASSERT(!vb.is_full(v), "kernel '{}': a per-row output is a full tile", s_.info.name);
+          vb.store(SpadRef{out_buf_[o], slot, Affine::of(j * TR_), 1}, typed(v));
+        }
+      }
+    }
+    kb_.emit(vb.done());
+    for (size_t o = 0; o < s_.outputs.size(); ++o) {
+      const TiledOutput& out = s_.outputs[o];
+      const Access& a = out.access;
+      const SpadRef src{out_buf_[o], slot, Affine::of(0), 0};
+      Affine off = Affine::of(a.offset);
+      for (const auto& [axis, var] : outer_vars_) off = off + Affine::var(var, a.strides[axis]);
+      off = off + r * (TR_ * a.strides[l_.row]);
+      switch (out.shape) {
+        case TileOut::Full:
+          off = off + c * (TC_ * a.strides[l_.col]);
+          kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row], a.strides[l_.col]}, src, {TC_, 1}, {re, ce}, kStoreTag));
+          break;
+        case TileOut::Row: kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row]}, src, {1}, {re}, kStoreTag)); break;
+        case TileOut::RowsK:
+          kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row], a.strides[l_.col]}, src, {1, TR_},
+                       {re, Extent::of(out.k)}, kStoreTag));
+          break;
+      }
+    }
+  }
+
+  const TiledSpec& s_;
+  const Layout& l_;
+  const int64_t TR_, TC_, RT_, CT_;
+  KernelBuilder kb_;
+  std::vector<LoadKind> in_kind_;
+  std::vector<bool> in_invariant_;
+  std::vector<int> in_buf_, out_buf_;
+  std::vector<std::pair<int, int>> outer_vars_;  // (axis, loop variable)
+};
+
+}  // namespace
+
+void emit_tiled(Emitter& em, const TiledSpec& original) {
+  const TiledSpec spec = normalized(original);
+  Layout l;
+  l.shape = spec.shape;
+  l.col = spec.col_axis;
+  l.row = spec.row_axis;
+  l.rows = spec.shape[static_cast<size_t>(l.row)];
+  l.cols = spec.shape[static_cast<size_t>(l.col)];
+  for (int axis = 0; axis < static_cast<int>(spec.shape.size()); ++axis)
+    if (axis != l.row && axis != l.col && spec.shape[static_cast<size_t>(axis)] > 1) l.outer.push_back(axis);
+  if (num_elements(spec.shape) == 0) fail("kernel '{}': empty tensors are not lowered", spec.info.name);
+
+  // Tile choice: the largest tile whose allocated footprint fits the budget;
+  // rows shrink first, then (when allowed) columns.
+  int64_t TC = spec.tile_cols ? std::min<int64_t>(l.cols, 2048) : l.cols;
+  int64_t TR = std::min<int64_t>(l.rows, std::max<int64_t>(1, 65536 / TC));
+  TR = std::min<int64_t>(TR, 512);
+  while (true) {
+    int64_t footprint = 0;
+    Kernel kernel = TiledKernel(spec, l, TR, TC).build(footprint);
+    if (footprint <= em.budget) {
+      KernelInfo info = spec.info;
+      info.tile = "rows " + std::to_string(TR) + " cols " + std::to_string(TC);
+      em.add_kernels({std::move(kernel)}, info, footprint);
+      return;
+    }
+    if (TR > 1) {
+      TR = (TR + 1) / 2;
+    } else if (spec.tile_cols && TC > 1) {
+      TC = (TC + 1) / 2;
+    } else {
+      fail("kernel '{}': a row of {} elements needs {} bytes of scratchpad, the budget is {}", spec.info.name, l.cols,
+           footprint, em.budget);
+    }
+  }
+}
+
+}  // namespace spool::lower::detail

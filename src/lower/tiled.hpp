@@ -1,0 +1,42 @@
+#pragma once
+// Internal to the lower stage: the vector-unit kernel template. A domain of
+// any rank is walked as [outer axes...] x rows x cols: one loop per outer
+// axis, row tiles and (when allowed) column tiles, software pipelined over the
+// innermost tile loop with double-buffered scratchpad tiles. Each input is
+// loaded by strided DMA at its logical shape: a full tile, one value per
+// column (broadcast down the rows, e.g. a bias) or one value per row; loads
+// that no loop changes are hoisted out of the loops. The body is a callback
+// that builds the vector step from the loaded values.
+
+#include "builder.hpp"
+
+namespace spool::lower::detail {
+
+enum class TileOut : uint8_t {
+  Full,   // a [rows x cols] tile
+  Row,    // one value per row (a reduction); the access's col axis is ignored
+  RowsK,  // k values per row (top-k); the access's col axis has k elements
+};
+
+struct TiledOutput {
+  Access access;  // over the domain's axes (RowsK: the col axis has k elements)
+  TileOut shape = TileOut::Full;
+  int64_t k = 1;
+};
+
+struct TiledSpec {
+  KernelInfo info;
+  Shape shape;       // the domain
+  int row_axis = -1; // -1: rank < 2 (one row)
+  int col_axis = 0;
+  bool tile_cols = true;  // false: a row is one tile (reductions along cols)
+  std::vector<Access> inputs;
+  std::vector<TiledOutput> outputs;
+  // Builds the step from the loaded inputs; returns one value per output
+  // (k values for a RowsK output, in order).
+  std::function<std::vector<int>(VecBuilder&, const std::vector<int>&)> body;
+};
+
+void emit_tiled(Emitter& em, const TiledSpec& spec);
+
+}  // namespace spool::lower::detail

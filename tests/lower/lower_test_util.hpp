@@ -1,0 +1,49 @@
+#pragma once
+// Shared by the lower tests: lower a graph, run it in functional simulation
+// on the interpreter's random inputs and compare every output.
+
+#include <spool/interp/interp.hpp>
+#include <spool/ir/tensor.hpp>
+#include <spool/lower/lower.hpp>
+#include <spool/sim/config.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace spool::lower_test {
+
+// Largest error over the outputs, relative to each output's largest |value|
+// (integer and bool outputs: any difference counts as 1). Also returns the
+// lowering through `lowered` when asked.
+inline double check_against_interp(const Graph& g, const std::string& config_name, uint64_t seed,
+                                   int64_t integer_bound = 2, lower::Lowered* lowered_out = nullptr,
+                                   const lower::LowerOptions& options = {}) {
+  const sim::NpuConfig config = sim::load_config(config_name);
+  const interp::Env env = interp::random_inputs(g, seed, integer_bound);
+  const auto expected = interp::run(g, env);
+  lower::Lowered lowered = lower::to_npu(g, config, options);
+  const lower::Executed got = lower::run_functional(lowered, config, env);
+  double worst = 0;
+  for (const auto& [name, ref] : expected) {
+    CAPTURE(name);
+    REQUIRE(got.outputs.count(name));
+    const interp::HostTensor& act = got.outputs.at(name);
+    REQUIRE(act.shape() == ref.shape());
+    REQUIRE(act.dtype() == ref.dtype());
+    double scale = 0, err = 0;
+    for (int64_t i = 0; i < ref.size(); ++i) {
+      scale = std::max(scale, std::fabs(ref.get(i)));
+      const double d = std::fabs(act.get(i) - ref.get(i));
+      err = std::max(err, std::isnan(d) ? (std::isnan(ref.get(i)) && std::isnan(act.get(i)) ? 0.0 : 1e30) : d);
+    }
+    const double rel = is_float(ref.dtype()) ? err / std::max(scale, 1e-30) : (err > 0 ? 1.0 : 0.0);
+    if (rel > 1e-5) MESSAGE(name << ": relative error " << rel);
+    worst = std::max(worst, rel);
+  }
+  if (lowered_out) *lowered_out = std::move(lowered);
+  return worst;
+}
+
+}  // namespace spool::lower_test
