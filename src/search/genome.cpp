@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <map>
 
 namespace spool::search {
 namespace {
@@ -124,6 +126,107 @@ GenomeSpace::GenomeSpace(std::vector<Region> regions) : regions_(std::move(regio
       if (count > 1) ++choice_genes_;
     }
   }
+
+  // Short loops: their exit genes and which candidates are their markers.
+  cand_loop_.assign(cand_node_.size(), kNone);
+  for (size_t r = 0; r < regions_.size(); ++r)
+    for (const LoopGroup& group : regions_[r].loops) {
+      const uint32_t id = static_cast<uint32_t>(loops_.size());
+      LoopGenes lg;
+      bool all_ends = true;
+      for (egraph::ClassId c : group.ends) {
+        if (const std::optional<uint32_t> g = gene_of(r, c)) {
+          lg.ends.push_back(*g);
+          lg.exits.push_back(*g);
+        } else {
+          all_ends = false;
+        }
+      }
+      for (egraph::ClassId c : group.outputs)
+        if (const std::optional<uint32_t> g = gene_of(r, c)) lg.exits.push_back(*g);
+      // A loop_end class that no acyclic term reaches can never be chosen:
+      // the loop can only be taken unrolled (its ends list stays incomplete).
+      if (!all_ends) lg.ends.push_back(kNone);
+      std::vector<egraph::NodeId> markers = group.markers;
+      std::sort(markers.begin(), markers.end());
+      for (size_t g = 0; g < genes_.size(); ++g)
+        if (genes_[g].region == r)
+          for (uint32_t k = 0; k < genes_[g].count; ++k)
+            if (std::binary_search(markers.begin(), markers.end(), node(g, k))) cand_loop_[genes_[g].first + k] = id;
+      loops_.push_back(std::move(lg));
+    }
+}
+
+uint32_t GenomeSpace::broken_loop(const Genome& genome, const std::vector<uint8_t>& reach) const {
+  if (loops_.empty()) return kNone;
+  std::vector<uint8_t> used(loops_.size(), 0);
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (reach[g]) {
+      const uint32_t l = cand_loop_[genes_[g].first + genome[g]];
+      if (l != kNone) used[l] = 1;
+    }
+  for (uint32_t l = 0; l < loops_.size(); ++l) {
+    if (!used[l]) continue;
+    for (uint32_t e : loops_[l].ends)
+      if (e == kNone || cand_loop_[genes_[e].first + genome[e]] != l) return l;
+  }
+  return kNone;
+}
+
+size_t GenomeSpace::fix_loops(Genome& genome) const {
+  const uint32_t l = broken_loop(genome, reachable(genome));
+  if (l == kNone) return 0;
+  size_t changed = 0;
+  for (uint32_t x : loops_[l].exits) {
+    if (cand_loop_[genes_[x].first + genome[x]] != l) continue;
+    for (uint32_t k = 0; k < genes_[x].count; ++k)
+      if (cand_loop_[genes_[x].first + k] != l) {
+        genome[x] = k;
+        ++changed;
+        break;
+      }
+  }
+  return changed;
+}
+
+Genome GenomeSpace::from_terms(std::span<const egraph::Term> terms) const {
+  if (terms.size() != regions_.size()) fail("search: {} terms for {} regions", terms.size(), regions_.size());
+  Genome genome(genes_.size(), 0);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const egraph::Term& term = terms[r];
+    const egraph::EGraph& graph = *regions_[r].egraph;
+    if (term.roots.size() != root_genes_[r].size())
+      fail("search: the term of region {} has {} roots, the region {}", r, term.roots.size(), root_genes_[r].size());
+    // fits(t, g): the candidate of gene g that term node t is, or kNone
+    // (memoised; a class may hold several nodes of one op, e.g. add(a b) and
+    // add(b a), told apart by their children).
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> memo;
+    std::function<uint32_t(uint32_t, uint32_t)> fits = [&](uint32_t t, uint32_t g) -> uint32_t {
+      const auto key = std::make_pair(t, g);
+      if (const auto it = memo.find(key); it != memo.end()) return it->second;
+      memo[key] = kNone;  // a term is acyclic: a revisit on the way down cannot match
+      const egraph::Term::Node& tn = term.nodes.at(t);
+      uint32_t found = kNone;
+      for (uint32_t k = 0; k < genes_[g].count && found == kNone; ++k) {
+        const egraph::ENodeRef n = graph.node(node(g, k));
+        if (n.op != tn.op || n.attr != tn.attr || n.children.size() != tn.children.size()) continue;
+        const std::span<const uint32_t> kids = children(g, k);
+        bool all = true;
+        for (size_t i = 0; i < kids.size() && all; ++i) all = fits(tn.children[i], kids[i]) != kNone;
+        if (all) found = k;
+      }
+      memo[key] = found;
+      return found;
+    };
+    for (size_t i = 0; i < term.roots.size(); ++i)
+      if (fits(term.roots[i], root_genes_[r][i]) == kNone)
+        fail("search: root {} of the term of region {} is not in its e-class", i, r);
+    for (const auto& [key, k] : memo)
+      if (k != kNone) genome[key.second] = k;
+  }
+  repair(genome);
+  normalize(genome);
+  return genome;
 }
 
 std::span<const uint32_t> GenomeSpace::children(size_t g, uint32_t choice) const {
@@ -186,13 +289,13 @@ std::string GenomeSpace::check(const Genome& genome) const {
         stack.pop_back();
       }
     }
+  if (const uint32_t l = broken_loop(genome, reachable(genome)); l != kNone)
+    return fmt::format("short loop {} is used rolled but not every loop_end class chooses its marker", l);
   return {};
 }
 
 size_t GenomeSpace::repair(Genome& genome, std::span<const uint32_t> keep) const {
   size_t changed = 0;
-  std::vector<uint8_t> kept(genes_.size(), 0);
-  for (uint32_t g : keep) kept[g] = 1;
   if (genome.size() != genes_.size()) {
     changed += genes_.size() > genome.size() ? genes_.size() - genome.size() : genome.size() - genes_.size();
     genome.resize(genes_.size(), kNone);
@@ -202,6 +305,22 @@ size_t GenomeSpace::repair(Genome& genome, std::span<const uint32_t> keep) const
       genome[g] = genes_[g].safe;
       ++changed;
     }
+  changed += break_cycles(genome, keep);
+  // Taking a loop unrolled may reach new classes whose choices close cycles,
+  // and a cycle repair may pick a marker again: alternate, boundedly (check()
+  // reports a genome the rounds could not settle).
+  for (size_t round = 0; round < 4 * loops_.size() + 4; ++round) {
+    const size_t fixed = fix_loops(genome);
+    if (fixed == 0) break;
+    changed += fixed + break_cycles(genome, keep);
+  }
+  return changed;
+}
+
+size_t GenomeSpace::break_cycles(Genome& genome, std::span<const uint32_t> keep) const {
+  size_t changed = 0;
+  std::vector<uint8_t> kept(genes_.size(), 0);
+  for (uint32_t g : keep) kept[g] = 1;
   std::vector<uint8_t> state(genes_.size(), 0);
   std::vector<uint32_t> position(genes_.size(), 0);  // stack index of a gene on the stack
   struct Frame {

@@ -30,12 +30,11 @@ int64_t pseudo_cycles(const Graph& program) { return 1000 + static_cast<int64_t>
 }  // namespace
 
 TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 and 2 threads") {
-  SaturateOptions so;
+  CompileOptions so;
   so.roll = false;
   so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
-  const SaturatedHlir sat = saturate_hlir(graph_with_choices(), so);
-  const egraph::AstSize cost;
-  const SearchSpace space = search_space(sat, cost);
+  const Saturated sat = saturate(graph_with_choices(), so);
+  const SearchSpace space = search_space(sat);
   SearchOptions o;
   o.max_genomes = 120;
   o.population = 16;
@@ -66,12 +65,11 @@ TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 
 }
 
 TEST_CASE("genetic search: failing programs are never picked; an unmeasurable greedy program is an error") {
-  SaturateOptions so;
+  CompileOptions so;
   so.roll = false;
   so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
-  const SaturatedHlir sat = saturate_hlir(graph_with_choices(), so);
-  const egraph::AstSize cost;
-  const SearchSpace space = search_space(sat, cost);
+  const Saturated sat = saturate(graph_with_choices(), so);
+  const SearchSpace space = search_space(sat);
   const uint64_t greedy_print = program_fingerprint(space.program(space.greedy()));
   // Every program but the greedy one "cannot be measured".
   const FitnessFn only_greedy = [&](const Graph& p) -> int64_t {

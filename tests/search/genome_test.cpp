@@ -29,8 +29,8 @@ Graph small_graph() {
   return g;
 }
 
-SaturateOptions algebra() {
-  SaturateOptions o;
+CompileOptions algebra() {
+  CompileOptions o;
   o.roll = false;
   o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
   return o;
@@ -48,8 +48,10 @@ void check_same_outputs(const Graph& reference, const Graph& program) {
 
 TEST_CASE("the gene table: every reachable class once, candidates with acyclic terms") {
   const Graph g = small_graph();
-  const SaturatedHlir sat = saturate_hlir(g, algebra());
-  const GenomeSpace space({Region{sat.egraph.get(), sat.roots}});
+  const Saturated sat = saturate(g, algebra());
+  REQUIRE(sat.regions.size() == 1);
+  const spool::Region& region = sat.regions[0];
+  const GenomeSpace space({search::Region{region.egraph.get(), region.roots, {}}});
   CHECK(space.num_genes() > 4);
   CHECK(space.num_choice_genes() >= 3);  // the add and mul classes at least
   std::set<uint32_t> classes;
@@ -66,19 +68,21 @@ TEST_CASE("the gene table: every reachable class once, candidates with acyclic t
 
 TEST_CASE("a genome choosing a cycle is invalid, and repair breaks the cycle") {
   const Graph g = small_graph();
-  const SaturatedHlir sat = saturate_hlir(g, algebra());
-  const GenomeSpace space({Region{sat.egraph.get(), sat.roots}});
+  const Saturated sat = saturate(g, algebra());
+  REQUIRE(sat.regions.size() == 1);
+  const spool::Region& region = sat.regions[0];
+  const GenomeSpace space({search::Region{region.egraph.get(), region.roots, {}}});
   // Find a gene whose candidates include a `neg` node whose child's class
   // in turn holds a `neg` back to it (x + w <-> neg(x + w)).
-  const egraph::OpId neg = sat.lang->op(Op::Neg);
+  const egraph::OpId neg = region.lang->op(Op::Neg);
   Genome genome = space.safe();
   bool planted = false;
   for (size_t a = 0; a < space.num_genes() && !planted; ++a)
     for (uint32_t ca = 0; ca < space.gene(a).count && !planted; ++ca) {
-      if (sat.egraph->node(space.node(a, ca)).op != neg) continue;
+      if (region.egraph->node(space.node(a, ca)).op != neg) continue;
       const uint32_t b = space.children(a, ca)[0];
       for (uint32_t cb = 0; cb < space.gene(b).count; ++cb)
-        if (sat.egraph->node(space.node(b, cb)).op == neg && space.children(b, cb)[0] == a) {
+        if (region.egraph->node(space.node(b, cb)).op == neg && space.children(b, cb)[0] == a) {
           // Make both reachable: choose the cycle in both classes.
           genome[a] = ca;
           genome[b] = cb;
@@ -106,9 +110,9 @@ TEST_CASE("a genome choosing a cycle is invalid, and repair breaks the cycle") {
 
 TEST_CASE("random genomes, mutation and crossover stay valid and compute the same outputs") {
   const Graph g = small_graph();
-  const SaturatedHlir sat = saturate_hlir(g, algebra());
-  const egraph::AstSize cost;
-  const SearchSpace search = search_space(sat, cost);
+  const Saturated sat = saturate(g, algebra());
+  REQUIRE(sat.regions.size() == 1);
+  const SearchSpace search = search_space(sat);
   const GenomeSpace& space = search.genomes();
   Rng rng(7);
   std::set<uint64_t> seen;
@@ -135,16 +139,22 @@ TEST_CASE("random genomes, mutation and crossover stay valid and compute the sam
   CHECK(programs.size() > 1);
 }
 
-TEST_CASE("the greedy genome builds the Extractor's term; hashes and fingerprints") {
+TEST_CASE("the greedy genome builds compile's greedy term; hashes and fingerprints") {
   const Graph g = small_graph();
-  const SaturatedHlir sat = saturate_hlir(g, algebra());
-  const egraph::AstSize cost;
-  const SearchSpace search = search_space(sat, cost);
+  const Saturated sat = saturate(g, algebra());
+  REQUIRE(sat.regions.size() == 1);
+  const spool::Region& region = sat.regions[0];
+  const SearchSpace search = search_space(sat);
   const GenomeSpace& space = search.genomes();
-  const egraph::Extractor extractor(*sat.egraph, cost);
   const std::vector<egraph::Term> terms = space.terms(search.greedy());
   REQUIRE(terms.size() == 1);
-  CHECK(terms[0] == extractor.extract(sat.roots).term);
+  CHECK(terms[0] == extract_greedy(region, *extraction_cost(region)));
+  // from_terms inverts terms(): an Extractor's term under another cost too.
+  const egraph::AstSize size;
+  const egraph::Extractor extractor(*region.egraph, size);
+  const egraph::Term by_size = extractor.extract(region.roots).term;
+  const egraph::Term back[] = {by_size};
+  CHECK(space.terms(space.from_terms(back))[0] == by_size);
   CHECK(space.valid(search.greedy()));
 
   // Genes the roots do not reach do not change the hash; normalize zeroes them.

@@ -38,11 +38,22 @@ class Rng {
   uint64_t state_;
 };
 
-// One saturated e-graph (clean, not changing while the space is used) and the
-// classes of its outputs.
+// A short loop kept both rolled and unrolled in one e-graph (its loop_end and
+// loop_output classes also hold the unrolled chain's values). A program may
+// use its rolled form (choose any of `markers`) only if it chooses a marker in
+// every class of `ends`: the body's next state is needed to unroll it.
+struct LoopGroup {
+  std::vector<egraph::ClassId> ends;
+  std::vector<egraph::ClassId> outputs;
+  std::vector<egraph::NodeId> markers;  // the loop's marker nodes in the e-graph
+};
+
+// One saturated e-graph (clean, not changing while the space is used), the
+// classes of its outputs, and its short loops.
 struct Region {
   const egraph::EGraph* egraph = nullptr;
   std::vector<egraph::ClassId> roots;
+  std::vector<LoopGroup> loops;
 };
 
 // For every gene of a GenomeSpace, the index of its chosen candidate.
@@ -96,6 +107,12 @@ class GenomeSpace {
   // Every gene on its safe candidate (always valid).
   Genome safe() const;
 
+  // The genome choosing the nodes of `terms` (one per region, as
+  // Extractor::extract or compile's greedy extraction builds them); genes the
+  // terms do not reach take their first candidate. Throws spool::Error if a
+  // term does not fit the e-graph.
+  Genome from_terms(std::span<const egraph::Term> terms) const;
+
   // An empty string when `genome` is valid, else what is wrong with it.
   std::string check(const Genome& genome) const;
   bool valid(const Genome& genome) const { return check(genome).empty(); }
@@ -104,7 +121,10 @@ class GenomeSpace {
   // deepest class on it that is not on its safe candidate to it (safe
   // choices strictly decrease the depth, so every cycle has such a class and
   // the repair ends); genes in `keep` are switched only when no other gene
-  // on the cycle can be. Returns the number of genes changed.
+  // on the cycle can be. A short loop used rolled without all its loop_end
+  // markers is taken unrolled (every exit class that chose one of its
+  // markers takes its first other candidate), as greedy extraction does.
+  // Returns the number of genes changed.
   size_t repair(Genome& genome, std::span<const uint32_t> keep = {}) const;
   // Which genes the roots reach under `genome` (a valid genome).
   std::vector<uint8_t> reachable(const Genome& genome) const;
@@ -134,7 +154,18 @@ class GenomeSpace {
   std::vector<egraph::NodeId> cand_node_;
   std::vector<uint32_t> cand_kids_begin_;  // per candidate, into cand_kids_ (one extra at the end)
   std::vector<uint32_t> cand_kids_;
+  std::vector<uint32_t> cand_loop_;  // per candidate: the global loop group it is a marker of, or UINT32_MAX
+  struct LoopGenes {
+    std::vector<uint32_t> ends, exits;  // genes (exits: ends and outputs)
+  };
+  std::vector<LoopGenes> loops_;  // global loop groups (over all regions)
   size_t choice_genes_ = 0;
+
+  size_t break_cycles(Genome& genome, std::span<const uint32_t> keep) const;
+  // Applies the short-loop rule once; returns the genes changed.
+  size_t fix_loops(Genome& genome) const;
+  // The loop group whose rule `genome` breaks, or UINT32_MAX.
+  uint32_t broken_loop(const Genome& genome, const std::vector<uint8_t>& reach) const;
 };
 
 // The genes where `a` and `b` differ among those reachable under `a` or `b`.
