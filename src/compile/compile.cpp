@@ -176,7 +176,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   // 2. Split into regions and saturate each distinct one, in parallel. Rule
   // files are read (and a bad one reported) before any region starts.
   t = Clock::now();
-  s.split = region::split(s.rolled, options.unroll_union_max_trips);
+  s.split = region::split(s.rolled, options.unroll_union_max_trips, options.split_regions);
   std::vector<rules::RuleFile> files;
   for (const std::string& path : options.rule_files) {
     Result<rules::RuleFile> file = rules::load_rule_file(path);

@@ -7,6 +7,13 @@
 // loop's region is its bare body, read through placeholders for the markers.
 // The canonical form comes from one depth-first walk per region from its
 // roots (in order; inputs in input order; producers first).
+//
+// A static loop input that is a source or is computed by a small marker-free
+// cone (a scalar, a RoPE table, a causal mask) is read by the body as a copy
+// of that source or cone rather than a
+// placeholder: one e-graph for the whole graph would see the cone through
+// `loop_input_static x == x` and could fuse it into the body's kernels, and
+// the body's region must be able to do the same.
 
 #include <spool/compile/region.hpp>
 #include <spool/ir/text.hpp>
@@ -24,10 +31,20 @@ bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
 
 // Builds one region's graph from the rolled graph.
+// Static loop inputs whose cone of computed producers has at most this many
+// nodes are copied into the regions that read them.
+constexpr size_t kMaxCopiedCone = 64;
+
 class Builder {
  public:
-  Builder(const Graph& rolled, const std::vector<int>& region_of, int region)
-      : rolled_(rolled), region_of_(region_of), region_(region), mapped_(rolled.id_bound()) {}
+  // `copied_cone[e]`: static loop input e is read as a copy of its cone.
+  Builder(const Graph& rolled, const std::vector<int>& region_of, const std::vector<bool>& copied_cone, int region)
+      : rolled_(rolled),
+        region_of_(region_of),
+        copied_cone_(copied_cone),
+        region_(region),
+        mapped_(rolled.id_bound()),
+        copying_(rolled.id_bound(), false) {}
 
   void add_root(NodeId root) {
     instance_.roots.push_back(root);
@@ -56,7 +73,19 @@ class Builder {
         continue;
       }
       const Node& n = rolled_.node(id);
-      if (region_of_[id.value] != region_) {
+      if (region_of_[id.value] != region_ && !copying_[id.value]) {
+        if (copied_cone_[id.value]) {
+          // The static input is its source: build the source's cone here.
+          const NodeId source = n.inputs[0].src;
+          if (mapped_[source.value].valid()) {
+            mapped_[id.value] = mapped_[source.value];
+            stack.pop_back();
+          } else {
+            mark_cone(source);
+            stack.push_back({source});
+          }
+          continue;
+        }
         mapped_[id.value] = leaf(id);
         stack.pop_back();
         continue;
@@ -80,6 +109,17 @@ class Builder {
     return mapped_[root.value];
   }
 
+  void mark_cone(NodeId root) {
+    std::vector<NodeId> stack{root};
+    while (!stack.empty()) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      if (copying_[id.value] || is_source(rolled_.node(id))) continue;
+      copying_[id.value] = true;
+      for (const Edge& e : rolled_.node(id).inputs) stack.push_back(e.src);
+    }
+  }
+
   // A value read from outside the region: a copy of a constant or iota, or a
   // placeholder of its type (a weight stays a weight, anything else is an input).
   NodeId leaf(NodeId id) {
@@ -98,15 +138,17 @@ class Builder {
 
   const Graph& rolled_;
   const std::vector<int>& region_of_;
+  const std::vector<bool>& copied_cone_;
   int region_;
   std::vector<NodeId> mapped_;  // rolled node -> its node in graph_
+  std::vector<bool> copying_;   // nodes of a copied cone, built here whatever their region
   Graph graph_{"region"};
   Instance instance_;
 };
 
 }  // namespace
 
-Split split(const Graph& rolled, int64_t max_union_trips) {
+Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   const std::vector<roll::Loop> loops = roll::find_loops(rolled);  // outermost first
   std::map<int64_t, size_t> index_of;
   for (size_t i = 0; i < loops.size(); ++i) index_of[loops[i].id] = i;
@@ -124,7 +166,7 @@ Split split(const Graph& rolled, int64_t max_union_trips) {
   for (size_t i = 0; i < loops.size(); ++i) {
     const int parent = loops[i].parent < 0 ? 0 : body_region[index_of.at(loops[i].parent)];
     marker_region[i] = parent;
-    body_region[i] = own[i] ? num_regions++ : parent;
+    body_region[i] = own[i] && separate_loops ? num_regions++ : parent;
   }
 
   std::vector<int> region_of(rolled.id_bound(), -1);
@@ -136,6 +178,29 @@ Split split(const Graph& rolled, int64_t max_union_trips) {
     for (const NodeId n : loops[i].entries) region_of[n.value] = marker_region[i];
     for (const NodeId n : loops[i].exits) region_of[n.value] = marker_region[i];
   }
+
+  // Static loop inputs read as copies of their cones: a small cone of
+  // computed nodes, no loop marker in it, read without a view.
+  std::vector<bool> copied_cone(rolled.id_bound(), false);
+  for (const roll::Loop& loop : loops)
+    for (const NodeId entry : loop.entries) {
+      const Node& e = rolled.node(entry);
+      if (e.op != Op::LoopInputStatic || !e.inputs[0].view.is_identity()) continue;
+      std::vector<bool> seen(rolled.id_bound(), false);
+      std::vector<NodeId> stack{e.inputs[0].src};
+      size_t size = 0;
+      bool ok = true;
+      while (!stack.empty() && ok) {
+        const NodeId id = stack.back();
+        stack.pop_back();
+        const Node& n = rolled.node(id);
+        if (seen[id.value] || is_source(n)) continue;
+        seen[id.value] = true;
+        ok = !is_loop_marker(n.op) && ++size <= kMaxCopiedCone;
+        for (const Edge& in : n.inputs) stack.push_back(in.src);
+      }
+      copied_cone[entry.value] = ok;
+    }
 
   // Roots: values read from another region or by a graph output.
   std::vector<bool> is_root(rolled.id_bound(), false);
@@ -152,7 +217,7 @@ Split split(const Graph& rolled, int64_t max_union_trips) {
   std::map<std::string, size_t> by_text;
   for (int r = 0; r < num_regions; ++r) {
     if (roots[static_cast<size_t>(r)].empty()) continue;  // nothing in it is read
-    Builder builder(rolled, region_of, r);
+    Builder builder(rolled, region_of, copied_cone, r);
     for (const NodeId root : roots[static_cast<size_t>(r)]) builder.add_root(root);
     RegionGraph region{std::move(builder.graph()), {}};
     for (size_t i = 0; i < loops.size(); ++i)

@@ -4,7 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <spool/compile/compile.hpp>
+#include <spool/egraph/hlir_cost.hpp>
 #include <spool/interp/interp.hpp>
+#include <spool/ir/tensor.hpp>
+#include <spool/nn/nn.hpp>
+#include <spool/roll/roll.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include "llama.hpp"
 
@@ -59,4 +65,197 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama agree with the interpr
     const CompileResult b = compile(g, plain);
     CHECK(compacted(cse(a.program)) == compacted(cse(b.program)));
   }
+}
+
+namespace {
+
+const std::string kRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules";
+
+// The extraction cost of a program's own nodes (each distinct node once),
+// under the cost compile extracts by.
+double program_cost(const Graph& program) {
+  egraph::hlir::HlirLanguage lang;
+  const std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
+  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, program);
+  eg->rebuild();
+  const egraph::hlir::HlirCost cost(lang);
+  return egraph::Extractor(*eg, cost).extract(roots).dag_cost;
+}
+
+// saturate + greedy extraction, stopping before the stitched program is unrolled.
+Graph rolled_program(const Graph& g, const CompileOptions& options) {
+  const Saturated s = saturate(g, options);
+  std::vector<egraph::Term> terms;
+  for (const Region& r : s.regions) terms.push_back(extract_greedy(r, *extraction_cost(r)));
+  return s.rolled_program(terms);
+}
+
+size_t count_ops(const Graph& g, Op op) {
+  size_t n = 0;
+  for (const NodeId id : g.live_ids()) n += g.node(id).op == op;
+  return n;
+}
+
+// x [4, 8] through `layers` layers of `inner` chained steps each (a nested repeat).
+Graph nested(int layers, int inner) {
+  Graph g("nested");
+  Tensor x = input(g, "x", DType::F32, {4, 8});
+  for (int i = 0; i < layers; ++i) {
+    for (int j = 0; j < inner; ++j) x = nn::relu(x * weight(g, fmt::format("s{}_{}", i, j), DType::F32, {8}) + 1.0);
+    x = x + weight(g, fmt::format("b{}", i), DType::F32, {8});
+  }
+  output("y", x);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
+  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  config.layers = 8;
+  for (const Graph& g : {examples::build_llama(config, examples::Phase::prefill(8)), nested(6, 6)}) {
+    INFO(g.name());
+    CompileOptions options;
+    options.rule_files = {kRules};
+    options.threads = options.runner.threads = 1;
+    const Saturated one = saturate(g, options);
+    options.threads = options.runner.threads = 2;
+    const Saturated two = saturate(g, options);
+    CHECK(one.report.egraph.egraphs >= 2);
+    REQUIRE(one.regions.size() == two.regions.size());
+    std::vector<egraph::Term> terms_one, terms_two;
+    for (size_t i = 0; i < one.regions.size(); ++i) {
+      CHECK(one.regions[i].egraph->num_nodes() == two.regions[i].egraph->num_nodes());
+      CHECK(one.regions[i].egraph->num_classes() == two.regions[i].egraph->num_classes());
+      terms_one.push_back(extract_greedy(one.regions[i], *extraction_cost(one.regions[i])));
+      terms_two.push_back(extract_greedy(two.regions[i], *extraction_cost(two.regions[i])));
+      CHECK(terms_one.back() == terms_two.back());
+    }
+    CHECK(one.program(terms_one) == two.program(terms_two));
+    options.threads = options.runner.threads = 1;
+    const CompileResult a = compile(g, options);
+    options.threads = options.runner.threads = 2;
+    const CompileResult b = compile(g, options);
+    CHECK(a.program == b.program);
+    check_same_outputs(g, a.program);
+  }
+}
+
+TEST_CASE("a nested repeat with long loops is three regions, and identical regions are saturated once") {
+  // Six layers of six steps: both loops are long, so the outer body and the
+  // inner body are regions of their own.
+  CompileOptions options;
+  options.rule_files = {kRules};
+  const Graph g = nested(6, 6);
+  const CompileResult r = compile(g, options);
+  CHECK(r.report.roll.loops == 2);
+  CHECK(r.report.egraph.regions == 3);
+  CHECK(r.report.egraph.egraphs == 3);
+  check_same_outputs(g, r.program);
+
+  // Two runs of six identical layers, split by an exp2 that does not repeat:
+  // two loops whose bodies are the same region.
+  Graph two("two-loops");
+  Tensor x = input(two, "x", DType::F32, {4, 8});
+  for (int half = 0; half < 2; ++half) {
+    for (int i = 0; i < 6; ++i)
+      x = nn::relu(x * weight(two, fmt::format("w{}_{}", half, i), DType::F32, {8}) + 1.0) * 0.5;
+    if (half == 0) x = exp2(x * -1.0);
+  }
+  output("y", x);
+  const CompileResult t = compile(two, options);
+  CHECK(t.report.roll.loops == 2);
+  CHECK(t.report.egraph.regions == 3);
+  CHECK(t.report.egraph.egraphs == 2);
+  check_same_outputs(two, t.program);
+}
+
+TEST_CASE("the program extracted region by region costs no more than one whole-graph e-graph gives") {
+  // Static loop inputs (scalars, RoPE tables, the causal mask) must fuse
+  // into the body's kernels as they do in one e-graph for the whole graph.
+  std::vector<Graph> graphs{nested(6, 6)};
+  for (int layers : {2, 8}) {
+    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    config.layers = layers;
+    graphs.push_back(examples::build_llama(config, examples::Phase::prefill(8)));
+  }
+  for (const Graph& g : graphs) {
+    CompileOptions options;
+    options.rule_files = {kRules};
+    const Graph by_regions = rolled_program(g, options);
+    options.split_regions = false;
+    const Graph whole = rolled_program(g, options);
+    const double cost_regions = program_cost(by_regions), cost_whole = program_cost(whole);
+    MESSAGE(g.name() << " (" << g.num_live() << " nodes): cost " << cost_regions << " by regions, " << cost_whole
+                     << " whole");
+    CHECK(cost_regions <= cost_whole * (1 + 1e-12));
+    check_same_outputs(g, roll::unroll(by_regions));
+  }
+}
+
+TEST_CASE("the compile report has the keys of DESIGN section 7") {
+  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  config.layers = 8;
+  CompileOptions options;
+  options.rule_files = {kRules};
+  const CompileResult r = compile(examples::build_llama(config, examples::Phase::prefill(8)), options);
+  const nlohmann::json j = to_json(r.report);
+  CHECK(j.at("roll").at("loops") == 1);
+  CHECK(j.at("roll").at("trips") == std::vector<int64_t>{8});
+  CHECK(j.at("roll").at("body_nodes") == r.report.roll.body_nodes);
+  CHECK(r.report.roll.body_nodes > 0);
+  CHECK(j.at("roll").at("hlir_nodes_before").get<size_t>() > j.at("roll").at("hlir_nodes_after").get<size_t>());
+  CHECK(j.at("egraph").at("egraphs") == 2);
+  CHECK(j.at("egraph").at("nodes") == r.report.egraph.nodes);
+  CHECK(j.at("egraph").at("classes").get<size_t>() > 0);
+  CHECK(j.at("egraph").at("iterations").get<size_t>() > 0);
+  CHECK(j.at("egraph").at("stop_reason") == "saturated");
+  for (const char* key : {"roll_ms", "saturate_ms", "extract_ms", "unroll_ms", "total_ms"})
+    CHECK(j.at("compile").at(key).get<double>() >= 0.0);
+  CHECK(j.at("compile").at("total_ms").get<double>() >=
+        j.at("compile").at("saturate_ms").get<double>() + j.at("compile").at("roll_ms").get<double>());
+}
+
+TEST_CASE("a 3-trip chain of scalar multiplies followed by an exp2 fuses through the unroll-union") {
+  // loop 1 (3 trips): state = state * 2; then exp2 of the last state.
+  Graph g("short-loop");
+  const Tensor x = input(g, "x", DType::F32, {4, 8});
+  const Tensor two = constant(g, 2.0, DType::F32, {});
+  const LoopAttr loop{1, 3, 0};
+  const Tensor state(&g, g.add(Op::LoopStart, {x.edge()}, loop));
+  const Tensor factor(&g, g.add(Op::LoopInputStatic, {two.edge()}, loop));
+  const Tensor next = state * factor;
+  const Tensor end(&g, g.add(Op::LoopEnd, {next.edge(), state.edge()}, loop));
+  output("y", exp2(end));
+  const Graph reference = roll::unroll(g);
+
+  CompileOptions options;
+  options.rule_files = {kRules};
+  const CompileResult fused = compile(g, options);
+  check_same_outputs(reference, fused.program);
+  // One kernel: the three multiplies and the exp2 in one fused program.
+  size_t kernels = 0;
+  for (const NodeId id : fused.program.live_ids()) {
+    const Node& n = fused.program.node(id);
+    if (op_info(n.op).cls == OpClass::Source) continue;
+    ++kernels;
+    REQUIRE(n.op == Op::Fused);
+    const ProgramAttr& program = std::get<ProgramAttr>(n.attr);
+    size_t muls = 0, exps = 0;
+    for (const ProgramInstr& instr : program.instrs) {
+      muls += instr.op == Op::Mul;
+      exps += instr.op == Op::Exp2;
+    }
+    CHECK(muls == 3);
+    CHECK(exps == 1);
+  }
+  CHECK(kernels == 1);
+
+  // Without the union the loop is a region of its own: a kernel per
+  // iteration and one for the exp2.
+  options.unroll_union_max_trips = 0;
+  const CompileResult apart = compile(g, options);
+  check_same_outputs(reference, apart.program);
+  CHECK(count_ops(apart.program, Op::Fused) + count_ops(apart.program, Op::Mul) + count_ops(apart.program, Op::Exp2) ==
+        4);
 }

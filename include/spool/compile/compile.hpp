@@ -40,6 +40,8 @@ struct CompileOptions {
   // rolled and unrolled (unioned), so fusions spanning the chain can fire;
   // longer loops get a region of their own. 0 turns the union off.
   int64_t unroll_union_max_trips = 4;
+  // false: the whole rolled graph in one e-graph (for comparison; slower).
+  bool split_regions = true;
   // Rules in C++, run in every region after the rule files, to saturation
   // (made once per region, for that region's language).
   std::function<std::vector<egraph::Rule>(egraph::hlir::HlirLanguage&)> extra_rules;

@@ -41,6 +41,8 @@ struct Split {
 // Placeholders are named kInputPrefix + K.
 inline constexpr const char* kInputPrefix = "@in.";
 
-Split split(const Graph& rolled, int64_t max_union_trips);
+// With `separate_loops` false every node is in the top-level region (one
+// e-graph for the whole graph; loops short enough are still unioned).
+Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops = true);
 
 }  // namespace spool::region
