@@ -327,7 +327,16 @@ int Emitter::add_buffer(const std::string& name, DType dtype, const Shape& shape
   return static_cast<int>(program.buffers.size()) - 1;
 }
 
+int Emitter::named_alias(const std::string& name, int root, int64_t offset, const Shape& shape) {
+  program.buffers.push_back(
+      DramBuffer{unique_name(name), program.buffers[root].dtype, shape, program.buffers[root].kind, root, offset});
+  last_writers_.emplace_back();
+  readers_.emplace_back();
+  return static_cast<int>(program.buffers.size()) - 1;
+}
+
 Access Emitter::through_alias(const Access& access, const std::string& what) {
+  if (access.is_literal) return access;
   const int root = program.root_of(access.buffer);
   int64_t span = 1;
   for (size_t i = 0; i < access.shape.size(); ++i) span += (access.shape[i] - 1) * access.strides[i];

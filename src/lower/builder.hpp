@@ -26,12 +26,18 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // A tensor in DRAM as a kernel sees it: element (i0, ..., in-1) lives at
 // element `offset + sum(i_k * strides[k])` of `buffer` (a root buffer). A
 // stride of 0 is a broadcast axis.
+//
+// A literal access (a Constant node read through any view without a pad)
+// has no buffer: kernels use the value directly, with no load and no kernel
+// to write it.
 struct Access {
   int buffer = -1;
   DType dtype = DType::F32;
   int64_t offset = 0;
   Shape shape;
   Shape strides;
+  bool is_literal = false;
+  double literal = 0.0;
 };
 
 Access dense_access(int buffer, DType dtype, const Shape& shape);
@@ -121,6 +127,8 @@ class Emitter {
   // elements it may touch (one alias per distinct window), so views are
   // visible in the program as aliases read by strided DMA.
   Access through_alias(const Access& access, const std::string& what);
+  // A named alias of exactly `shape` over a dense window of a root buffer.
+  int named_alias(const std::string& name, int root, int64_t offset, const Shape& shape);
 
  private:
   std::map<std::string, int> names_;

@@ -26,7 +26,7 @@ namespace {
 using namespace spool::npu;
 
 enum class OperandLoad : uint8_t { Direct, Transposed, Prologue };
-enum class EpiKind : uint8_t { Full, PerCol, PerRow };
+enum class EpiKind : uint8_t { Full, PerCol, PerRow, Literal };
 
 struct Tile {
   int64_t TM = 0, TN = 0, TK = 0;
@@ -63,6 +63,11 @@ class GemmKernel {
     C_ = kb_.spad("C", DType::F32, TM * TN, 2);
     for (size_t i = 0; i < j_.epilogue.size(); ++i) {
       const Access& e = j_.epilogue[i];
+      if (e.is_literal) {
+        epi_kind_.push_back(EpiKind::Literal);
+        epi_buf_.push_back(-1);
+        continue;
+      }
       const bool col_b = e.strides[rank_ - 1] == 0 || N_ == 1, row_b = e.strides[rank_ - 2] == 0 || M_ == 1;
       const EpiKind kind = !col_b && !row_b ? EpiKind::Full : !col_b ? EpiKind::PerCol : EpiKind::PerRow;
       epi_kind_.push_back(kind);
@@ -260,6 +265,7 @@ class GemmKernel {
           case EpiKind::Full: values.push_back(vb.load(t, SpadRef{epi_buf_[i], sl, Affine::of(0), TN}, LoadBroadcast::Full)); break;
           case EpiKind::PerCol: values.push_back(vb.load(t, SpadRef{epi_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Col)); break;
           case EpiKind::PerRow: values.push_back(vb.load(t, SpadRef{epi_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Row)); break;
+          case EpiKind::Literal: values.push_back(vb.constant(t, j_.epilogue[i].literal)); break;
         }
       }
       int v = vb.full(emit_program(vb, j_.epilogue_program, values, {}));

@@ -154,6 +154,7 @@ class Lowering {
     while ((at = apply_view_steps(a, e.view, at, end)) < end) {
       const ViewStep& step = e.view.steps()[at];
       if (step.kind == ViewKind::Pad) {
+        if (a.is_literal) a = materialize(a, consumer);
         a = materialize_pad(a, step, consumer);
         ++at;
       } else {
@@ -181,13 +182,16 @@ class Lowering {
 
   Access materialize(const Access& a, const std::string& consumer) {
     Access dense = new_dense(consumer + ".dense", a.dtype, a.shape);
-    copy(em_.through_alias(a, "view"), dense, consumer + "_copy");
+    if (a.is_literal)
+      fill(dense, a.literal, consumer + "_fill");
+    else
+      copy(em_.through_alias(a, "view"), dense, consumer + "_copy");
     return dense;
   }
 
   void fill(const Access& to, double value, const std::string& name) {
     TiledSpec s;
-    s.info = KernelInfo{em_.unique_name(name), "copy", false, 0, "", 1};
+    s.info = KernelInfo{em_.unique_name(name), "fill", false, 0, "", 1};
     s.shape = to.shape;
     s.col_axis = std::max<int>(0, static_cast<int>(to.shape.size()) - 1);
     s.row_axis = static_cast<int>(to.shape.size()) - 2;
@@ -297,12 +301,14 @@ class Lowering {
         return;
       }
       case Op::Constant: {
-        const Scalar v = std::get<ScalarAttr>(n.attr).value;
-        Access one = new_dense(fmt::format("const{}", id.value), n.dtype, {1});
-        fill(one, v.as_double(), name_of(id));
-        one.shape = n.shape;
-        one.strides = Shape(n.shape.size(), 0);
-        values_[id.value] = one;
+        // No kernel: readers use the value as a literal.
+        Access lit;
+        lit.dtype = n.dtype;
+        lit.shape = n.shape;
+        lit.strides = Shape(n.shape.size(), 0);
+        lit.is_literal = true;
+        lit.literal = std::get<ScalarAttr>(n.attr).value.as_double();
+        values_[id.value] = lit;
         return;
       }
       case Op::Iota: {
@@ -557,6 +563,7 @@ class Lowering {
     job.epilogue_program = attr.epilogue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       Access a = read(n.inputs[i], name);
+      if (a.is_literal && i < na + nb) a = materialize(a, name);  // operands stream from DRAM
       (i < na ? job.a : i < na + nb ? job.b : job.epilogue).push_back(a);
     }
     std::vector<DType> a_types, b_types;
@@ -633,8 +640,17 @@ class Lowering {
     for (size_t o = 0; o < outs.size(); ++o) {
       if (bound_.count(o)) continue;
       const TensorType t = g_.edge_type(outs[o].edge);
+      Access a = read(outs[o].edge, outs[o].name);
+      if (!a.is_literal && is_dense(Access{a.buffer, a.dtype, 0, a.shape, a.strides, false, 0.0})) {
+        // A contiguous window of a buffer (a reshape, a leading slice): an alias, no copy.
+        const int root = em_.program.root_of(a.buffer);
+        const int alias =
+            em_.named_alias(outs[o].name, root, em_.program.buffers[a.buffer].alias_offset + a.offset, t.shape);
+        outputs_.push_back({outs[o].name, em_.program.buffers[alias].name});
+        continue;
+      }
       Access dst = new_dense(outs[o].name, t.dtype, t.shape, BufferKind::Output);
-      copy(read(outs[o].edge, outs[o].name), dst, outs[o].name + "_copy");
+      copy(em_.through_alias(a, "view"), dst, outs[o].name + "_copy");
       outputs_.push_back({outs[o].name, em_.program.buffers[dst.buffer].name});
     }
     // In graph output order.

@@ -13,7 +13,7 @@ namespace {
 
 using namespace spool::npu;
 
-enum class LoadKind : uint8_t { Full, PerCol, PerRow };
+enum class LoadKind : uint8_t { Full, PerCol, PerRow, Literal };
 
 struct Layout {
   Shape shape;
@@ -52,6 +52,12 @@ class TiledKernel {
     // Scratchpad buffers: one per input at its logical tile shape, one per output.
     for (size_t i = 0; i < s_.inputs.size(); ++i) {
       const Access& a = s_.inputs[i];
+      if (a.is_literal) {
+        in_kind_.push_back(LoadKind::Literal);
+        in_invariant_.push_back(true);
+        in_buf_.push_back(-1);
+        continue;
+      }
       const bool col_b = l_.cols == 1 || a.strides[l_.col] == 0;
       const bool row_b = l_.rows == 1 || a.strides[l_.row] == 0;
       const LoadKind kind = !col_b && !row_b ? LoadKind::Full : !col_b ? LoadKind::PerCol : LoadKind::PerRow;
@@ -69,7 +75,7 @@ class TiledKernel {
     }
     // Loads that no loop changes, once.
     for (size_t i = 0; i < s_.inputs.size(); ++i)
-      if (in_invariant_[i]) load_input(i, Affine::of(0), Affine::of(0), Affine::of(0));
+      if (in_invariant_[i] && in_kind_[i] != LoadKind::Literal) load_input(i, Affine::of(0), Affine::of(0), Affine::of(0));
     open_outer(0);
     kb_.emit(Stmt{WaitOp{kStoreTag}});
     return kb_.finish(footprint);
@@ -128,6 +134,7 @@ class TiledKernel {
       case LoadKind::PerRow:
         kb_.emit(dma(true, a.buffer, off, {l_.rows == 1 ? 0 : a.strides[l_.row]}, dst, {1}, {re}, kLoadTag));
         break;
+      case LoadKind::Literal: break;
     }
   }
 
@@ -142,6 +149,7 @@ class TiledKernel {
         case LoadKind::Full: values.push_back(vb.load(t, SpadRef{in_buf_[i], sl, Affine::of(0), TC_}, LoadBroadcast::Full)); break;
         case LoadKind::PerCol: values.push_back(vb.load(t, SpadRef{in_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Col)); break;
         case LoadKind::PerRow: values.push_back(vb.load(t, SpadRef{in_buf_[i], sl, Affine::of(0), 1}, LoadBroadcast::Row)); break;
+        case LoadKind::Literal: values.push_back(vb.constant(t, s_.inputs[i].literal)); break;
       }
     }
     const std::vector<int> results = s_.body(vb, values);
