@@ -206,6 +206,46 @@ class ProgramBuilder {
   std::vector<std::array<Ref, 3>> args_;
 };
 
+// Whether every use of `c` lies inside the elementwise computation of
+// `root`: each node reading `c` is a node of `root`, or is elementwise (an
+// HLIR elementwise op or a fused kernel) and sits in a class used that way
+// (searched over at most a few dozen classes). A kernel that recomputes `c`
+// with `root`'s program as its epilogue then replaces `c` rather than
+// duplicating its work (a reduction or a view reading `c` would need it
+// written out).
+bool consumed_within(EGraph& g, const HlirLanguage& lang, ClassId c, ClassId root) {
+  root = g.find(root);
+  std::vector<ClassId> stack{g.find(c)}, seen;
+  while (!stack.empty()) {
+    const ClassId k = stack.back();
+    stack.pop_back();
+    if (k == root || std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
+    seen.push_back(k);
+    if (seen.size() > 48) return false;
+    const auto parents = g.class_parents(k);
+    if (parents.empty()) return false;  // a graph output
+    for (NodeId n : parents) {
+      const ClassId p = g.class_of(n);
+      if (p == root) continue;  // any node of `root` itself
+      const std::optional<Op> op = lang.hlir_op(g.node(n).op);
+      if (!op || !(is_elementwise(*op) || *op == Op::Fused)) return false;
+      stack.push_back(p);
+    }
+  }
+  return true;
+}
+
+// Whether the nodes reading `c` sit in more than one class.
+bool several_readers(EGraph& g, ClassId c) {
+  std::optional<ClassId> reader;
+  for (NodeId n : g.class_parents(g.find(c))) {
+    const ClassId p = g.class_of(n);
+    if (reader && *reader != p) return true;
+    reader = p;
+  }
+  return false;
+}
+
 // A fused producer of a class: its program and inputs, read through `view`
 // (identity when the consumer reads the producer directly).
 struct Producer {
@@ -218,7 +258,9 @@ struct Producer {
 // a fused node of `c`, or one behind a view node of `c` whose view has no
 // padding (the padded elements would read the producer's inputs'
 // padding, not the producer's value there) and whose program has no iota
-// (its index would be the view's output index, not the producer's).
+// (its index would be the view's output index, not the producer's). A
+// class with several readers that a gemm computes has no producer to
+// inline (see below).
 std::optional<Producer> fused_producer(EGraph& g, HlirLanguage& lang, ClassId c, size_t budget) {
   std::optional<Producer> best;
   auto consider = [&](const NodeCopy& n, const View& view) {
@@ -228,10 +270,23 @@ std::optional<Producer> fused_producer(EGraph& g, HlirLanguage& lang, ClassId c,
     best = Producer{p, n.kids, view};
   };
   const OpId fused = lang.op(Op::Fused);
+  // A value that several kernels read and that a gemm computes in its
+  // epilogue (or can: it reads a gemm's value that nothing else reads) is
+  // written once there and read, not recomputed from the gemm's inputs by
+  // every reader (a residual stream).
+  auto gemm_made = [&](ClassId k) {
+    if (!several_readers(g, k)) return false;
+    if (!nodes_with(g, k, lang.op(Op::Gemm)).empty()) return true;
+    for (const NodeCopy& n : nodes_with(g, k, fused))
+      for (ClassId kid : n.kids)
+        if (!nodes_with(g, kid, lang.op(Op::Gemm)).empty() && consumed_within(g, lang, kid, k)) return true;
+    return false;
+  };
+  if (gemm_made(c)) return std::nullopt;
   for (const NodeCopy& n : nodes_with(g, c, fused)) consider(n, View{});
   for (const NodeCopy& v : nodes_with(g, c, lang.view_op())) {
     const View& view = *lang.payload(v.attr).view;
-    if (has_pad(view) || v.kids[0] == g.find(c)) continue;
+    if (has_pad(view) || v.kids[0] == g.find(c) || gemm_made(v.kids[0])) continue;
     for (const NodeCopy& n : nodes_with(g, v.kids[0], fused)) consider(n, view);
   }
   return best;
@@ -434,13 +489,15 @@ std::optional<std::pair<ProgramAttr, std::vector<ClassId>>> chain_epilogue(EGrap
 }
 
 // gemm-epilogue ?r ?p ?x...: the fused node fused[?p](?x...) of ?r where an
-// input is a gemm's value, read directly: the gemm with the fused program
-// appended to its epilogue (the epilogue sees exactly the gemm's value).
+// input is a gemm's value, read directly and only within ?r: the gemm
+// with the fused program appended to its epilogue (the epilogue sees
+// exactly the gemm's value).
 std::optional<ClassId> gemm_epilogue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
   auto node = matched_node(g, m.root, lang.op(Op::Fused), m.attr_args[0], m.args.subspan(1));
   if (!node) return std::nullopt;
   const ProgramAttr& program = std::get<ProgramAttr>(attr_of(lang, node->attr));
   for (size_t slot = 0; slot < node->kids.size(); ++slot) {
+    if (!consumed_within(g, lang, node->kids[slot], m.root)) continue;
     std::optional<NodeCopy> best;
     for (NodeCopy& gemm : nodes_with(g, node->kids[slot], lang.op(Op::Gemm))) {
       const GemmAttr& ga = std::get<GemmAttr>(attr_of(lang, gemm.attr));
@@ -462,8 +519,12 @@ std::optional<ClassId> gemm_epilogue(EGraph& g, HlirLanguage& lang, const MatchV
 // ---- reductions ---------------------------------------------------------------------
 
 // reduce-op ?r ?x ?axis: sum_reduce/max_reduce[axis](?x) of ?r as a reduce
-// kernel with empty prologue and epilogue.
+// kernel with empty prologue and epilogue (not for a matmul's sum: run
+// matmul-to-gemm first).
 std::optional<ClassId> reduce_op(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  // A gemm already computes it (the sum of a broadcast product, nn::matmul):
+  // a reduce would read the product, K times larger than the result.
+  if (!nodes_with(g, m.root, lang.op(Op::Gemm)).empty()) return std::nullopt;
   for (Op kind : {Op::SumReduce, Op::MaxReduce}) {
     if (!matched_node(g, m.root, lang.op(kind), m.attr_args[0], m.args.subspan(1))) continue;
     ReduceAttr attr;
@@ -488,11 +549,13 @@ std::optional<ClassId> reduce_prologue(EGraph& g, HlirLanguage& lang, const Matc
 }
 
 // reduce-epilogue ?r ?p ?x: the one-input fused node fused[?p](?x) of ?r
-// where ?x is a reduce kernel's value: the reduce with the program appended
+// where ?x is a reduce kernel's value read only within ?r: the
+// reduce with the program appended
 // to its epilogue (which sees only the reduced value, as here).
 std::optional<ClassId> reduce_epilogue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
   auto node = matched_node(g, m.root, lang.op(Op::Fused), m.attr_args[0], m.args.subspan(1));
   if (!node || node->kids.size() != 1) return std::nullopt;
+  if (!consumed_within(g, lang, node->kids[0], m.root)) return std::nullopt;
   const ProgramAttr& program = std::get<ProgramAttr>(attr_of(lang, node->attr));
   for (const NodeCopy& r : nodes_with(g, node->kids[0], lang.op(Op::Reduce))) {
     ReduceAttr attr = std::get<ReduceAttr>(attr_of(lang, r.attr));

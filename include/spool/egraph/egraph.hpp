@@ -182,6 +182,8 @@ class EGraph {
   // Nodes of a canonical class; after rebuild() sorted by (op, node id).
   // Spans into the graph are valid until the next add/merge/rebuild.
   std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(rec(c).nodes); }
+  // Nodes having canonical class `c` as a child (may repeat until rebuild()).
+  std::span<const NodeId> class_parents(ClassId c) const { return lists_.view(rec(c).parents); }
   // The nodes of class `c` with op `op` (requires a clean graph).
   std::span<const NodeId> class_nodes(ClassId c, OpId op) const;
   // Canonical classes in increasing id order (requires a clean graph).

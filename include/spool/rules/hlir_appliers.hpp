@@ -19,7 +19,7 @@ namespace spool::rules {
 // Size caps that keep fusion bounded: a fused program, prologue or epilogue
 // never grows past these, so saturation adds a bounded number of kernels
 // per class.
-inline constexpr size_t kMaxProgramInstrs = 24;
+inline constexpr size_t kMaxProgramInstrs = 32;
 inline constexpr size_t kMaxKernelInputs = 6;
 
 // The appliers and guards of the shipped rules (rules/README.md lists them).
