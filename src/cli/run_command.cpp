@@ -1,14 +1,19 @@
 // `spool run MODEL` and `spool models`.
 //
-// For now `run` builds the model's HLIR (prefill or decode, random weights or
-// a Hugging Face folder) and executes it with the reference interpreter
-// (--interp); the compile pipeline (rolling, saturation, extraction,
-// lowering, simulation) is added stage by stage and `run` refuses to pretend
-// it ran a stage that does not exist yet.
+// `run` builds the model's HLIR (prefill or decode, random weights or a
+// Hugging Face folder), runs the whole pipeline on it (pipeline::run: roll,
+// saturate, extract or search, unroll, lower, simulate) and prints one
+// report: each stage's figures, the simulated time as TTFT (prefill) or TPOT
+// (decode), its rooflines, and — in functional mode, the default for tiny
+// shapes — the simulated outputs checked against the reference interpreter.
+// --interp runs the HLIR on the interpreter alone.
 
 #include "commands.hpp"
 
+#include <spool/pipeline/pipeline.hpp>
 #include <spool/spool.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include "hf_weights.hpp"
 #include "models.hpp"
@@ -38,6 +43,13 @@ struct RunOptions {
   std::string check_logits;
   std::string dot_file;
   std::string hlir_file;
+  std::string npu = "tpuv3";
+  bool no_roll = false;
+  bool timing_only = false;
+  size_t search = 0;
+  std::vector<std::string> rules;
+  std::string json_file;
+  std::string trace_file;
   bool size_given = false;
 };
 
@@ -138,6 +150,90 @@ void print_outputs(const std::map<std::string, interp::HostTensor>& outputs) {
   }
 }
 
+// Values of every source: seeded random weights (or the checkpoint's), the
+// tokens, and for a decode with tokens the KV cache filled by a prefill of
+// all tokens but the last on the interpreter.
+interp::Env source_values(const RunOptions& options, const examples::ModelRef& ref, const Built& built,
+                          const examples::Phase& phase, const std::vector<int64_t>& tokens) {
+  if (!phase.has_cache() || tokens.empty()) return make_inputs(built, options.seed, tokens);
+  const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
+  const Built prefill = build(options, ref, examples::Phase::prefill(phase.context));
+  const auto prefill_start = Clock::now();
+  const auto prefill_out = interp::run(prefill.graph, make_inputs(prefill, options.seed, prompt));
+  std::printf("prefill    %lld tokens on the interpreter to fill the KV cache (%.1f ms)\n",
+              static_cast<long long>(phase.context), ms_since(prefill_start));
+  interp::Env inputs = make_inputs(built, options.seed, {tokens.back()});
+  for (const auto& [output_name, value] : prefill_out)
+    if (output_name.rfind("present_", 0) == 0) inputs["past_" + output_name.substr(8)] = value;
+  return inputs;
+}
+
+// Decoder layers as the weight names count them (model.layers.N.), or 1.
+int64_t count_layers(const Graph& graph) {
+  int64_t layers = 0;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    if (node.op != Op::Weight) continue;
+    const std::string& weight = std::get<NameAttr>(node.attr).name;
+    constexpr std::string_view prefix = "model.layers.";
+    if (weight.rfind(prefix, 0) != 0) continue;
+    layers = std::max<int64_t>(layers, std::atoll(weight.c_str() + prefix.size()) + 1);
+  }
+  return std::max<int64_t>(layers, 1);
+}
+
+std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
+
+void print_report(const pipeline::Report& r, const sim::NpuConfig& config, const examples::Phase& phase,
+                  bool timing_only) {
+  const CompileReport& c = r.compile;
+  std::string trips;
+  for (const int64_t t : c.roll.trips) trips += fmt::format("{}{}", trips.empty() ? "" : ",", t);
+  std::printf("npu        %s: %d core(s) at %.0f MHz, %d arrays %lldx%lld, %lld lanes, %s scratchpad, %.0f GB/s DRAM\n",
+              config.name.c_str(), config.cores, config.core_clock_mhz, config.systolic.arrays,
+              static_cast<long long>(config.systolic.rows), static_cast<long long>(config.systolic.cols),
+              static_cast<long long>(config.vector.lanes), megabytes(config.spad_bytes()).c_str(),
+              config.dram_bytes_per_second() / 1e9);
+  std::printf("roll       %lld loop(s)%s, hlir %zu -> %zu nodes, body %lld nodes\n",
+              static_cast<long long>(c.roll.loops), trips.empty() ? "" : (" of " + trips + " trips").c_str(),
+              c.roll.hlir_nodes_before, c.roll.hlir_nodes_after, static_cast<long long>(c.roll.body_nodes));
+  std::printf("egraph     %zu e-graph(s) for %zu regions: %zu nodes, %zu classes, %zu iterations, stop %s\n",
+              c.egraph.egraphs, c.egraph.regions, c.egraph.nodes, c.egraph.classes, c.egraph.iterations,
+              std::string(egraph::stop_reason_name(c.egraph.stop)).c_str());
+  std::printf("program    %zu LLIR nodes -> %d NPU kernels (%d fused, %d copies), %lld DRAM aliases\n",
+              r.llir_nodes, r.lowering.kernels, r.lowering.fused_kernels, r.lowering.copy_kernels,
+              static_cast<long long>(r.lowering.dram_aliases));
+  if (r.search)
+    std::printf("search     %zu genomes: greedy %lld cycles, searched %lld cycles (%.3fx)%s\n", r.search->genomes,
+                static_cast<long long>(r.search->greedy_cycles), static_cast<long long>(r.search->best_cycles),
+                r.search->best_cycles > 0
+                    ? static_cast<double>(r.search->greedy_cycles) / static_cast<double>(r.search->best_cycles)
+                    : 1.0,
+                r.search->stopped_by_time ? " (stopped by time)" : "");
+  std::printf("time ms    roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, lower %.1f, simulate %.1f; total %.1f\n",
+              c.times.roll_ms, c.times.saturate_ms, c.times.extract_ms, c.times.unroll_ms, r.lower_ms,
+              r.simulate_ms, r.total_ms);
+  const sim::Report& s = r.sim;
+  std::printf("sim        %lld cycles, DRAM %s read + %s written, %.2f GFLOP, scratchpad peak %s\n",
+              static_cast<long long>(s.cycles), megabytes(s.dram_read_bytes).c_str(),
+              megabytes(s.dram_write_bytes).c_str(), static_cast<double>(s.flops) / 1e9,
+              megabytes(s.spad_peak_bytes).c_str());
+  const double roofline_ms = static_cast<double>(s.roofline_cycles) / (config.core_clock_mhz * 1e3);
+  std::printf("%s       %.4f ms at %.0f MHz; roofline %.4f ms (%.0f%% utilisation)\n",
+              phase.has_cache() ? "TPOT" : "TTFT", s.time_ms, config.core_clock_mhz, roofline_ms,
+              s.cycles > 0 ? 100.0 * static_cast<double>(s.roofline_cycles) / static_cast<double>(s.cycles) : 0.0);
+  std::printf("memory     %s of weights and inputs must be read: %.4f ms at peak DRAM bandwidth, %.2fx of it\n",
+              megabytes(r.source_bytes).c_str(), r.dram_roofline_ms,
+              r.dram_roofline_ms > 0 ? s.time_ms / r.dram_roofline_ms : 0.0);
+  if (r.check)
+    std::printf("check      simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",
+                r.check->max_abs_err, r.check->max_rel_err, r.check->worst_output.c_str(),
+                r.check->ok ? "ok" : "FAILED");
+  else if (timing_only)
+    std::printf("check      none (timing only: no tensor data was allocated)\n");
+  if (!r.outputs.empty()) print_outputs(r.outputs);
+}
+
 void run(const RunOptions& options) {
   const examples::ModelRef ref = examples::find_model(options.model);
   const std::string& name = ref.entry->name;
@@ -189,36 +285,66 @@ void run(const RunOptions& options) {
   std::printf("weights    %lld parameters (%.1f MB as f32)\n", static_cast<long long>(parameters),
               static_cast<double>(parameters) * 4.0 / 1e6);
   std::fflush(stdout);  // the report comes before any error below, also through a pipe
-  if (!options.interp)
-    fail("only the reference interpreter can run models so far: add --interp "
-         "(compiling for the NPU is not available yet)");
-  if (parameters > kInterpParameterLimit)
+
+  // Real shapes run timing-only unless a checkpoint gives the values.
+  const bool timing_only =
+      !options.interp && (options.timing_only || (options.model_options.size == "real" && options.weights_dir.empty()));
+  if (!timing_only && parameters > kInterpParameterLimit)
     fail("the reference interpreter holds every value as a double and cannot run {} parameters; "
-         "use --size tiny or a small checkpoint",
+         "use --timing-only, --size tiny or a small checkpoint",
          parameters);
   if (!tokens.empty()) check_tokens(built.graph, tokens, name);
+  if (timing_only && (!options.dump_logits.empty() || !options.check_logits.empty()))
+    fail("--dump-logits and --check-logits need values: drop --timing-only");
 
-  interp::Env inputs;
-  if (phase.has_cache() && !tokens.empty()) {
-    // Fill the cache with a prefill of all tokens but the last.
-    const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
-    const Built prefill = build(options, ref, examples::Phase::prefill(phase.context));
-    const auto prefill_start = Clock::now();
-    const auto prefill_out = interp::run(prefill.graph, make_inputs(prefill, options.seed, prompt));
-    std::printf("prefill    %lld tokens on the interpreter to fill the KV cache (%.1f ms)\n",
-                static_cast<long long>(phase.context), ms_since(prefill_start));
-    inputs = make_inputs(built, options.seed, {tokens.back()});
-    for (const auto& [output_name, value] : prefill_out)
-      if (output_name.rfind("present_", 0) == 0) inputs["past_" + output_name.substr(8)] = value;
+  std::map<std::string, interp::HostTensor> outputs;
+  if (options.interp) {
+    const interp::Env inputs = source_values(options, ref, built, phase, tokens);
+    const auto run_start = Clock::now();
+    outputs = interp::run(built.graph, inputs);
+    std::printf("interp     %.1f ms (reference interpreter, %s)\n", ms_since(run_start),
+                options.weights_dir.empty() ? fmt::format("seed {}", options.seed).c_str() : "checkpoint weights");
+    print_outputs(outputs);
   } else {
-    inputs = make_inputs(built, options.seed, tokens);
-  }
+    pipeline::Options pipeline_options;
+    pipeline_options.compile.roll = !options.no_roll;
+    pipeline_options.compile.rule_files = options.rules;
+    if (pipeline_options.compile.rule_files.empty())
+      pipeline_options.compile.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+    pipeline_options.search_genomes = options.search;
+    pipeline_options.search_seed = options.seed + 1;
+    if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
+    const sim::NpuConfig config = sim::load_config(options.npu);
+    sim::Trace trace;
+    if (!options.trace_file.empty()) pipeline_options.trace = &trace;
 
-  const auto run_start = Clock::now();
-  const auto outputs = interp::run(built.graph, inputs);
-  std::printf("interp     %.1f ms (reference interpreter, %s)\n", ms_since(run_start),
-              options.weights_dir.empty() ? fmt::format("seed {}", options.seed).c_str() : "checkpoint weights");
-  print_outputs(outputs);
+    const pipeline::Report report = pipeline::run(built.graph, config, pipeline_options);
+    print_report(report, config, phase, timing_only);
+    if (!options.trace_file.empty()) {
+      std::ofstream out(options.trace_file);
+      if (!out) fail("cannot open '{}' for writing", options.trace_file);
+      trace.write_json(out);
+      std::printf("trace      written to %s (%zu events)\n", options.trace_file.c_str(), trace.events.size());
+    }
+    if (!options.json_file.empty()) {
+      nlohmann::json j = report.to_json();
+      j["model"] = ref.variant.empty() ? name : name + ":" + ref.variant;
+      j["phase"] = phase.has_cache() ? "decode" : "prefill";
+      j["layers"] = count_layers(built.graph);
+      j["seq"] = phase.seq;
+      j["context"] = phase.context;
+      j["config"] = config.name;
+      j["size"] = options.weights_dir.empty() ? options.model_options.size : "weights";
+      j["mode"] = timing_only ? "timing" : "functional";
+      write_file(options.json_file, j.dump(2) + "\n");
+      std::printf("json       written to %s\n", options.json_file.c_str());
+    }
+    std::fflush(stdout);
+    if (report.check && !report.check->ok)
+      fail("the simulated program differs from the interpreter: {} by {:.3g} relative to scale (tolerance {:.0e})",
+           report.check->worst_output, report.check->max_rel_err, pipeline_options.tolerance);
+    outputs = report.outputs;
+  }
 
   if (!options.dump_logits.empty() || !options.check_logits.empty()) {
     const auto logits = outputs.find("logits");
@@ -270,7 +396,18 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_option("--dump-logits", options->dump_logits, "Write the logits as a .npy file");
   run_cmd->add_option("--check-logits", options->check_logits,
                       "Compare the logits with a .npy reference (fails beyond 1e-4 relative to its scale)");
-  run_cmd->add_flag("--interp", options->interp, "Run the HLIR with the reference interpreter");
+  run_cmd->add_option("--npu", options->npu, "NPU config: a name in configs/ (tpuv3, tpuv4, toy) or a JSON file")
+      ->capture_default_str();
+  run_cmd->add_flag("--no-roll", options->no_roll, "Do not roll repeated layers (saturate the whole graph)");
+  run_cmd->add_option("--search", options->search,
+                      "Genetic extraction search over this many genomes (0: greedy extraction)");
+  run_cmd->add_flag("--timing-only", options->timing_only,
+                    "Simulate for time only: no values, no check (the default for --size real without --weights)");
+  run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  run_cmd->add_option("--json", options->json_file, "Write the report as JSON");
+  run_cmd->add_option("--trace", options->trace_file, "Write the simulator's Chrome/Perfetto trace");
+  run_cmd->add_flag("--interp", options->interp,
+                    "Only run the HLIR on the reference interpreter (no compile, no simulation)");
   run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")->capture_default_str();
   run_cmd->add_option("--dot", options->dot_file, "Write a Graphviz picture of the HLIR");
   run_cmd->add_option("--hlir", options->hlir_file, "Write the HLIR in text form");

@@ -1,0 +1,83 @@
+#pragma once
+// pipeline::run: everything Spool does to one HLIR graph, end to end.
+//
+// compile (roll, saturate, greedy extraction, unroll), optionally a genetic
+// search over the saturated e-graphs for a program with fewer simulated
+// cycles, lowering to NPU kernels, the cycle simulator in timing mode, and —
+// in functional mode — the simulator run on real values and compared with
+// the reference interpreter. The report carries the keys of DESIGN §7; the
+// `spool run` command prints it and writes it as JSON.
+
+#include <spool/compile/compile.hpp>
+#include <spool/interp/interp.hpp>
+#include <spool/lower/lower.hpp>
+#include <spool/sim/config.hpp>
+#include <spool/sim/sim.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace spool::pipeline {
+
+struct Options {
+  CompileOptions compile;
+  lower::LowerOptions lower;
+  // Functional mode: run the simulator on these values of every graph input
+  // and weight, and compare with the interpreter. nullopt: timing only, no
+  // tensor data is ever allocated.
+  std::optional<interp::Env> inputs;
+  double tolerance = 1e-4;  // largest error relative to each output's scale
+  // Genetic search over the e-graphs' genomes (0: greedy extraction only).
+  size_t search_genomes = 0;
+  uint64_t search_seed = 1;
+  double search_seconds = 0;  // 0: no time budget
+  sim::Trace* trace = nullptr;  // optional: the timing run's trace
+};
+
+struct SearchFigures {
+  size_t genomes = 0;
+  int64_t greedy_cycles = 0, best_cycles = 0;
+  bool stopped_by_time = false;
+  double ms = 0;
+};
+
+struct Check {
+  bool ok = true;
+  double max_abs_err = 0;
+  double max_rel_err = 0;  // relative to the output's scale (largest |reference|)
+  std::string worst_output;
+  double interp_ms = 0, sim_ms = 0;
+};
+
+struct Report {
+  CompileReport compile;
+  double lower_ms = 0, simulate_ms = 0;
+  size_t llir_nodes = 0;
+  lower::LowerReport lowering;
+  sim::Report sim;
+  std::optional<SearchFigures> search;
+  std::optional<Check> check;
+  // Functional mode: the simulated program's outputs, by graph output name.
+  std::map<std::string, interp::HostTensor> outputs;
+  // DRAM bytes that any program must read: every source (weights, inputs
+  // such as a KV cache) once, a table only gathered from (an embedding) for
+  // the rows gathered; and the time that takes at the config's peak DRAM
+  // bandwidth: the memory roofline of the whole program.
+  int64_t source_bytes = 0;
+  double dram_roofline_ms = 0;
+  double total_ms = 0;  // wall time of the pipeline
+
+  // The DESIGN §7 keys: compile, roll, egraph, program, sim, search, check.
+  nlohmann::json to_json() const;
+};
+
+// Throws spool::Error for anything the pipeline cannot do with the graph
+// (a bad rule file, an op that cannot be lowered, a shape that cannot be
+// tiled); a failed check is reported in Report::check, not thrown.
+Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& options = {});
+
+}  // namespace spool::pipeline

@@ -1,0 +1,205 @@
+// The whole pipeline on one graph, top to bottom; each stage is one call and
+// is logged.
+
+#include <spool/pipeline/pipeline.hpp>
+#include <spool/search/genetic.hpp>
+#include <spool/search/space.hpp>
+#include <spool/support/error.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+namespace spool::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The bytes of every source (input or weight) that any program must read
+// from DRAM at least once: the whole tensor, except for a table only ever
+// gathered from (an embedding), of which at most the gathered elements.
+int64_t source_bytes(const Graph& graph) {
+  std::map<uint32_t, int64_t> gathered;  // source -> elements gathered from it
+  std::map<uint32_t, bool> other_use;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const uint32_t src = node.inputs[i].src.value;
+      if (node.op == Op::Gather && i == 0)
+        gathered[src] += num_elements(node.shape);
+      else
+        other_use[src] = true;
+    }
+  }
+  for (const Output& output : graph.outputs()) other_use[output.edge.src.value] = true;
+  int64_t bytes = 0;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    if (node.op != Op::Input && node.op != Op::Weight) continue;
+    int64_t elements = num_elements(node.shape);
+    if (!other_use.contains(id.value)) {
+      const auto it = gathered.find(id.value);
+      elements = it == gathered.end() ? 0 : std::min(elements, it->second);
+    }
+    bytes += elements * dtype_bytes(node.dtype);
+  }
+  return bytes;
+}
+
+// Greedy extraction, or the genetic search when asked; fills the compile
+// report's extract/unroll times either way.
+Graph extract_program(const Graph& hlir, const sim::NpuConfig& config, const Options& options, Report& report) {
+  if (options.search_genomes == 0) {
+    CompileResult compiled = compile(hlir, options.compile);
+    report.compile = compiled.report;
+    return std::move(compiled.program);
+  }
+  const auto start = Clock::now();
+  const Saturated saturated = saturate(hlir, options.compile);
+  report.compile = saturated.report;
+  const auto search_start = Clock::now();
+  const search::SearchSpace space = search::search_space(saturated);
+  const search::FitnessFn fitness = [&](const Graph& program) {
+    const lower::Lowered lowered = lower::to_npu(program, config, options.lower);
+    return sim::run(lowered.program, config).cycles;
+  };
+  search::SearchOptions search_options;
+  search_options.max_genomes = options.search_genomes;
+  search_options.seed = options.search_seed;
+  search_options.max_seconds = options.search_seconds;
+  search_options.threads = options.compile.threads;
+  search::SearchResult result = search::genetic(space, fitness, search_options);
+  SearchFigures figures;
+  figures.genomes = result.genomes;
+  figures.greedy_cycles = result.greedy_cycles;
+  figures.best_cycles = result.best_cycles;
+  figures.stopped_by_time = result.stopped_by_time;
+  figures.ms = ms_since(search_start);
+  report.search = figures;
+  spdlog::info("search: {}", result.summary());
+  // The search built every candidate program (extraction and unrolling
+  // included): its time is the extraction time of this compile.
+  report.compile.times.extract_ms = figures.ms;
+  report.compile.times.total_ms = ms_since(start);
+  return std::move(result.best_program);
+}
+
+Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const sim::NpuConfig& config,
+                    const interp::Env& inputs, double tolerance, sim::Report& sim_report,
+                    std::map<std::string, interp::HostTensor>& outputs) {
+  Check check;
+  auto t = Clock::now();
+  const std::map<std::string, interp::HostTensor> expected = interp::run(hlir, inputs);
+  check.interp_ms = ms_since(t);
+  t = Clock::now();
+  std::map<std::string, interp::HostTensor> sources;
+  for (const auto& [name, buffer] : lowered.inputs) {
+    const auto it = inputs.find(name);
+    if (it == inputs.end()) fail("functional run: no value for the program's source '{}'", name);
+    sources.emplace(name, it->second);
+  }
+  lower::Executed executed = lower::run_functional(lowered, config, sources);
+  check.sim_ms = ms_since(t);
+  sim_report = std::move(executed.report);
+  for (const auto& [name, want] : expected) {
+    const auto got = executed.outputs.find(name);
+    if (got == executed.outputs.end()) fail("functional run: the lowered program has no output '{}'", name);
+    if (got->second.shape() != want.shape())
+      fail("functional run: output '{}' is {} but the interpreter gives {}", name, shape_str(got->second.shape()),
+           shape_str(want.shape()));
+    const interp::Difference diff = interp::compare(got->second, want);
+    check.max_abs_err = std::max(check.max_abs_err, diff.max_abs);
+    if (diff.max_rel_to_scale >= check.max_rel_err) {
+      check.max_rel_err = diff.max_rel_to_scale;
+      check.worst_output = name;
+    }
+  }
+  check.ok = check.max_rel_err <= tolerance;
+  outputs = std::move(executed.outputs);
+  return check;
+}
+
+}  // namespace
+
+Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& options) {
+  Report report;
+  const auto start = Clock::now();
+  report.source_bytes = source_bytes(hlir);
+  report.dram_roofline_ms = static_cast<double>(report.source_bytes) / config.dram_bytes_per_second() * 1e3;
+
+  // 1. Compile: roll, saturate, extract (greedy or searched), unroll.
+  const Graph program = extract_program(hlir, config, options, report);
+  report.llir_nodes = program.num_live();
+
+  // 2. Lower to NPU kernels.
+  auto t = Clock::now();
+  const lower::Lowered lowered = lower::to_npu(program, config, options.lower);
+  report.lower_ms = ms_since(t);
+  report.lowering = lowered.report;
+  spdlog::info("lower: {} kernels ({} fused, {} copies) in {:.1f} ms", lowered.report.kernels,
+               lowered.report.fused_kernels, lowered.report.copy_kernels, report.lower_ms);
+
+  // 3. Simulate for time (never allocates tensor data).
+  t = Clock::now();
+  sim::Options sim_options;
+  sim_options.trace = options.trace;
+  report.sim = sim::run(lowered.program, config, sim_options);
+  report.simulate_ms = ms_since(t);
+  spdlog::info("simulate: {} cycles ({:.3f} ms at the NPU clock) in {:.1f} ms", report.sim.cycles,
+               report.sim.time_ms, report.simulate_ms);
+
+  // 4. Functional mode: the same program on real values, against the interpreter.
+  if (options.inputs) {
+    sim::Report functional;
+    report.check = check_outputs(hlir, lowered, config, *options.inputs, options.tolerance, functional,
+                                 report.outputs);
+    if (functional.cycles != report.sim.cycles)
+      fail("the functional and timing runs of the same program took {} and {} cycles", functional.cycles,
+           report.sim.cycles);
+    spdlog::info("check: max error {:.3g} relative to scale: {}", report.check->max_rel_err,
+                 report.check->ok ? "ok" : "FAILED");
+  }
+  report.total_ms = ms_since(start);
+  return report;
+}
+
+nlohmann::json Report::to_json() const {
+  nlohmann::json j = spool::to_json(compile);
+  j["compile"]["lower_ms"] = lower_ms;
+  j["compile"]["simulate_ms"] = simulate_ms;
+  j["compile"]["pipeline_ms"] = total_ms;
+  j["program"] = {{"llir_nodes", llir_nodes},
+                  {"kernels", lowering.kernels},
+                  {"fused_kernels", lowering.fused_kernels},
+                  {"copy_kernels", lowering.copy_kernels},
+                  {"dram_aliases", lowering.dram_aliases}};
+  j["sim"] = {{"cycles", sim.cycles},
+              {"time_ms", sim.time_ms},
+              {"dram_bytes", sim.dram_read_bytes + sim.dram_write_bytes},
+              {"dram_read_bytes", sim.dram_read_bytes},
+              {"dram_write_bytes", sim.dram_write_bytes},
+              {"flops", sim.flops},
+              {"spad_peak_bytes", sim.spad_peak_bytes},
+              {"roofline_cycles", sim.roofline_cycles},
+              {"source_bytes", source_bytes},
+              {"dram_roofline_ms", dram_roofline_ms}};
+  if (search)
+    j["search"] = {{"genomes", search->genomes},
+                   {"greedy_cycles", search->greedy_cycles},
+                   {"best_cycles", search->best_cycles},
+                   {"stopped_by_time", search->stopped_by_time},
+                   {"ms", search->ms}};
+  if (check)
+    j["check"] = {{"ok", check->ok},
+                  {"max_abs_err", check->max_abs_err},
+                  {"max_rel_err", check->max_rel_err},
+                  {"worst_output", check->worst_output}};
+  return j;
+}
+
+}  // namespace spool::pipeline
