@@ -5,7 +5,7 @@
 //   sim_bench [--repeat N] [--reports] [workload@config ...]
 
 #include <spool/sim/sim.hpp>
-#include <spool/sim/workloads.hpp>
+#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
 
 #include <algorithm>
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       const std::string config_name = at == std::string::npos ? "tpuv3" : c.substr(at + 1);
       const spool::sim::NpuConfig config = spool::sim::load_config(config_name);
       const auto t_build = Clock::now();
-      const spool::sim::Workload w = spool::sim::make_workload(spec, config);
+      const spool::lower::Workload w = spool::lower::make_workload(spec, config);
       const double build = seconds_since(t_build);
       double best = 1e30;
       spool::sim::Report report;

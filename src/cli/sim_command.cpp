@@ -1,13 +1,13 @@
 // `spool sim WORKLOAD [--npu CONFIG] [--json F] [--trace F] [--functional]`
 //
-// Builds a built-in workload for the config, verifies it, simulates it in
-// timing mode (or functional mode on seeded random inputs) and prints the
+// Builds a built-in workload as an LLIR graph, lowers it for the config
+// (lower::to_npu), verifies it, simulates it in timing mode (or functional mode on seeded random inputs) and prints the
 // report; --json writes it as JSON ({"workload", "config", "sim": {...}}),
 // --trace writes Chrome/Perfetto trace events.
 
 #include <spool/npu/text.hpp>
 #include <spool/sim/sim.hpp>
-#include <spool/sim/workloads.hpp>
+#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +32,7 @@ struct SimOptions {
   std::string program_file;
   bool functional = false;
   uint64_t seed = 0;
+  int64_t spad_budget = 0;
 };
 
 std::ofstream open_output(const std::string& path) {
@@ -42,7 +43,14 @@ std::ofstream open_output(const std::string& path) {
 
 void run_sim(const SimOptions& o) {
   const sim::NpuConfig config = sim::load_config(o.npu);
-  const sim::Workload workload = sim::make_workload(o.workload, config);
+  const auto t_lower = std::chrono::steady_clock::now();
+  const lower::Workload workload = lower::make_workload(o.workload, config, [&] {
+    lower::LowerOptions lo;
+    lo.spad_budget = o.spad_budget;
+    return lo;
+  }());
+  const double lower_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_lower).count();
   if (!o.program_file.empty()) open_output(o.program_file) << npu::print(workload.program);
 
   sim::Trace trace;
@@ -68,6 +76,8 @@ void run_sim(const SimOptions& o) {
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   std::printf("workload         %s\n", workload.name.c_str());
+  std::fputs(workload.report.to_text().c_str(), stdout);
+  std::printf("lowered in       %.1f ms wall\n", lower_ms);
   std::fputs(report.to_text().c_str(), stdout);
   std::printf("simulated in     %.1f ms wall\n", wall_ms);
   nlohmann::json outputs = nlohmann::json::object();
@@ -89,6 +99,11 @@ void run_sim(const SimOptions& o) {
     j["workload"] = workload.name;
     j["config"] = config.name;
     j["sim"] = report.to_json();
+    j["program"] = {{"kernels", workload.report.kernels},
+                    {"fused_kernels", workload.report.fused_kernels},
+                    {"copy_kernels", workload.report.copy_kernels},
+                    {"spad_peak_bytes", workload.report.spad_peak_bytes}};
+    j["compile"] = {{"lower_ms", lower_ms}};
     j["sim"]["wall_ms"] = wall_ms;
     if (memory) j["outputs"] = outputs;
     open_output(o.json_file) << j.dump(2) << "\n";
@@ -105,7 +120,7 @@ void run_sim(const SimOptions& o) {
 void add_sim_command(CLI::App& app) {
   auto options = std::make_shared<SimOptions>();
   std::string forms;
-  for (const std::string& f : sim::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
+  for (const std::string& f : lower::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
   CLI::App* cmd = app.add_subcommand("sim", "Simulate a built-in workload on an NPU config");
   cmd->add_option("workload", options->workload, "One of: " + forms)->required();
   cmd->add_option("--npu", options->npu, "NPU config: a name in configs/ (tpuv3, tpuv4, toy) or a JSON file")
@@ -114,6 +129,8 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--trace", options->trace_file, "Write a Chrome/Perfetto trace (trace-event JSON)");
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
   cmd->add_flag("--functional", options->functional, "Also execute on seeded random inputs (slow for big shapes)");
+  cmd->add_option("--spad-budget", options->spad_budget,
+                  "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)");
   cmd->add_option("--seed", options->seed, "Seed of the functional-mode inputs")->capture_default_str();
   cmd->callback([options] { run_sim(*options); });
 }

@@ -52,7 +52,7 @@ class GemmKernel {
   Kernel build(int64_t& footprint) {
     const int64_t TM = t_.TM, TN = t_.TN, TK = t_.TK;
     a_mode_ = operand_mode(j_.a, j_.a_program, rank_ - 2, rank_ - 1);
-    b_mode_ = operand_mode(j_.b, j_.b_program, rank_ - 1, rank_ - 2);
+    b_mode_ = operand_mode(j_.b, j_.b_program, rank_ - 2, rank_ - 1);
     // Operand buffers (the matmul's), then the prologue inputs.
     A_ = kb_.spad("A", j_.dtype, TM * TK, 2);
     B_ = kb_.spad("B", j_.dtype, TK * TN, 2);

@@ -2,7 +2,7 @@
 // key path with an exact message.
 
 #include <spool/sim/config.hpp>
-#include <spool/sim/workloads.hpp>
+#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
 
 #include <doctest/doctest.h>
@@ -129,13 +129,13 @@ TEST_CASE("config: errors name the key path") {
 
 TEST_CASE("workload specs are checked") {
   const sim::NpuConfig toy = sim::load_config("toy");
-  CHECK_THROWS_WITH_AS(sim::make_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
+  CHECK_THROWS_WITH_AS(lower::make_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(sim::make_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",
+  CHECK_THROWS_WITH_AS(lower::make_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(sim::make_workload("bert:huge", toy), "workload 'bert:huge': bert size must be base, large or xlarge",
+  CHECK_THROWS_WITH_AS(lower::make_workload("bert:huge", toy), "workload 'bert:huge': bert size must be base, large or xlarge",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(sim::make_workload("conv:3x3", toy),
+  CHECK_THROWS_WITH_AS(lower::make_workload("conv:3x3", toy),
                        "unknown workload 'conv:3x3' (expected one of: gemm:MxKxN, layernorm:RxC, softmax:RxC, "
                        "attention:HxSxD, bert:base|large|xlarge)",
                        spool::Error);

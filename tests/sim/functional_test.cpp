@@ -7,7 +7,7 @@
 #include <spool/nn/nn.hpp>
 #include <spool/npu/text.hpp>
 #include <spool/sim/sim.hpp>
-#include <spool/sim/workloads.hpp>
+#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
 
 #include <doctest/doctest.h>
@@ -20,7 +20,7 @@ namespace {
 
 // Runs the workload functionally with the interpreter's inputs and compares
 // its output with the interpreter's, relative to the output's scale.
-double max_error(const sim::Workload& w, const sim::NpuConfig& config, Graph& graph) {
+double max_error(const lower::Workload& w, const sim::NpuConfig& config, Graph& graph) {
   const interp::Env env = interp::random_inputs(graph, 7);
   const auto expected = interp::run(graph, env);
   sim::Memory memory(w.program);
@@ -65,7 +65,7 @@ TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged
       const Tensor a = input(g, "a", DType::F32, {M, K});
       const Tensor w = weight(g, "w", DType::F32, {K, N});
       output("out", nn::matmul(a, w));
-      CHECK(max_error(sim::make_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config), config, g) < 1e-5);
+      CHECK(max_error(lower::make_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config), config, g) < 1e-5);
     }
   }
 }
@@ -77,7 +77,7 @@ TEST_CASE("functional: softmax equals the reference interpreter") {
     CAPTURE(C);
     Graph g("softmax");
     output("out", nn::softmax(input(g, "x", DType::F32, {R, C}), 1));
-    CHECK(max_error(sim::make_workload(fmt::format("softmax:{}x{}", R, C), config), config, g) < 1e-5);
+    CHECK(max_error(lower::make_workload(fmt::format("softmax:{}x{}", R, C), config), config, g) < 1e-5);
   }
 }
 
@@ -91,7 +91,7 @@ TEST_CASE("functional: layernorm equals the reference interpreter") {
     const Tensor w = weight(g, "weight", DType::F32, {C});
     const Tensor b = weight(g, "bias", DType::F32, {C});
     output("out", nn::layer_norm(x, w, b, 1e-5));
-    CHECK(max_error(sim::make_workload(fmt::format("layernorm:{}x{}", R, C), config), config, g) < 1e-5);
+    CHECK(max_error(lower::make_workload(fmt::format("layernorm:{}x{}", R, C), config), config, g) < 1e-5);
   }
 }
 
@@ -110,7 +110,7 @@ TEST_CASE("functional: attention equals the reference interpreter") {
       const Tensor v = input(g, "v", DType::F32, {H, S, D});
       const Tensor scores = nn::matmul(k, q.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(D)));
       output("out", nn::matmul(v.transpose(1, 2), nn::softmax(scores, 1)));
-      CHECK(max_error(sim::make_workload(fmt::format("attention:{}x{}x{}", H, S, D), config), config, g) < 1e-5);
+      CHECK(max_error(lower::make_workload(fmt::format("attention:{}x{}x{}", H, S, D), config), config, g) < 1e-5);
     }
   }
 }

@@ -4,7 +4,7 @@
 #include <spool/npu/text.hpp>
 #include <spool/npu/verify.hpp>
 #include <spool/sim/config.hpp>
-#include <spool/sim/workloads.hpp>
+#include <spool/lower/workloads.hpp>
 
 #include <doctest/doctest.h>
 
@@ -96,7 +96,7 @@ TEST_CASE("npu text: every built-in workload round-trips on every config") {
                              "attention:2x20x12", "bert:base"}) {
       CAPTURE(config_name);
       CAPTURE(spec);
-      const sim::Workload w = sim::make_workload(spec, config);
+      const lower::Workload w = lower::make_workload(spec, config);
       const std::string text = npu::print(w.program);
       auto reparsed = npu::parse(text);
       REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());

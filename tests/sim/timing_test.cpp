@@ -3,7 +3,7 @@
 
 #include <spool/npu/text.hpp>
 #include <spool/sim/sim.hpp>
-#include <spool/sim/workloads.hpp>
+#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
 
 #include <doctest/doctest.h>
@@ -120,7 +120,7 @@ TEST_CASE("timing: full GEMM workloads are bounded below by the array model and 
     for (const char* spec : {"gemm:64x64x64", "gemm:37x20x19", "gemm:256x512x128", "gemm:1000x300x70"}) {
       CAPTURE(config_name);
       CAPTURE(spec);
-      const sim::Workload w = sim::make_workload(spec, config);
+      const lower::Workload w = lower::make_workload(spec, config);
       const sim::Report r = sim::run(w.program, config);
       CHECK(r.cycles >= r.roofline_cycles);
       int64_t array_busy = 0;
@@ -238,7 +238,7 @@ TEST_CASE("timing: no built-in workload finishes below its roofline") {
     CAPTURE(config_name);
     CAPTURE(spec);
     const sim::NpuConfig config = sim::load_config(config_name);
-    const sim::Report r = sim::run(sim::make_workload(spec, config).program, config);
+    const sim::Report r = sim::run(lower::make_workload(spec, config).program, config);
     CHECK(r.cycles > 0);
     CHECK(r.cycles >= r.roofline_cycles);
     CHECK(r.time_ms == doctest::Approx(static_cast<double>(r.cycles) / (config.core_clock_mhz * 1e3)).epsilon(1e-3));
@@ -253,30 +253,34 @@ TEST_CASE("timing: no built-in workload finishes below its roofline") {
 
 TEST_CASE("timing: results are deterministic") {
   const sim::NpuConfig config = sim::load_config("tpuv4");
-  const sim::Workload w = sim::make_workload("bert:base", config);
+  const lower::Workload w = lower::make_workload("bert:base", config);
   CHECK(sim::run(w.program, config).to_json() == sim::run(w.program, config).to_json());
 }
 
 TEST_CASE("timing: independent kernels overlap across cores") {
   const sim::NpuConfig v4 = sim::load_config("tpuv4");
   REQUIRE(v4.cores == 2);
-  const sim::Report r = sim::run(sim::make_workload("bert:base", v4).program, v4);
+  const sim::Report r = sim::run(lower::make_workload("bert:base", v4).program, v4);
   const sim::KernelStats& q = r.kernel_stats.at(0);
   const sim::KernelStats& k = r.kernel_stats.at(1);
   CHECK(q.name == "q_proj");
   CHECK(k.name == "k_proj");
   CHECK(q.core != k.core);
   CHECK(k.start_cycle < q.end_cycle);
-  // The attention kernel depends on all three projections.
-  const sim::KernelStats& att = r.kernel_stats.at(3);
-  CHECK(att.name == "attention");
-  for (int i = 0; i < 3; ++i) CHECK(att.launch_cycle >= r.kernel_stats.at(i).end_cycle);
+  // The scores depend on the q and k projections, the attention output on v's.
+  const sim::KernelStats& scores = r.kernel_stats.at(3);
+  CHECK(scores.name == "scores");
+  for (int i = 0; i < 2; ++i) CHECK(scores.launch_cycle >= r.kernel_stats.at(i).end_cycle);
+  const sim::KernelStats& att = r.kernel_stats.at(5);
+  CHECK(att.name == "attention_out");
+  CHECK(r.kernel_stats.at(2).name == "v_proj");
+  CHECK(att.launch_cycle >= r.kernel_stats.at(2).end_cycle);
 }
 
 TEST_CASE("timing: programs must fit the config") {
   const sim::NpuConfig v3 = sim::load_config("tpuv3");
   const sim::NpuConfig toy = sim::load_config("toy");
-  const sim::Workload w = sim::make_workload("gemm:64x64x64", v3);
+  const lower::Workload w = lower::make_workload("gemm:64x64x64", v3);
   CHECK_THROWS_WITH_AS(sim::run(w.program, toy),
                        "program 'gemm:64x64x64' was allocated for a 16777216-byte scratchpad; config 'toy' has 262144 bytes",
                        spool::Error);
@@ -293,7 +297,7 @@ kernel "k" {
 
 TEST_CASE("trace: valid trace-event JSON with a track per unit") {
   const sim::NpuConfig v3 = sim::load_config("tpuv3");
-  const sim::Workload w = sim::make_workload("bert:base", v3);
+  const lower::Workload w = lower::make_workload("bert:base", v3);
   sim::Trace trace;
   sim::Options options;
   options.trace = &trace;
