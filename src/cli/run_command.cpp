@@ -18,6 +18,7 @@
 #include "hf_weights.hpp"
 #include "models.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -168,16 +169,18 @@ interp::Env source_values(const RunOptions& options, const examples::ModelRef& r
   return inputs;
 }
 
-// Decoder layers as the weight names count them (model.layers.N.), or 1.
+// Layers as the weight names count them (`model.layers.N.`, `encoder.layer.N.`), or 1.
 int64_t count_layers(const Graph& graph) {
   int64_t layers = 0;
   for (const NodeId id : graph.live_ids()) {
     const Node& node = graph.node(id);
     if (node.op != Op::Weight) continue;
     const std::string& weight = std::get<NameAttr>(node.attr).name;
-    constexpr std::string_view prefix = "model.layers.";
-    if (weight.rfind(prefix, 0) != 0) continue;
-    layers = std::max<int64_t>(layers, std::atoll(weight.c_str() + prefix.size()) + 1);
+    for (const std::string_view key : {".layers.", ".layer."}) {
+      const size_t at = weight.find(key);
+      if (at != std::string::npos && std::isdigit(static_cast<unsigned char>(weight[at + key.size()])))
+        layers = std::max<int64_t>(layers, std::atoll(weight.c_str() + at + key.size()) + 1);
+    }
   }
   return std::max<int64_t>(layers, 1);
 }
