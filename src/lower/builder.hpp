@@ -7,6 +7,7 @@
 #include <spool/lower/lower.hpp>
 #include <spool/lower/spad_alloc.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -117,6 +118,9 @@ class Emitter {
   int64_t budget = 0;  // scratchpad bytes per kernel
   npu::Program program;
   LowerReport report;
+  // GEMM tiles already chosen, by the job's signature (shapes, strides,
+  // dtypes, programs): repeated layers choose once.
+  std::map<std::string, std::array<int64_t, 3>> gemm_tiles;
 
   int add_buffer(const std::string& name, DType dtype, const Shape& shape, npu::BufferKind kind);
   std::string unique_name(const std::string& base);

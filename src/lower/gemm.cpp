@@ -8,12 +8,15 @@
 //
 // Tile selection: every candidate (TM, TN, TK) is scored by an analytic form
 // of the timing model (timing.cpp: array steps, DRAM bytes at the channels'
-// bandwidth, DMA descriptor setup, launch); in cost order, the first whose
-// generated kernel fits the budget by the scratchpad allocator wins, so the
-// footprint that chose it is the footprint that runs.
+// bandwidth, DMA descriptor setup, launch); in that order, the first few
+// whose generated kernels fit the budget by the scratchpad allocator are run
+// through the timing simulator and the fastest wins, so the footprint that
+// chose it is the footprint that runs. Choices are cached by the GEMM's
+// signature, so repeated layers cost one selection.
 
 #include "gemm.hpp"
 
+#include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
 #include <fmt/format.h>
@@ -253,7 +256,7 @@ class GemmKernel {
       kb_.loop_end();
     }
     const bool round = j_.dtype != DType::F32;
-    if (has_epilogue_ || round || !in_place_) {
+    if (has_epilogue_ || round || !in_place_ || j_.row_softmax) {
       VecBuilder vb("epilogue", me, Extent::of(W));
       int acc = vb.load(ScalarType::F32, SpadRef{C_, cslot, Affine::of(0), TN}, LoadBroadcast::Full);
       if (round) acc = vb.op(VecOp::Cast, value_type(j_.dtype), {acc});  // the product in the operands' dtype
@@ -269,6 +272,13 @@ class GemmKernel {
         }
       }
       int v = vb.full(emit_program(vb, j_.epilogue_program, values, {}));
+      if (j_.row_softmax) {
+        const ScalarType F = ScalarType::F32;
+        if (vb.type(v) != F) v = vb.op(VecOp::Cast, F, {v});
+        const int m = vb.op(VecOp::ReduceMax, F, {v});
+        const int e = vb.op(VecOp::Exp, F, {vb.op(VecOp::Sub, F, {v, m})});
+        v = vb.op(VecOp::Mul, F, {e, vb.op(VecOp::Recip, F, {vb.op(VecOp::ReduceSum, F, {e})})});
+      }
       const ScalarType ot = value_type(j_.out.dtype);
       if (vb.type(v) != ot) v = vb.op(VecOp::Cast, ot, {v});
       vb.store(SpadRef{O_, cslot, Affine::of(0), TN}, v);
@@ -343,9 +353,13 @@ std::vector<Tile> candidates(const GemmJob& job, const sim::NpuConfig& c) {
       if (tk == R || K % tk == 0 || tk >= K) tks.push_back(std::min(tk, ceil_div(K, R) * R));
   }
   const int64_t unit = std::min(N, Cc * c.systolic.arrays);
-  for (int64_t tn = unit;; tn *= 2) {
-    tns.push_back(std::min(tn, N));
-    if (tn >= N || tn >= 64 * unit) break;
+  if (job.row_softmax) {
+    tns.push_back(N);  // the softmax needs whole rows in one tile
+  } else {
+    for (int64_t tn = unit;; tn *= 2) {
+      tns.push_back(std::min(tn, N));
+      if (tn >= N || tn >= 64 * unit) break;
+    }
   }
   for (int64_t tm = 8; tm < M && tm <= 4096; tm *= 2) tms.push_back(tm);
   if (M <= 4096) tms.push_back(M);
@@ -371,13 +385,65 @@ std::vector<Tile> candidates(const GemmJob& job, const sim::NpuConfig& c) {
   return unique;
 }
 
+// What determines the kernel apart from buffer addresses.
+std::string signature(const GemmJob& job) {
+  std::string s = fmt::format("{}|{}|{}|{}|{}|", dtype_name(job.dtype), program_str(job.a_program),
+                              program_str(job.b_program), program_str(job.epilogue_program), job.row_softmax);
+  auto add = [&](const Access& a) {
+    s += fmt::format("{}{}{}{};", dtype_name(a.dtype), shape_str(a.shape), shape_str(a.strides),
+                     a.is_literal ? fmt::format("={}", a.literal) : "");
+  };
+  for (const Access& a : job.a) add(a);
+  s += "|";
+  for (const Access& b : job.b) add(b);
+  s += "|";
+  for (const Access& e : job.epilogue) add(e);
+  s += "|";
+  add(job.out);
+  return s;
+}
+
+// Cycles of the kernel alone, by the timing simulator.
+int64_t simulated_cycles(const Emitter& em, const Kernel& kernel) {
+  npu::Program p;
+  p.name = "tile";
+  p.spad_bytes = em.program.spad_bytes;
+  p.buffers = em.program.buffers;
+  p.kernels = {kernel};
+  p.kernels[0].deps.clear();
+  return sim::simulate_timing(p, em.config, nullptr).cycles;
+}
+
 }  // namespace
 
 std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
   if (has_iota(job.a_program) || has_iota(job.b_program) || has_iota(job.epilogue_program))
     return std::string("a program reads an iota");
   if (!is_float(job.dtype)) fail("lower: {}: integer GEMMs do not run on the systolic arrays", job.info.name);
+  auto emit = [&](const Tile& t, Kernel k, int64_t footprint) {
+    KernelInfo info = job.info;
+    info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
+    em.add_kernels({std::move(k)}, info, footprint);
+  };
+  const std::string key = signature(job);
+  if (auto it = em.gemm_tiles.find(key); it != em.gemm_tiles.end()) {
+    const Tile t{it->second[0], it->second[1], it->second[2], 0};
+    int64_t footprint = 0;
+    Kernel k = GemmKernel(job, em.config, t).build(footprint);
+    SPOOL_ASSERT(footprint <= em.budget, "a cached GEMM tile no longer fits");
+    emit(t, std::move(k), footprint);
+    return std::nullopt;
+  }
+  // In analytic cost order, the first candidates that fit (shrinking until
+  // one does); the timing simulator picks among them.
   int64_t smallest = -1;
+  struct Fit {
+    Tile tile;
+    Kernel kernel;
+    int64_t footprint;
+  };
+  std::vector<Fit> fits;
+  const size_t wanted = static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates));
   for (const Tile& t : candidates(job, em.config)) {
     int64_t footprint = 0;
     Kernel k = GemmKernel(job, em.config, t).build(footprint);
@@ -385,12 +451,25 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
       if (smallest < 0 || footprint < smallest) smallest = footprint;
       continue;
     }
-    KernelInfo info = job.info;
-    info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
-    em.add_kernels({std::move(k)}, info, footprint);
-    return std::nullopt;
+    fits.push_back(Fit{t, std::move(k), footprint});
+    if (fits.size() == wanted) break;
   }
-  return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
+  if (fits.empty())
+    return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
+  size_t best = 0;
+  if (fits.size() > 1) {
+    int64_t best_cycles = -1;
+    for (size_t i = 0; i < fits.size(); ++i) {
+      const int64_t cycles = simulated_cycles(em, fits[i].kernel);
+      if (best_cycles < 0 || cycles < best_cycles) {
+        best_cycles = cycles;
+        best = i;
+      }
+    }
+  }
+  em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK};
+  emit(fits[best].tile, std::move(fits[best].kernel), fits[best].footprint);
+  return std::nullopt;
 }
 
 }  // namespace spool::lower::detail

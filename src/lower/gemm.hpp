@@ -14,6 +14,9 @@ struct GemmJob {
   std::vector<Access> a, b, epilogue;  // A inputs [.., M, K], B inputs [.., K, N], epilogue inputs [.., M, N]
   ProgramAttr a_program, b_program, epilogue_program;
   Access out;                          // [.., M, N]
+  // A softmax along the rows of the epilogue's result, in the kernel (the
+  // consumer softmax fused as a row epilogue; needs a tile spanning N).
+  bool row_softmax = false;
 };
 
 // Emits the GEMM kernel(s) with prologues and epilogue placed inside. Returns

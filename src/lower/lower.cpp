@@ -573,8 +573,25 @@ class Lowering {
     const bool fused = !attr.a.instrs.empty() || !attr.b.instrs.empty() || !attr.epilogue.instrs.empty() || na > 1 ||
                        nb > 1 || n.inputs.size() > na + nb;
     job.info = KernelInfo{em_.unique_name(name), "gemm", fused, 0, "", 1};
-    Access out = output_buffer(id);
+    // A softmax along the rows as the only reader: fused as a row epilogue
+    // (when no tile spans the rows, it stays a kernel of its own).
+    std::optional<NodeId> softmax = softmax_reader(id);
+    Access out = output_buffer(softmax ? *softmax : id);
     job.out = out;
+    if (softmax && em_.options.fuse) {
+      GemmJob with_softmax = job;
+      with_softmax.row_softmax = true;
+      with_softmax.info.fused = true;
+      if (!emit_gemm(em_, with_softmax)) {
+        absorbed_.insert(softmax->value);
+        values_[id.value] = out;
+        values_[softmax->value] = out;
+        return;
+      }
+      // The softmax stays separate: the GEMM writes its own buffer.
+      out = output_buffer(id);
+      job.out = out;
+    }
     std::optional<std::string> why;
     if (!em_.options.fuse && fused) why = "fusion is disabled";
     if (!why) why = emit_gemm(em_, job);
@@ -612,6 +629,24 @@ class Lowering {
       emit_program_kernel(ins, attr.epilogue, out, name + "_epilogue");
     }
     values_[id.value] = out;
+  }
+
+  // The softmax along the last axis that is the only reader of a GEMM's
+  // result, read unchanged, or nothing.
+  std::optional<NodeId> softmax_reader(NodeId id) {
+    if (g_.use_count(id) != 1) return std::nullopt;
+    if (!users_built_) {
+      users_.assign(g_.id_bound(), {});
+      for (NodeId n : g_.live_ids())
+        for (const Edge& e : g_.node(n).inputs) users_[e.src.value].push_back(n);
+      users_built_ = true;
+    }
+    if (users_[id.value].size() != 1) return std::nullopt;
+    const NodeId u = users_[id.value][0];
+    const Node& n = g_.node(u);
+    if (n.op != Op::Softmax || !n.inputs[0].view.is_identity()) return std::nullopt;
+    if (std::get<AxisAttr>(n.attr).axis != static_cast<int64_t>(n.shape.size()) - 1) return std::nullopt;
+    return u;
   }
 
   void emit_program_kernel(const std::vector<Access>& ins, const ProgramAttr& p, const Access& out,
@@ -668,6 +703,8 @@ class Lowering {
   std::set<uint32_t> absorbed_;
   std::vector<uint32_t> inner_;
   std::set<size_t> bound_;
+  std::vector<std::vector<NodeId>> users_;
+  bool users_built_ = false;
   std::map<std::pair<int, int64_t>, Access> iotas_;
   std::vector<std::pair<std::string, std::string>> inputs_, outputs_;
 };

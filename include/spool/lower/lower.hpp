@@ -33,6 +33,9 @@ struct LowerOptions {
   bool multi_core = true;
   // Scratchpad bytes a kernel may use; 0: the config's whole scratchpad.
   int64_t spad_budget = 0;
+  // GEMM tiles: the best candidates by the analytic cost are run through the
+  // timing simulator and the fastest is kept; 1 keeps the analytic choice.
+  int gemm_simulated_candidates = 4;
 };
 
 struct KernelInfo {
