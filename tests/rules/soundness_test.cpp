@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
+#include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/rules/soundness.hpp>
 
@@ -12,7 +15,7 @@ std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<r
   Result<rules::RuleFile> file = rules::load_rule_file(path);
   REQUIRE_MESSAGE(file.ok(), file.error().render());
   egraph::hlir::HlirLanguage lang;
-  const egraph::Registry registry;
+  const egraph::Registry registry = rules::hlir_registry(lang);
   auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE_MESSAGE(sets.ok(), sets.error().render());
   if (checks)
@@ -23,28 +26,35 @@ std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<r
 }  // namespace
 
 TEST_CASE("every shipped rule is sound and every inline check holds") {
-  for (const char* name : {"algebra.rules"}) {
+  for (const char* name : {"algebra.rules", "default.rules"}) {
+    INFO(name);
     std::vector<rules::CheckResult> checks;
     const auto results = check(std::string(SPOOL_SOURCE_DIR) + "/rules/" + name, &checks);
     CHECK(!results.empty());
     for (const auto& r : results) {
       INFO(r.rule << ": " << r.detail);
+      if (std::getenv("SPOOL_VERBOSE")) MESSAGE(r.rule << ": " << r.trials << " trials " << r.detail);
+      if (r.rule == "static-input-is-value") {  // loop markers: defined by roll::unroll, not on tensors
+        CHECK(r.status == rules::SoundnessResult::Status::NotChecked);
+        continue;
+      }
       CHECK(r.status == rules::SoundnessResult::Status::Sound);
       CHECK(r.trials == 4);
     }
-    CHECK(!checks.empty());
     for (const auto& c : checks) CHECK_MESSAGE(c.passed, c.name << ": " << c.message);
   }
 }
 
 TEST_CASE("every deliberately wrong rule is caught, with its location") {
   const auto results = check(std::string(SPOOL_SOURCE_DIR) + "/tests/rules/fixtures/wrong.rules");
-  REQUIRE(results.size() == 8);
+  REQUIRE(results.size() == 13);
   for (size_t i = 0; i < results.size(); ++i) {
-    INFO(results[i].rule);
+    INFO(results[i].rule << ": " << results[i].detail);
+    if (std::getenv("SPOOL_VERBOSE")) MESSAGE(results[i].rule << ": " << results[i].detail);
     CHECK(results[i].status == rules::SoundnessResult::Status::Unsound);
     CHECK(results[i].loc.line == static_cast<int>(i) + 2);  // one rule per line after the comment
-    CHECK(results[i].loc.col == 10);
+    // The name follows `(rewrite ` (formula rules) or `(rule ` (applier and attribute rules).
+    CHECK(results[i].loc.col == (i < 8 ? 10 : 7));
     CHECK(!results[i].detail.empty());
   }
 }
