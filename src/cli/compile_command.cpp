@@ -32,7 +32,7 @@ void run_compile(const CompileCommandOptions& o) {
   options.roll = !o.no_roll;
   options.rule_files = o.rules;
   if (options.rule_files.empty())
-    for (const char* f : {"algebra.rules", "loops.rules"}) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/" + f);
+    options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   const CompileResult c = compile(hlir, options);
   const CompileReport& r = c.report;
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(), model_options.phase.c_str());
@@ -69,7 +69,7 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--seq", o->model_options.seq, "Prefill tokens")->check(CLI::PositiveNumber);
   cmd->add_option("--context", o->model_options.context, "Decode KV length")->check(CLI::PositiveNumber);
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
-  cmd->add_option("--rules", o->rules, "Rule files (default: rules/algebra.rules rules/loops.rules)")->check(CLI::ExistingFile);
+  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
   cmd->callback([o] { run_compile(*o); });
 }
