@@ -133,10 +133,77 @@ void bert(Builder& b, std::string_view spec, std::string_view size) {
   output("y", b.layer_norm("ln2", b.linear("ffn_down", h, w2, b2, y1, false), ln2_w, ln2_b));
 }
 
+// llama-3-8B prefill at sequence 512, `layers` decoder layers unrolled: per
+// layer an RMSNorm, q/k/v projections, RoPE-style fused elementwise kernels
+// on q and k, grouped-query attention (the kv heads read through expanding
+// views, 4-D batched GEMMs, the softmax fused into the scores GEMM), the
+// output projection with the residual as epilogue, an RMSNorm, the gate/up
+// projection and the down projection with silu(gate) * up as its prologue
+// over the two halves of gate_up and the residual as epilogue; then the final
+// RMSNorm and the LM head over a 128256-entry vocabulary.
+void llama3_8b(Builder& b, std::string_view spec, std::string_view args) {
+  const auto d = parse_dims(spec, args, 1);
+  const int64_t layers = d[0], S = 512, Hd = 4096, F = 14336, V = 128256, H = 32, KV = 8, D = 128;
+  Graph& g = b.g;
+  const DType T = DType::BF16;
+  Tensor x = input(g, "x", T, {S, Hd});
+  const Tensor cos = input(g, "cos", T, {S, Hd}), sin = input(g, "sin", T, {S, Hd});
+  const Tensor cos_k = input(g, "cos_k", T, {S, KV * D}), sin_k = input(g, "sin_k", T, {S, KV * D});
+  auto gemm = [&](const std::string& name, const Tensor& a, const Tensor& w, GemmAttr attr, std::vector<Edge> more) {
+    std::vector<Edge> in{a.edge(), w.transpose(0, 1).edge()};
+    for (Edge& e : more) in.push_back(std::move(e));
+    return b.kernel(name, Op::Gemm, std::move(in), std::move(attr));
+  };
+  GemmAttr plain, residual;
+  residual.epilogue.instrs = {instr(Op::Add, 0, 1)};
+  // x * c + x * s (the RoPE arithmetic on a rotated copy is what the rules produce; here both read x).
+  ProgramAttr rope;
+  rope.instrs = {instr(Op::Mul, 0, 1), instr(Op::Mul, 0, 2), instr(Op::Add, 3, 4)};
+  GemmAttr swiglu;
+  swiglu.a_inputs = 2;
+  swiglu.a.instrs = {constant(-1.4426950408889634), instr(Op::Mul, 0, 2), instr(Op::Exp2, 3), constant(1.0),
+                     instr(Op::Add, 4, 5), instr(Op::Recip, 6), instr(Op::Mul, 0, 7), instr(Op::Mul, 8, 1)};
+  for (auto& in : swiglu.a.instrs)
+    if (in.op == Op::Constant) in.value = Scalar::of(T, in.value.as_double());
+  swiglu.epilogue.instrs = {instr(Op::Add, 0, 1)};
+  GemmAttr scaled;
+  scaled.epilogue.instrs = {constant(1.0 / std::sqrt(static_cast<double>(D))), instr(Op::Mul, 0, 1)};
+  scaled.epilogue.instrs[0].value = Scalar::of(T, scaled.epilogue.instrs[0].value.as_double());
+  for (int64_t l = 0; l < layers; ++l) {
+    auto w = [&](const std::string& n, Shape s) { return weight(g, fmt::format("layers.{}.{}", l, n), T, s); };
+    const Tensor xn = b.kernel(fmt::format("l{}.attn_norm", l), Op::RmsNorm, {x.edge(), w("attn_norm", {Hd}).edge()},
+                               NormAttr{1e-5, false});
+    const Tensor q = gemm(fmt::format("l{}.q_proj", l), xn, w("wq", {Hd, Hd}), plain, {});
+    const Tensor k = gemm(fmt::format("l{}.k_proj", l), xn, w("wk", {KV * D, Hd}), plain, {});
+    const Tensor v = gemm(fmt::format("l{}.v_proj", l), xn, w("wv", {KV * D, Hd}), plain, {});
+    const Tensor qr = b.kernel(fmt::format("l{}.rope_q", l), Op::Fused, {q.edge(), cos.edge(), sin.edge()}, rope);
+    const Tensor kr = b.kernel(fmt::format("l{}.rope_k", l), Op::Fused, {k.edge(), cos_k.edge(), sin_k.edge()}, rope);
+    // [S, KV*4*D] -> [KV, 4, S, D]; k, v: [S, KV*D] -> [KV, 1, S, D] expanded over the 4 query heads of a group.
+    const Tensor q4 = qr.reshape({S, KV, H / KV, D}).permute({1, 2, 0, 3});
+    const Shape grouped{KV, H / KV, S, D};
+    const Tensor k4 = kr.reshape({S, KV, 1, D}).permute({1, 2, 0, 3}).expand(grouped);
+    const Tensor v4 = v.reshape({S, KV, 1, D}).permute({1, 2, 0, 3}).expand(grouped);
+    const Tensor scores = b.kernel(fmt::format("l{}.scores", l), Op::Gemm, {q4.edge(), k4.transpose(2, 3).edge()}, scaled);
+    const Tensor p = b.kernel(fmt::format("l{}.softmax", l), Op::Softmax, {scores.edge()}, AxisAttr{3});
+    const Tensor att = b.kernel(fmt::format("l{}.attention_out", l), Op::Gemm, {p.edge(), v4.edge()}, plain);
+    const Tensor rows = att.permute({2, 0, 1, 3}).reshape({S, Hd});
+    const Tensor h = gemm(fmt::format("l{}.o_proj", l), rows, w("wo", {Hd, Hd}), residual, {x.edge()});
+    const Tensor hn = b.kernel(fmt::format("l{}.ffn_norm", l), Op::RmsNorm, {h.edge(), w("ffn_norm", {Hd}).edge()},
+                               NormAttr{1e-5, false});
+    const Tensor gate_up = gemm(fmt::format("l{}.gate_up", l), hn, w("w_gate_up", {2 * F, Hd}), plain, {});
+    const std::vector<Tensor> halves = gate_up.chunk(2, 1);
+    const Tensor wd = w("w_down", {Hd, F});
+    x = b.kernel(fmt::format("l{}.down", l), Op::Gemm,
+                 {halves[0].edge(), halves[1].edge(), wd.transpose(0, 1).edge(), h.edge()}, swiglu);
+  }
+  const Tensor xn = b.kernel("final_norm", Op::RmsNorm, {x.edge(), weight(g, "norm", T, {Hd}).edge()}, NormAttr{1e-5, false});
+  output("logits", gemm("lm_head", xn, weight(g, "lm_head", T, {V, Hd}), plain, {}));
+}
+
 }  // namespace
 
 std::vector<std::string> workload_forms() {
-  return {"gemm:MxKxN", "layernorm:RxC", "softmax:RxC", "attention:HxSxD", "bert:base|large|xlarge"};
+  return {"gemm:MxKxN", "layernorm:RxC", "softmax:RxC", "attention:HxSxD", "bert:base|large|xlarge", "llama3_8b:LAYERS"};
 }
 
 Graph workload_graph(std::string_view spec, std::vector<std::pair<NodeId, std::string>>* kernel_names) {
@@ -168,6 +235,8 @@ Graph workload_graph(std::string_view spec, std::vector<std::pair<NodeId, std::s
     output("out", b.attention(q, k, v));
   } else if (kind == "bert") {
     bert(b, spec, args);
+  } else if (kind == "llama3_8b") {
+    llama3_8b(b, spec, args);
   } else {
     fail("unknown workload '{}' (expected one of: {})", spec, fmt::join(workload_forms(), ", "));
   }

@@ -8,6 +8,7 @@
 #include "lower_test_util.hpp"
 
 #include <spool/lower/spad_alloc.hpp>
+#include <spool/lower/workloads.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
 
@@ -263,4 +264,24 @@ TEST_CASE("blocks: nvFuser-style RoPE: no kernel only slices, copy kernels only 
   CHECK(l.report.copy_kernels == 8);
   const sim::Report timing = sim::run(l.program, sim::load_config("tpuv3"));
   MESSAGE("rope S=1024 on tpuv3: " << l.report.kernels << " kernels, " << timing.cycles << " cycles");
+}
+
+TEST_CASE("blocks: llama-3-8B layers lower at full size (timing only) with the chunk prologue fused") {
+  const sim::NpuConfig tpu = sim::load_config("tpuv3");
+  const lower::Workload one = lower::make_workload("llama3_8b:1", tpu);
+  const lower::Workload three = lower::make_workload("llama3_8b:3", tpu);
+  MESSAGE("llama3_8b:3 on tpuv3\n" << three.report.to_text());
+  // Each layer adds the same kernels: norm, q/k/v, two rope kernels, scores (+softmax), attention
+  // output, the copy of its head-major output to rows, o_proj, norm, gate_up, down.
+  const int per_layer = (three.report.kernels - one.report.kernels) / 2;
+  CHECK(per_layer == 13);
+  CHECK(three.report.kernels == one.report.kernels + 2 * per_layer);
+  CHECK(three.report.copy_kernels == 3);
+  int downs_with_prologue = 0;
+  for (const npu::Kernel& k : three.program.kernels)
+    if (k.name.find(".down") != std::string::npos && has_vector_step(k, "prologue.a")) ++downs_with_prologue;
+  CHECK(downs_with_prologue == 3);
+  for (const lower::KernelInfo& k : three.report.per_kernel) CHECK(k.spad_bytes <= tpu.spad_bytes());
+  const sim::Report r = sim::run(one.program, tpu);
+  CHECK(r.cycles > 0);
 }

@@ -16,6 +16,9 @@
 //                      attention as above, its output reshaped row-major to S x hidden (a),
 //                      y1 = LayerNorm(a W_o^T + b_o + a), h = ReLU(y1 W_1^T + b_1) (4x hidden),
 //                      y2 = LayerNorm(h W_2^T + b_2 + y1)
+//   llama3_8b:LAYERS   llama-3-8B prefill (bf16, sequence 512, vocab 128256), LAYERS
+//                      decoder layers unrolled (GQA attention, SwiGLU FFN with the
+//                      chunk prologue fused into the down projection)
 
 #include <spool/ir/graph.hpp>
 #include <spool/lower/lower.hpp>
