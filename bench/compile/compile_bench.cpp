@@ -1,21 +1,26 @@
 // Compile time, rolled against unrolled, on llama-3-8B-shaped HLIR (hidden
 // 4096, 32 heads, 8 KV heads, FFN 14336, vocab 128256; prefill of 512
-// tokens; shapes only, no data) at 1-32 layers. Prints per-stage times, the
-// e-graph sizes and the unrolled/rolled ratio of roll+saturate+extract+unroll.
-// Each figure is the best of a few runs, all measured in this one process.
+// tokens; shapes only, no data) at 1-32 layers, with the shipped rule set
+// (rules/default.rules) unless rule files are given. Prints per-stage times,
+// the e-graphs (count, nodes, classes), the unrolled/rolled ratio of
+// roll+saturate+extract+unroll, whether both give the same program, and the
+// extraction cost of each program. Each figure is the best of a few runs,
+// all measured in this one process.
 
 #include <spool/compile/compile.hpp>
+#include <spool/egraph/hlir_cost.hpp>
 
 #include "llama.hpp"
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 using namespace spool;
 
 namespace {
+
 CompileResult best_of(const Graph& g, const CompileOptions& options, int runs) {
   CompileResult best = compile(g, options);
   for (int i = 1; i < runs; ++i) {
@@ -24,21 +29,58 @@ CompileResult best_of(const Graph& g, const CompileOptions& options, int runs) {
   }
   return best;
 }
+
+// The extraction cost of a program's own nodes (each distinct node once).
+double program_cost(const Graph& program) {
+  egraph::hlir::HlirLanguage lang;
+  const std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
+  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, program);
+  eg->rebuild();
+  const egraph::hlir::HlirCost cost(lang);
+  return egraph::Extractor(*eg, cost).extract(roots).dag_cost;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::vector<std::string> rules;
-  for (int i = 1; i < argc; ++i) rules.push_back(argv[i]);
-  if (rules.empty())
-    for (const char* f : {"algebra.rules", "loops.rules"}) rules.push_back(std::string(SPOOL_SOURCE_DIR) + "/rules/" + f);
+  // --max-layers N: stop after N layers; --verbose: log every stage;
+  // --rolled-only N: only the rolled compile at max-layers, N times (for profiling).
+  int max_layers = 32;
+  int rolled_only = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--max-layers") == 0 && i + 1 < argc)
+      max_layers = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--rolled-only") == 0 && i + 1 < argc)
+      rolled_only = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--verbose") == 0)
+      spdlog::set_level(spdlog::level::debug);
+    else
+      rules.push_back(argv[i]);
+  }
+  if (rules.empty()) rules.push_back(std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules");
+  if (rolled_only > 0) {
+    examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+    config.layers = max_layers;
+    const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+    CompileOptions options;
+    options.rule_files = rules;
+    const CompileResult r = best_of(g, options, rolled_only);
+    const CompileTimes& t = r.report.times;
+    std::printf("rolled, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
+                max_layers, rolled_only, t.roll_ms, t.saturate_ms, t.extract_ms, t.unroll_ms, t.total_ms);
+    return 0;
+  }
   std::printf("compile_bench: llama-3-8B shapes, prefill 512, rules:");
   for (const std::string& r : rules) std::printf(" %s", r.c_str());
   std::printf("\n");
-  std::printf("%6s %8s | %8s %8s %8s %8s %9s %7s | %9s %7s | %7s\n", "layers", "mode", "roll", "saturate",
-              "extract", "unroll", "total ms", "enodes", "hlir", "program", "ratio");
-  double rolled_at_2 = 0;
+  std::printf("%6s %8s | %7s %8s %7s %7s %8s | %3s %7s %7s | %5s %7s | %7s | %6s %9s\n", "layers", "mode", "roll",
+              "saturate", "extract", "unroll", "total ms", "eg", "enodes", "classes", "hlir", "program", "ratio",
+              "same", "cost");
+  double rolled_at_2 = 0, rolled_last = 0;
   for (int layers : {1, 2, 4, 8, 16, 32}) {
+    if (layers > max_layers) break;
     examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
     config.layers = layers;
     const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
@@ -47,24 +89,24 @@ int main(int argc, char** argv) {
     options.runner.node_limit = 2'000'000;
     const CompileResult rolled = best_of(g, options, 3);
     options.roll = false;
-    const CompileResult unrolled = best_of(g, options, 3);
+    const CompileResult unrolled = best_of(g, options, layers >= 16 ? 1 : 3);
     if (layers == 2) rolled_at_2 = rolled.report.times.total_ms;
+    rolled_last = rolled.report.times.total_ms;
+    const bool same = compacted(cse(rolled.program)) == compacted(cse(unrolled.program));
     for (const CompileResult* r : {&rolled, &unrolled}) {
-      std::printf("%6d %8s | %8.1f %8.1f %8.1f %8.1f %9.1f %7zu | %9zu %7zu |", layers,
-                  r == &rolled ? "rolled" : "unrolled", r->report.times.roll_ms, r->report.times.saturate_ms, r->report.times.extract_ms,
-                  r->report.times.unroll_ms, r->report.times.total_ms, r->report.egraph.nodes, g.num_live(), r->program.num_live());
+      const CompileReport& rep = r->report;
+      std::printf("%6d %8s | %7.1f %8.1f %7.1f %7.1f %8.1f | %3zu %7zu %7zu | %5zu %7zu |", layers,
+                  r == &rolled ? "rolled" : "unrolled", rep.times.roll_ms, rep.times.saturate_ms, rep.times.extract_ms,
+                  rep.times.unroll_ms, rep.times.total_ms, rep.egraph.egraphs, rep.egraph.nodes, rep.egraph.classes,
+                  g.num_live(), r->program.num_live());
       if (r == &unrolled)
-        std::printf(" %6.1fx\n", unrolled.report.times.total_ms / rolled.report.times.total_ms);
+        std::printf(" %6.1fx | %6s", unrolled.report.times.total_ms / rolled.report.times.total_ms, same ? "yes" : "no");
       else
-        std::printf(" %7s\n", "");
+        std::printf(" %7s | %6s", "", "");
+      std::printf(" %9.4g\n", program_cost(r->program));
     }
-    // Greedy extraction breaks cost ties by node id, which differs between the
-    // two e-graphs, so rules with equal-cost alternatives can pick different
-    // (equally cheap) programs.
-    std::printf("%6d %8s | same program rolled and unrolled: %s\n", layers, "",
-                compacted(cse(rolled.program)) == compacted(cse(unrolled.program)) ? "yes" : "NO");
-    if (layers == 32)
-      std::printf("rolled at 32 layers / rolled at 2 layers: %.2fx\n", rolled.report.times.total_ms / rolled_at_2);
   }
+  if (rolled_at_2 > 0 && max_layers >= 32)
+    std::printf("rolled at 32 layers / rolled at 2 layers: %.2fx\n", rolled_last / rolled_at_2);
   return 0;
 }

@@ -189,8 +189,13 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   }
   s.regions.resize(s.split.regions.size());
   parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
+    const auto region_start = Clock::now();
     s.regions[i] = build_region(s.split.regions[i]);
     saturate_region(s.regions[i], files, options);
+    spdlog::debug("region {}: {} graph nodes, {} e-nodes, {} iterations ({}) in {:.1f} ms", i,
+                  s.split.regions[i].graph.num_live(), s.regions[i].egraph->num_nodes(),
+                  s.regions[i].saturation.iterations, egraph::stop_reason_name(s.regions[i].saturation.stop),
+                  ms_since(region_start));
   });
   EGraphReport& e = s.report.egraph;
   e.egraphs = s.regions.size();

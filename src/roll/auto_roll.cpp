@@ -226,6 +226,20 @@ class Roller {
 
   // The exact check of occurrences order[start + k*period + j].
   std::optional<Candidate> check(const std::vector<NodeId>& order, size_t start, size_t period, size_t count) const {
+    // Node-for-node equality first: it is cheap, and it is what rejects most
+    // candidates (windows whose hashes agree but whose nodes differ).
+    for (size_t j = 0; j < period; ++j) {
+      const Node& first = g_.node(order[start + j]);
+      for (size_t k = 1; k < count; ++k) {
+        const Node& other = g_.node(order[start + k * period + j]);
+        if (other.op != first.op || other.attr != first.attr || other.dtype != first.dtype ||
+            other.shape != first.shape || other.inputs.size() != first.inputs.size())
+          return std::nullopt;
+        for (size_t i = 0; i < first.inputs.size(); ++i)
+          if (other.inputs[i].view != first.inputs[i].view) return std::nullopt;
+      }
+    }
+
     std::map<uint32_t, std::pair<size_t, size_t>> where;  // node -> (occurrence, position)
     for (size_t k = 0; k < count; ++k)
       for (size_t j = 0; j < period; ++j) where[order[start + k * period + j].value] = {k, j};
@@ -253,17 +267,10 @@ class Roller {
     std::set<size_t> slots;
     for (size_t j = 0; j < period; ++j) {
       const Node& first = g_.node(at(0, j));
-      for (size_t k = 1; k < count; ++k) {
-        const Node& other = g_.node(at(k, j));
-        if (other.op != first.op || other.attr != first.attr || other.dtype != first.dtype ||
-            other.shape != first.shape || other.inputs.size() != first.inputs.size())
-          return std::nullopt;
-      }
       for (size_t i = 0; i < first.inputs.size(); ++i) {
         InputPlan plan;
         for (size_t k = 0; k < count; ++k) {
           const Edge& e = g_.node(at(k, j)).inputs[i];
-          if (e.view != first.inputs[i].view) return std::nullopt;
           const auto it = where.find(e.src.value);
           InputPlan::Kind kind;
           size_t position = 0;
