@@ -9,5 +9,6 @@ void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_rules_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
+void add_fuzz_command(CLI::App& app);
 
 }  // namespace spool::cli

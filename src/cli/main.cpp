@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   spool::cli::add_rules_command(app);
   spool::cli::add_compile_command(app);
   spool::cli::add_sim_command(app);
+  spool::cli::add_fuzz_command(app);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
   try {

@@ -22,6 +22,8 @@ namespace {
 
 constexpr uint32_t kNone = UINT32_MAX;
 constexpr uint32_t kInf = UINT32_MAX;
+// Draws of a random genome or a crossover before giving up.
+constexpr int kMaxDraws = 64;
 
 // Classes of `graph` reachable from `roots` through any node, in
 // breadth-first discovery order.
@@ -165,23 +167,48 @@ uint32_t GenomeSpace::broken_loop(const Genome& genome, const std::vector<uint8_
       const uint32_t l = cand_loop_[genes_[g].first + genome[g]];
       if (l != kNone) used[l] = 1;
     }
+  // The loop_end nodes must be in the program (reachable), not only chosen:
+  // a consumer may read the chain's final value past the loop_end class
+  // (a fused kernel that absorbed the last add).
   for (uint32_t l = 0; l < loops_.size(); ++l) {
     if (!used[l]) continue;
     for (uint32_t e : loops_[l].ends)
-      if (e == kNone || cand_loop_[genes_[e].first + genome[e]] != l) return l;
+      if (e == kNone || !reach[e] || cand_loop_[genes_[e].first + genome[e]] != l) return l;
   }
   return kNone;
 }
 
 size_t GenomeSpace::fix_loops(Genome& genome) const {
-  const uint32_t l = broken_loop(genome, reachable(genome));
+  const std::vector<uint8_t> reach = reachable(genome);
+  const uint32_t l = broken_loop(genome, reach);
   if (l == kNone) return 0;
+  auto is_marker = [&](size_t g, uint32_t k) { return cand_loop_[genes_[g].first + k] == l; };
+  // Switches gene g off the loop's markers; returns whether it could.
+  auto unmark = [&](size_t g) {
+    for (uint32_t k = 0; k < genes_[g].count; ++k)
+      if (!is_marker(g, k)) {
+        genome[g] = k;
+        return true;
+      }
+    return false;
+  };
+  // 1. Take the loop unrolled at its exits (what greedy extraction does).
   size_t changed = 0;
-  for (uint32_t x : loops_[l].exits) {
-    if (cand_loop_[genes_[x].first + genome[x]] != l) continue;
-    for (uint32_t k = 0; k < genes_[x].count; ++k)
-      if (cand_loop_[genes_[x].first + k] != l) {
-        genome[x] = k;
+  for (uint32_t x : loops_[l].exits)
+    if (is_marker(x, genome[x])) changed += unmark(x);
+  if (changed > 0) return changed;
+  // 2. The markers are reached another way: `loop_input_static(x) == x`
+  // puts a marker into the class of every value the body reads unchanged,
+  // so a consumer outside the loop may pick it. Take the plain value there.
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (reach[g] && is_marker(g, genome[g])) changed += unmark(g);
+  if (changed > 0) return changed;
+  // 3. Only markers are left (the loop's body itself): use it rolled.
+  for (uint32_t e : loops_[l].ends) {
+    if (e == kNone || is_marker(e, genome[e])) continue;
+    for (uint32_t k = 0; k < genes_[e].count; ++k)
+      if (is_marker(e, k)) {
+        genome[e] = k;
         ++changed;
         break;
       }
@@ -409,11 +436,16 @@ uint64_t GenomeSpace::hash(const Genome& genome) const {
 }
 
 Genome GenomeSpace::random(Rng& rng) const {
-  Genome genome(genes_.size());
-  for (size_t g = 0; g < genes_.size(); ++g) genome[g] = static_cast<uint32_t>(rng.below(genes_[g].count));
-  repair(genome);
-  normalize(genome);
-  return genome;
+  // The repair always breaks cycles; a short loop the repair cannot make
+  // consistent (see broken_loop) rejects the draw.
+  for (int attempt = 0; attempt < kMaxDraws; ++attempt) {
+    Genome genome(genes_.size());
+    for (size_t g = 0; g < genes_.size(); ++g) genome[g] = static_cast<uint32_t>(rng.below(genes_[g].count));
+    repair(genome);
+    normalize(genome);
+    if (valid(genome)) return genome;
+  }
+  fail("search: no valid random genome in {} draws (the short loops' markers cannot be made consistent)", kMaxDraws);
 }
 
 Genome GenomeSpace::mutate(const Genome& genome, Rng& rng, size_t count) const {
@@ -440,18 +472,24 @@ Genome GenomeSpace::mutate(const Genome& genome, Rng& rng, size_t count) const {
     }
     repair(out, changed);
     normalize(out);
-    if (hash(out) != before) break;
+    if (hash(out) != before && valid(out)) break;
     pairs[last] = pairs.back();
     pairs.pop_back();
+    out = genome;
   }
   return out;
 }
 
 Genome GenomeSpace::crossover(const Genome& a, const Genome& b, Rng& rng) const {
   SPOOL_ASSERT(a.size() == genes_.size() && b.size() == genes_.size(), "crossover of genomes of another space");
-  Genome out(genes_.size());
-  for (size_t g = 0; g < genes_.size(); ++g) out[g] = (rng.next() >> 63) ? a[g] : b[g];
-  repair(out);
+  for (int attempt = 0; attempt < kMaxDraws; ++attempt) {
+    Genome out(genes_.size());
+    for (size_t g = 0; g < genes_.size(); ++g) out[g] = (rng.next() >> 63) ? a[g] : b[g];
+    repair(out);
+    normalize(out);
+    if (valid(out)) return out;
+  }
+  Genome out = a;
   normalize(out);
   return out;
 }

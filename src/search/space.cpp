@@ -34,7 +34,9 @@ std::string SearchSpace::describe(size_t g, uint32_t choice) const {
 SearchSpace search_space(const Saturated& saturated) {
   std::vector<Region> regions;
   std::vector<egraph::Term> greedy_terms;
+  std::vector<const egraph::hlir::HlirLanguage*> languages;
   for (const spool::Region& r : saturated.regions) {
+    languages.push_back(r.lang.get());
     Region region{r.egraph.get(), r.roots, {}};
     for (const UnionedLoop& u : r.unioned_loops)
       region.loops.push_back(LoopGroup{u.loop_ends, u.loop_outputs, loop_markers(r, u.loop)});
@@ -46,7 +48,7 @@ SearchSpace search_space(const Saturated& saturated) {
   Genome greedy = genomes.from_terms(greedy_terms);
   const Saturated* s = &saturated;
   ProgramBuilder build = [s](std::span<const egraph::Term> terms) { return s->program(terms); };
-  return SearchSpace(std::move(genomes), std::move(greedy), std::move(build));
+  return SearchSpace(std::move(genomes), std::move(greedy), std::move(build), std::move(languages));
 }
 
 }  // namespace spool::search

@@ -40,8 +40,9 @@ class Rng {
 
 // A short loop kept both rolled and unrolled in one e-graph (its loop_end and
 // loop_output classes also hold the unrolled chain's values). A program may
-// use its rolled form (choose any of `markers`) only if it chooses a marker in
-// every class of `ends`: the body's next state is needed to unroll it.
+// use its rolled form (choose any of `markers`) only if every class of `ends`
+// is in the program and chooses its marker: the body's next state is needed
+// to unroll it.
 struct LoopGroup {
   std::vector<egraph::ClassId> ends;
   std::vector<egraph::ClassId> outputs;
@@ -123,8 +124,10 @@ class GenomeSpace {
   // the repair ends); genes in `keep` are switched only when no other gene
   // on the cycle can be. A short loop used rolled without all its loop_end
   // markers is taken unrolled (every exit class that chose one of its
-  // markers takes its first other candidate), as greedy extraction does.
-  // Returns the number of genes changed.
+  // markers takes its first other candidate), as greedy extraction does; if
+  // no exit chose a marker, every class that can leaves the loop's markers;
+  // failing that, every loop_end class takes its marker. Returns the number
+  // of genes changed.
   size_t repair(Genome& genome, std::span<const uint32_t> keep = {}) const;
   // Which genes the roots reach under `genome` (a valid genome).
   std::vector<uint8_t> reachable(const Genome& genome) const;
@@ -134,13 +137,16 @@ class GenomeSpace {
   // A hash of the reachable choices (equal for genomes that normalize equal).
   uint64_t hash(const Genome& genome) const;
 
-  // Uniform random choices, repaired and normalized.
+  // Uniform random choices, repaired and normalized; a draw the repair
+  // leaves invalid (a short loop it cannot make consistent) is redrawn.
+  // Throws spool::Error if 64 draws in a row are invalid.
   Genome random(Rng& rng) const;
   // Changes `count` reachable multi-candidate genes to another candidate,
-  // repaired and normalized. Returns the genome unchanged when no gene has a
-  // second candidate.
+  // repaired, normalized and valid. Returns the genome unchanged when no
+  // change gives another valid genome.
   Genome mutate(const Genome& genome, Rng& rng, size_t count = 1) const;
-  // Each gene from `a` or `b` with equal odds, repaired and normalized.
+  // Each gene from `a` or `b` with equal odds, repaired and normalized;
+  // redrawn when invalid (after 64 draws, `a`).
   Genome crossover(const Genome& a, const Genome& b, Rng& rng) const;
 
   // The term of every region (its roots in order) under a valid genome.

@@ -19,8 +19,10 @@ using ProgramBuilder = std::function<Graph(std::span<const egraph::Term>)>;
 
 class SearchSpace {
  public:
-  SearchSpace(GenomeSpace genomes, Genome greedy, ProgramBuilder build)
-      : genomes_(std::move(genomes)), greedy_(std::move(greedy)), build_(std::move(build)) {}
+  SearchSpace(GenomeSpace genomes, Genome greedy, ProgramBuilder build,
+              std::vector<const egraph::hlir::HlirLanguage*> languages)
+      : genomes_(std::move(genomes)), greedy_(std::move(greedy)), build_(std::move(build)),
+        languages_(std::move(languages)) {}
 
   const GenomeSpace& genomes() const { return genomes_; }
   const Genome& greedy() const { return greedy_; }
@@ -31,11 +33,14 @@ class SearchSpace {
   // of gene `g`: the node and the rule that created it ("input" for the
   // original graph's nodes).
   std::string describe(size_t g, uint32_t choice) const;
+  // The HLIR language of region `r` (its attributes).
+  const egraph::hlir::HlirLanguage& language(size_t r) const { return *languages_.at(r); }
 
  private:
   GenomeSpace genomes_;
   Genome greedy_;
   ProgramBuilder build_;
+  std::vector<const egraph::hlir::HlirLanguage*> languages_;
 };
 
 // The space of a saturated model; the greedy genome is what compile extracts

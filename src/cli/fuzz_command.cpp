@@ -1,0 +1,110 @@
+// `spool fuzz MODEL`: checks that the programs the saturated e-graphs of an
+// example model can produce compute what the model computes. Draws random
+// valid genomes (search::fuzz), builds each program, lowers it and runs it in
+// functional simulation (or on the interpreter with --on interp), compares
+// with the reference interpreter on the HLIR, and on a failure prints the
+// minimal choices that fail, the rules that made them, and the first kernel
+// that diverges. Exits with status 1 on any failure.
+
+#include "commands.hpp"
+
+#include <spool/compile/compile.hpp>
+#include <spool/search/fuzz.hpp>
+#include <spool/sim/config.hpp>
+#include <spool/support/error.hpp>
+
+#include "models.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace spool::cli {
+namespace {
+
+struct FuzzCommandOptions {
+  std::string model;
+  examples::ModelOptions model_options;
+  std::vector<std::string> rules;
+  bool no_roll = false;
+  size_t genomes = 100;
+  uint64_t seed = 1;
+  uint64_t input_seed = 1;
+  std::string on = "sim";
+  std::string npu = "tpuv3";
+  double tolerance = -1;
+  int threads = 0;
+  bool no_shrink = false;
+};
+
+void run_fuzz(const FuzzCommandOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const examples::ModelRef ref = examples::find_model(o.model);
+  examples::ModelOptions model_options = o.model_options;
+  model_options.variant = ref.variant;
+  const Graph hlir = ref.entry->build(model_options);
+  if (model_options.size == "real")
+    fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);
+
+  CompileOptions options;
+  options.roll = !o.no_roll;
+  options.rule_files = o.rules;
+  if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+  options.threads = o.threads;
+  const Saturated saturated = saturate(hlir, options);
+  const search::SearchSpace space = search::search_space(saturated);
+
+  const search::Reference reference = search::make_reference(hlir, o.input_seed);
+  // The interpreter runs the LLIR with the HLIR's exact semantics; the
+  // simulator computes in f32 (bf16/f16 rounded on stores).
+  const double tolerance = o.tolerance >= 0 ? o.tolerance : (o.on == "interp" ? 1e-5 : 1e-3);
+  std::optional<sim::NpuConfig> config;
+  if (o.on == "sim") config = sim::load_config(o.npu);
+  const search::ProgramCheck check = o.on == "interp" ? search::interpreter_check(reference, tolerance)
+                                                      : search::simulator_check(reference, *config, tolerance);
+  search::FuzzOptions fo;
+  fo.genomes = o.genomes;
+  fo.seed = o.seed;
+  fo.threads = o.threads;
+  fo.shrink = !o.no_shrink;
+  fo.tolerance = tolerance;
+  const search::FuzzReport report = search::fuzz(space, reference, check, fo);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(),
+              model_options.phase.c_str());
+  std::printf("space      %zu regions, %zu genes, %zu with a choice\n", space.genomes().num_regions(),
+              space.genomes().num_genes(), space.genomes().num_choice_genes());
+  std::printf("check      %s, tolerance %.3g of each output's scale, seed %llu\n",
+              o.on == "interp" ? "reference interpreter on the LLIR" : ("lowered, functional simulation on " + o.npu).c_str(),
+              tolerance, static_cast<unsigned long long>(o.seed));
+  std::printf("%s", report.to_text(space).c_str());
+  std::printf("result     %s in %.1f s\n", report.ok() ? "ok" : "FAILED", seconds);
+  if (!report.ok()) throw CLI::RuntimeError(1);
+}
+
+}  // namespace
+
+void add_fuzz_command(CLI::App& app) {
+  auto o = std::make_shared<FuzzCommandOptions>();
+  CLI::App* cmd = app.add_subcommand("fuzz", "Check random extractions of an example model against the interpreter");
+  cmd->add_option("model", o->model, "Model name (see `spool models`)")->required();
+  cmd->add_option("--size", o->model_options.size, "tiny or real")->check(CLI::IsMember({"tiny", "real"}))->capture_default_str();
+  cmd->add_option("--layers", o->model_options.layers, "Number of layers")->check(CLI::PositiveNumber);
+  cmd->add_option("--phase", o->model_options.phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}))->capture_default_str();
+  cmd->add_option("--seq", o->model_options.seq, "Prefill tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--context", o->model_options.context, "Decode KV length")->check(CLI::PositiveNumber);
+  cmd->add_option("--genomes", o->genomes, "Distinct genomes to check")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the genome draws")->capture_default_str();
+  cmd->add_option("--input-seed", o->input_seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_option("--on", o->on, "sim (lower and simulate) or interp (the LLIR on the interpreter)")
+      ->check(CLI::IsMember({"sim", "interp"}))->capture_default_str();
+  cmd->add_option("--npu", o->npu, "NPU config for --on sim")->capture_default_str();
+  cmd->add_option("--tolerance", o->tolerance, "Largest error relative to an output's scale (default 1e-3 sim, 1e-5 interp)");
+  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
+  cmd->add_flag("--no-shrink", o->no_shrink, "Report the first failure without shrinking it");
+  cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")->capture_default_str();
+  cmd->callback([o] { run_fuzz(*o); });
+}
+
+}  // namespace spool::cli
