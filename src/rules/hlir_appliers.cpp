@@ -14,6 +14,7 @@
 #include <spool/support/error.hpp>
 
 #include <algorithm>
+#include <numbers>
 
 namespace spool::rules {
 namespace {
@@ -569,6 +570,122 @@ std::optional<ClassId> reduce_epilogue(EGraph& g, HlirLanguage& lang, const Matc
   return std::nullopt;
 }
 
+// ---- softmax and norms ---------------------------------------------------------------
+
+// The view nn's keepdim reductions put between a reduced value of shape
+// `reduced` (the input `full` without `axis`) and an elementwise op on
+// `full`: unsqueeze(axis), then broadcast to `full`.
+View keepdim_broadcast(const Shape& reduced, size_t axis, const Shape& full) {
+  Shape keep = reduced;
+  keep.insert(keep.begin() + static_cast<ptrdiff_t>(axis), 1);
+  View v;
+  v.append(reshape_step(keep), reduced, "keepdim");
+  v.append(expand_step(full), reduced, "keepdim");
+  return v;
+}
+
+// Tensor::broadcast_to of a [n] parameter to `full` (rank >= 2).
+View parameter_broadcast(int64_t n, const Shape& full) {
+  Shape padded(full.size() - 1, 1);
+  padded.push_back(n);
+  View v;
+  v.append(reshape_step(padded), Shape{n}, "broadcast");
+  v.append(expand_step(full), Shape{n}, "broadcast");
+  return v;
+}
+
+const View& view_of(const HlirLanguage& lang, AttrId id) { return *lang.payload(id).view; }
+
+// Whether `c` is known to hold `value` rounded to its dtype everywhere.
+bool is_constant(EGraph& g, ClassId c, double value) {
+  const ClassData& d = data(g, c);
+  return d.constant && *d.constant == Scalar::of(d.type.dtype, value);
+}
+
+// Whether views `inner` then `outer` read a reduced value of `reduced`
+// shape exactly as keepdim_broadcast does.
+bool is_keepdim_broadcast(const View& inner, const View& outer, const Shape& reduced, size_t axis,
+                          const Shape& full) {
+  return compose_views(inner, outer, reduced) == keepdim_broadcast(reduced, axis, full);
+}
+
+// softmax-kernel ?r ?x ?axis ?log2e ?v1 ?v2 ?v3 ?v4 (see rules/norms.rules):
+// nn::softmax(x, axis) as built by spool::nn, checked here for the constant
+// and the keepdim views; the softmax kernel's semantics is that composite.
+std::optional<ClassId> softmax_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const ClassId x = m.args[1], log2e = m.args[2];
+  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
+  const ClassData& xd = data(g, x);
+  if (!axis_attr || !is_float(xd.type.dtype)) return std::nullopt;
+  const int64_t axis = axis_attr->axis;
+  const Shape& full = xd.type.shape;
+  if (axis < 0 || axis >= static_cast<int64_t>(full.size())) return std::nullopt;
+  Shape reduced = full;
+  reduced.erase(reduced.begin() + axis);
+  const size_t a = static_cast<size_t>(axis);
+  if (!is_constant(g, log2e, std::numbers::log2e)) return std::nullopt;
+  // m.attr_args: axis, v1 (recip broadcast), v2 (sum keepdim), v3 (neg broadcast), v4 (max keepdim)
+  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), reduced, a, full) ||
+      !is_keepdim_broadcast(view_of(lang, m.attr_args[4]), view_of(lang, m.attr_args[3]), reduced, a, full))
+    return std::nullopt;
+  return add_kernel(g, lang, Op::Softmax, AxisAttr{axis}, {g.find(x)});
+}
+
+// rms-norm-kernel ?r ?x ?w ?inv ?eps ?axis ?vb ?vk ?vw: nn::rms_norm(x, w, eps)
+// with w read as is (gemma's `1 + w` is then the class computing it).
+std::optional<ClassId> rms_norm_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const ClassId x = m.args[1], w = m.args[2], inv = m.args[3], eps = m.args[4];
+  const ClassData& xd = data(g, x);
+  const ClassData& wd = data(g, w);
+  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
+  const Shape& full = xd.type.shape;
+  if (!axis_attr || !is_float(xd.type.dtype) || full.size() < 2 ||
+      axis_attr->axis != static_cast<int64_t>(full.size()) - 1)
+    return std::nullopt;
+  const int64_t n = full.back();
+  if (wd.type != TensorType{xd.type.dtype, {n}}) return std::nullopt;
+  if (!is_constant(g, inv, 1.0 / static_cast<double>(n))) return std::nullopt;
+  const ClassData& ed = data(g, eps);
+  if (!ed.constant || !is_float(ed.constant->dtype)) return std::nullopt;
+  Shape reduced(full.begin(), full.end() - 1);
+  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), reduced, full.size() - 1,
+                            full) ||
+      view_of(lang, m.attr_args[3]) != parameter_broadcast(n, full))
+    return std::nullopt;
+  NormAttr attr;
+  attr.eps = ed.constant->f;  // already rounded to the dtype: rounding it again is exact
+  return add_kernel(g, lang, Op::RmsNorm, attr, {g.find(x), g.find(w)});
+}
+
+// layer-norm-kernel ?r ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb:
+// nn::layer_norm(x, w, b, eps).
+std::optional<ClassId> layer_norm_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const ClassId x = m.args[1], w = m.args[2], b = m.args[3], inv = m.args[4], eps = m.args[5];
+  const ClassData& xd = data(g, x);
+  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
+  const Shape& full = xd.type.shape;
+  if (!axis_attr || !is_float(xd.type.dtype) || full.size() < 2 ||
+      axis_attr->axis != static_cast<int64_t>(full.size()) - 1)
+    return std::nullopt;
+  const int64_t n = full.back();
+  const TensorType param{xd.type.dtype, {n}};
+  if (data(g, w).type != param || data(g, b).type != param) return std::nullopt;
+  if (!is_constant(g, inv, 1.0 / static_cast<double>(n))) return std::nullopt;
+  const ClassData& ed = data(g, eps);
+  if (!ed.constant || !is_float(ed.constant->dtype)) return std::nullopt;
+  Shape reduced(full.begin(), full.end() - 1);
+  const size_t a = full.size() - 1;
+  // attr_args: axis, v1 (recip broadcast), v2 (variance keepdim), v3 (neg mean broadcast), v4 (mean keepdim), vw, vb
+  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), reduced, a, full) ||
+      !is_keepdim_broadcast(view_of(lang, m.attr_args[4]), view_of(lang, m.attr_args[3]), reduced, a, full) ||
+      view_of(lang, m.attr_args[5]) != parameter_broadcast(n, full) ||
+      view_of(lang, m.attr_args[6]) != parameter_broadcast(n, full))
+    return std::nullopt;
+  NormAttr attr;
+  attr.eps = ed.constant->f;
+  return add_kernel(g, lang, Op::LayerNorm, attr, {g.find(x), g.find(w), g.find(b)});
+}
+
 }  // namespace
 
 egraph::Registry hlir_registry(HlirLanguage& lang) {
@@ -593,6 +710,10 @@ egraph::Registry hlir_registry(HlirLanguage& lang) {
   add("reduce-op", 2, 1, "apply reduce-op ?root ?x ?axis", reduce_op);
   add("reduce-prologue", 2, 1, "apply reduce-prologue ?root ?reduce ?input...", reduce_prologue);
   add("reduce-epilogue", 2, 1, "apply reduce-epilogue ?root ?program ?x", reduce_epilogue);
+  add("softmax-kernel", 3, 5, "apply softmax-kernel ?root ?x ?log2e ?axis ?v1 ?v2 ?v3 ?v4", softmax_kernel);
+  add("rms-norm-kernel", 5, 4, "apply rms-norm-kernel ?root ?x ?w ?inv ?eps ?axis ?vb ?vk ?vw", rms_norm_kernel);
+  add("layer-norm-kernel", 6, 7,
+      "apply layer-norm-kernel ?root ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb", layer_norm_kernel);
   return r;
 }
 

@@ -4,6 +4,7 @@
 // e-graph holding a random instance of their left side.
 
 #include <spool/interp/interp.hpp>
+#include <spool/nn/nn.hpp>
 #include <spool/rules/soundness.hpp>
 #include <spool/support/error.hpp>
 
@@ -127,7 +128,8 @@ std::string types_str(const std::vector<std::string>& names, const std::vector<T
 // Such a rule is run, not evaluated as a formula: its left side is built in a
 // small e-graph (variables become random inputs or small producers of the
 // kinds kernel rules look for: views, fused programs, gemms, reductions;
-// attribute variables get random attributes of the op), the rule's query
+// attribute variables get random attributes of the op; every fourth
+// instance is a small spool::nn graph instead), the rule's query
 // finds its matches there, and every action is applied without merging. The
 // class each action built and the class it would be merged into are then
 // extracted together and run on random tensors.
@@ -413,6 +415,41 @@ egraph::ClassId build_lhs(const Pattern& pattern, Instantiator& inst, const std:
   return value[pattern.root()];
 }
 
+// Instances of the composites that recognition rules look for, built by
+// spool::nn with random shapes and a random floating dtype: their exact
+// structure (constants, keepdim views) cannot be drawn at random.
+Graph nn_instance(std::mt19937_64& rng, size_t which) {
+  static constexpr DType kFloats[] = {DType::F32, DType::F32, DType::BF16, DType::F16};
+  const DType dt = kFloats[rng() % std::size(kFloats)];
+  auto dim = [&] { return 1 + static_cast<int64_t>(rng() % 4); };
+  Graph g("nn");
+  const Shape x_shape{dim(), dim() + 1, dim() + 1};
+  const Tensor x = input(g, "x", dt, x_shape);
+  const int64_t n = x_shape.back();
+  switch (which % 6) {
+    case 0: output("y", nn::softmax(x, static_cast<int64_t>(rng() % 3))); break;
+    case 1: output("y", nn::rms_norm(x, input(g, "w", dt, {n}), 1e-5, rng() % 2 == 0)); break;
+    case 2: output("y", nn::layer_norm(x, input(g, "w", dt, {n}), input(g, "b", dt, {n}), 1e-5)); break;
+    case 3: {  // a linear layer with bias and SiLU, then a batched matmul with a transposed operand
+      const Tensor h = nn::silu(nn::linear(x, input(g, "w", dt, {3, n}), input(g, "b", dt, {3})));
+      output("y", nn::matmul(h, input(g, "v", dt, {x_shape[0], 2, 3}).transpose(-1, -2)));
+      break;
+    }
+    case 4: {  // llama4's chunked SwiGLU feeding the down projection
+      const std::vector<Tensor> gate_up = nn::chunk(nn::linear(x, input(g, "w", dt, {2 * n, n})), 2, -1);
+      output("y", nn::linear(nn::swiglu(gate_up[0], gate_up[1]), input(g, "d", dt, {n, n})));
+      break;
+    }
+    default: {  // causal attention with grouped KV heads
+      const int64_t s = dim() + 1, d = 2 * dim();
+      const Tensor q = input(g, "q", dt, {4, s, d});
+      output("y", nn::attention(q, input(g, "k", dt, {2, s, d}), input(g, "v", dt, {2, s, d}), true));
+      break;
+    }
+  }
+  return g;
+}
+
 SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage& lang, uint64_t seed,
                                    int trials) {
   SoundnessResult result{rule.name, rule.loc, SoundnessResult::Status::NotChecked, 0, {}};
@@ -432,15 +469,20 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
       const std::vector<TensorType> types = sampler.draw(num_vars + 1);  // the last for wildcards
       std::vector<egraph::ClassId> vars(num_vars);
       std::vector<std::optional<AttrId>> attrs(rule.vars.attrs.size());
-      egraph::ClassId root;
-      try {
-        root = build_lhs(rule.lhs[0], inst, types, vars, attrs);
-      } catch (const Retry&) {
-        continue;
-      } catch (const Error&) {
-        continue;  // a random view or attribute that does not fit: draw again
+      if (attempts % 4 == 3) {
+        // Every fourth instance is an nn composite (a whole small graph).
+        egraph::hlir::add_graph(*g, lang, nn_instance(rng, static_cast<size_t>(attempts / 4)));
+      } else {
+        egraph::ClassId root;
+        try {
+          root = build_lhs(rule.lhs[0], inst, types, vars, attrs);
+        } catch (const Retry&) {
+          continue;
+        } catch (const Error&) {
+          continue;  // a random view or attribute that does not fit: draw again
+        }
+        if (!inst.data(root).ok) continue;
       }
-      if (!inst.data(root).ok) continue;
       g->rebuild();
 
       // Every match, every action, nothing merged: (target, built) pairs.

@@ -8,6 +8,7 @@
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/hlir_cost.hpp>
 #include <spool/interp/interp.hpp>
+#include <spool/nn/nn.hpp>
 #include <spool/ir/text.hpp>
 #include <spool/roll/roll.hpp>
 #include <spool/rules/hlir_appliers.hpp>
@@ -135,4 +136,23 @@ TEST_CASE("spool::compile of the tiny llama with the default rules (rolled) give
   CHECK(k.multi_instr_fused + k.gemm_with_prologue >= 1);
   CHECK(k.ops[Op::Mul] == 0);
   CHECK(max_rel_error(g, result.program, 7) <= 1e-5);
+}
+
+TEST_CASE("softmax, rms_norm and layer_norm composites become one kernel each") {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    INFO(dtype_name(dt));
+    Graph g("norms");
+    const Tensor x = input(g, "x", dt, {3, 5, 8});
+    output("softmax", nn::softmax(x, 1));
+    output("rms", nn::rms_norm(x, weight(g, "w", dt, {8}), 1e-5));
+    output("gemma_rms", nn::rms_norm(x, weight(g, "w", dt, {8}), 1e-6, true));
+    output("layer", nn::layer_norm(x, weight(g, "w", dt, {8}), weight(g, "b", dt, {8}), 1e-5));
+    const Compiled result = saturate_and_extract(g);
+    KernelCounts k = count_kernels(result.program);
+    if (std::getenv("SPOOL_DUMP")) MESSAGE(print_graph(result.program));
+    CHECK(k.ops[Op::Softmax] == 1);
+    CHECK(k.ops[Op::RmsNorm] == 2);
+    CHECK(k.ops[Op::LayerNorm] == 1);
+    CHECK(max_rel_error(g, result.program, 3) == 0);  // the kernels are the composites, bit for bit
+  }
 }

@@ -10,7 +10,8 @@
 // the counterexample. Rules with attribute variables, attribute patterns or
 // custom appliers are run instead: a random instance of the left side
 // (variables as inputs, views, fused programs, gemms or reductions;
-// attributes drawn for their op) in a small e-graph, the rule's actions
+// attributes drawn for their op), or a small spool::nn graph with random
+// shapes (softmax, norms, linear layers, attention) in a small e-graph, the rule's actions
 // applied without merging, and each built class compared on random tensors
 // with the class it would be merged into. A rule that never applies to its
 // random instances, and multi-pattern rules, are reported as not checked,
