@@ -15,6 +15,7 @@
 #include <spool/rules/rule_file.hpp>
 
 #include "llama.hpp"
+#include "moe.hpp"
 
 #include <cstdlib>
 #include <map>
@@ -155,4 +156,26 @@ TEST_CASE("softmax, rms_norm and layer_norm composites become one kernel each") 
     CHECK(k.ops[Op::LayerNorm] == 1);
     CHECK(max_rel_error(g, result.program, 3) == 0);  // the kernels are the composites, bit for bit
   }
+}
+
+TEST_CASE("MoE routing: masks and masked fills fuse around top-k (deepseek-v3 group-limited, qwen3 softmax)") {
+  Graph g("routing");
+  const Tensor logits = input(g, "logits", DType::F32, {5, 16});
+  const examples::Routing grouped =
+      examples::group_limited_routing(logits, weight(g, "bias", DType::F32, {16}), 4, 4, 2, true, 2.5);
+  output("grouped_experts", grouped.experts);
+  output("grouped_weights", grouped.weights);
+  const examples::Routing soft = examples::softmax_topk_routing(logits, 2, true);
+  output("soft_experts", soft.experts);
+  output("soft_weights", soft.weights);
+  const Compiled result = saturate_and_extract(g);
+  KernelCounts k = count_kernels(result.program);
+  if (std::getenv("SPOOL_DUMP")) MESSAGE(print_graph(result.program));
+  MESSAGE("routing: " << result.program.num_live() << " nodes, " << k.ops[Op::TopK] << " topk, " << k.ops[Op::Fused]
+                      << " fused, " << k.ops[Op::Softmax] << " softmax");
+  CHECK(k.ops[Op::TopK] >= 3);
+  CHECK(k.ops[Op::Softmax] == 1);
+  // Every mask, not and masked fill sits inside a fused kernel.
+  for (Op op : {Op::Where, Op::Not, Op::Equal, Op::LessThan}) CHECK(k.ops[op] == 0);
+  CHECK(max_rel_error(g, result.program, 9) == 0);
 }
