@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace spool::lower::detail {
 namespace {
@@ -36,10 +37,17 @@ struct Tile {
   double cost = 0;
 };
 
+// A kernel's share of the m blocks (or of batch axis 0) when the tiles are
+// spread over cores.
+struct Split {
+  bool batch = false;
+  int64_t lo = 0, hi = -1;  // hi < 0: all
+};
+
 class GemmKernel {
  public:
-  GemmKernel(const GemmJob& job, const sim::NpuConfig& c, const Tile& t)
-      : j_(job), c_(c), t_(t), kb_(job.info.name) {
+  GemmKernel(const GemmJob& job, const sim::NpuConfig& c, const Tile& t, Split split = Split{}, std::string name = {})
+      : j_(job), c_(c), t_(t), split_(split), kb_(name.empty() ? job.info.name : std::move(name)) {
     const Shape& as = job.a[0].shape;
     const size_t r = as.size();
     rank_ = r;
@@ -100,41 +108,45 @@ class GemmKernel {
       columns();
       return;
     }
-    const int64_t n = j_.out.shape[axis];
-    if (n > 1) {
-      const int var = kb_.loop_begin("batch" + std::to_string(axis), n);
-      batch_vars_.push_back({axis, var});
+    int64_t lo = 0, n = j_.out.shape[axis];
+    if (axis == 0 && split_.batch) {
+      lo = split_.lo;
+      n = split_.hi - split_.lo;
     }
+    const int var = n > 1 ? kb_.loop_begin("batch" + std::to_string(axis), n) : -1;
+    batch_vars_.push_back({axis, var, lo});
     batches(axis + 1);
-    if (n > 1) {
-      batch_vars_.pop_back();
-      kb_.loop_end();
-    }
+    batch_vars_.pop_back();
+    if (n > 1) kb_.loop_end();
   }
 
   Affine base(const Access& a) const {
     Affine off = Affine::of(a.offset);
-    for (const auto& [axis, var] : batch_vars_) off = off + Affine::var(var, a.strides[axis]);
+    for (const auto& [axis, var, lo] : batch_vars_) {
+      if (var >= 0) off = off + Affine::var(var, a.strides[axis]);
+      off = off + Affine::of(lo * a.strides[axis]);
+    }
     return off;
   }
 
   void columns() {
     const int64_t TN = t_.TN;
     const int64_t full = N_ / TN, rest = N_ % TN;
+    const int64_t mlo = split_.batch ? 0 : split_.lo, mhi = split_.batch || split_.hi < 0 ? MT_ : split_.hi;
     auto block = [&](const Affine& n0, int64_t W, const Affine& blk) {
       load_per_col(n0, W, blk);
-      if (MT_ > 1) {
-        compute(n0, W, blk, Affine::of(0));
-        const int mm = kb_.loop_begin("m", MT_ - 1);
-        compute(n0, W, blk, Affine::var(mm) + Affine::of(1));
-        store(n0, W, blk, Affine::var(mm));
+      if (mhi - mlo > 1) {
+        compute(n0, W, blk, Affine::of(mlo));
+        const int mm = kb_.loop_begin("m", mhi - mlo - 1);
+        compute(n0, W, blk, Affine::var(mm) + Affine::of(mlo + 1));
+        store(n0, W, blk, Affine::var(mm) + Affine::of(mlo));
         kb_.loop_end();
-        store(n0, W, blk, Affine::of(MT_ - 1));
+        store(n0, W, blk, Affine::of(mhi - 1));
       } else {
-        compute(n0, W, blk, Affine::of(0));
+        compute(n0, W, blk, Affine::of(mlo));
       }
     };
-    if (MT_ > 1) {
+    if (mhi - mlo > 1) {
       if (full > 0) {
         const int nt = kb_.loop_begin("n", full);
         block(Affine::var(nt, TN), TN, Affine::var(nt));
@@ -149,13 +161,13 @@ class GemmKernel {
       if (full > 1) {
         const int nn = kb_.loop_begin("n", full - 1);
         block(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1));
-        store(Affine::var(nn, TN), TN, Affine::var(nn), Affine::of(0));
+        store(Affine::var(nn, TN), TN, Affine::var(nn), Affine::of(mlo));
         kb_.loop_end();
       }
     }
     if (rest > 0) block(Affine::of(full * TN), rest, Affine::of(full));
-    if (full > 0) store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), Affine::of(0));
-    if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), Affine::of(0));
+    if (full > 0) store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), Affine::of(mlo));
+    if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), Affine::of(mlo));
   }
 
   void load_per_col(const Affine& n0, int64_t W, const Affine& blk) {
@@ -296,6 +308,7 @@ class GemmKernel {
   const GemmJob& j_;
   const sim::NpuConfig& c_;
   const Tile t_;
+  const Split split_;
   KernelBuilder kb_;
   size_t rank_ = 2;
   int64_t M_ = 0, K_ = 0, N_ = 0, Nr_ = 0, Nc_ = 0, MT_ = 0, KT_ = 0;
@@ -304,7 +317,7 @@ class GemmKernel {
   std::vector<int> a_in_, b_in_, epi_buf_;
   std::vector<EpiKind> epi_kind_;
   bool has_epilogue_ = false, in_place_ = true;
-  std::vector<std::pair<size_t, int>> batch_vars_;
+  std::vector<std::tuple<size_t, int, int64_t>> batch_vars_;  // (axis, loop variable or -1, first index)
 };
 
 bool has_iota(const ProgramAttr& p) {
@@ -403,14 +416,14 @@ std::string signature(const GemmJob& job) {
   return s;
 }
 
-// Cycles of the kernel alone, by the timing simulator.
-int64_t simulated_cycles(const Emitter& em, const Kernel& kernel) {
+// Cycles of the kernels alone (independent of each other), by the timing simulator.
+int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels) {
   npu::Program p;
   p.name = "tile";
   p.spad_bytes = em.program.spad_bytes;
   p.buffers = em.program.buffers;
-  p.kernels = {kernel};
-  p.kernels[0].deps.clear();
+  p.kernels = kernels;
+  for (Kernel& k : p.kernels) k.deps.clear();
   return sim::simulate_timing(p, em.config, nullptr).cycles;
 }
 
@@ -420,18 +433,44 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
   if (has_iota(job.a_program) || has_iota(job.b_program) || has_iota(job.epilogue_program))
     return std::string("a program reads an iota");
   if (!is_float(job.dtype)) fail("lower: {}: integer GEMMs do not run on the systolic arrays", job.info.name);
-  auto emit = [&](const Tile& t, Kernel k, int64_t footprint) {
+  // The kernels of a tile: one, or its independent tiles over the cores (the
+  // m blocks, or batch axis 0: the splits whose DRAM windows are disjoint).
+  auto group = [&](const Tile& t, bool allow_split, int64_t& peak) {
+    const int cores = em.options.multi_core && allow_split ? em.config.cores : 1;
+    const Shape& as = job.a[0].shape;
+    const int64_t MT = ceil_div(as[as.size() - 2], t.TM);
+    int64_t batches = 1;
+    for (size_t i = 0; i + 2 < as.size(); ++i) batches *= as[i];
+    const bool batch = batches > 1;
+    const int64_t units = batch ? (as[0] >= cores ? as[0] : 1) : MT;
+    std::vector<Kernel> kernels;
+    peak = 0;
+    const int64_t parts = cores <= 1 || units < 2 ? 1 : std::min<int64_t>(cores, units);
+    for (int64_t p = 0; p < parts; ++p) {
+      int64_t fp = 0;
+      if (parts == 1) {
+        kernels.push_back(GemmKernel(job, em.config, t).build(fp));
+      } else {
+        const Split split{batch, units * p / parts, units * (p + 1) / parts};
+        kernels.push_back(GemmKernel(job, em.config, t, split, fmt::format("{}.c{}", job.info.name, p)).build(fp));
+      }
+      peak = std::max(peak, fp);
+    }
+    return kernels;
+  };
+  const bool can_split = em.options.multi_core && em.config.cores > 1;
+  auto emit = [&](const Tile& t, std::vector<Kernel> kernels, int64_t footprint) {
     KernelInfo info = job.info;
     info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
-    em.add_kernels({std::move(k)}, info, footprint);
+    em.add_kernels(std::move(kernels), info, footprint);
   };
   const std::string key = signature(job);
   if (auto it = em.gemm_tiles.find(key); it != em.gemm_tiles.end()) {
     const Tile t{it->second[0], it->second[1], it->second[2], 0};
     int64_t footprint = 0;
-    Kernel k = GemmKernel(job, em.config, t).build(footprint);
+    std::vector<Kernel> kernels = group(t, it->second[3] != 0, footprint);
     SPOOL_ASSERT(footprint <= em.budget, "a cached GEMM tile no longer fits");
-    emit(t, std::move(k), footprint);
+    emit(t, std::move(kernels), footprint);
     return std::nullopt;
   }
   // In analytic cost order, the first candidates that fit (shrinking until
@@ -439,20 +478,28 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
   int64_t smallest = -1;
   struct Fit {
     Tile tile;
-    Kernel kernel;
+    std::vector<Kernel> kernels;
     int64_t footprint;
+    bool split;
   };
   std::vector<Fit> fits;
   const size_t wanted = static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates));
   for (const Tile& t : candidates(job, em.config)) {
     int64_t footprint = 0;
-    Kernel k = GemmKernel(job, em.config, t).build(footprint);
+    std::vector<Kernel> kernels = group(t, false, footprint);
     if (footprint > em.budget) {
       if (smallest < 0 || footprint < smallest) smallest = footprint;
       continue;
     }
-    fits.push_back(Fit{t, std::move(k), footprint});
-    if (fits.size() == wanted) break;
+    fits.push_back(Fit{t, std::move(kernels), footprint, false});
+    if (can_split) {
+      // The same tile spread over the cores, when it splits: the simulator
+      // weighs the launches against the parallel work.
+      int64_t split_footprint = 0;
+      std::vector<Kernel> parts = group(t, true, split_footprint);
+      if (parts.size() > 1) fits.push_back(Fit{t, std::move(parts), split_footprint, true});
+    }
+    if (fits.size() >= wanted * (can_split ? 2 : 1)) break;
   }
   if (fits.empty())
     return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
@@ -460,15 +507,15 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
   if (fits.size() > 1) {
     int64_t best_cycles = -1;
     for (size_t i = 0; i < fits.size(); ++i) {
-      const int64_t cycles = simulated_cycles(em, fits[i].kernel);
+      const int64_t cycles = simulated_cycles(em, fits[i].kernels);
       if (best_cycles < 0 || cycles < best_cycles) {
         best_cycles = cycles;
         best = i;
       }
     }
   }
-  em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK};
-  emit(fits[best].tile, std::move(fits[best].kernel), fits[best].footprint);
+  em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0};
+  emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
   return std::nullopt;
 }
 

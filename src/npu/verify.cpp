@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <set>
 
@@ -470,16 +471,56 @@ class Verifier {
   }
 
   // ---- cross-kernel DRAM dependencies -----------------------------------------
+  // Each DMA touches a window of its root buffer: [lo, hi] bounds its
+  // elements over every value of the loop variables. Two kernels conflict
+  // when one writes a window the other reads or writes; kernels that write
+  // disjoint windows of one buffer (the tiles of a kernel split over cores)
+  // need no order.
+  struct Window {
+    int root = -1;
+    int64_t lo = 0, hi = 0;
+    bool write = false;
+  };
+
+  static void collect_windows(const Program& p, const std::vector<Stmt>& body, std::vector<int64_t>& trips,
+                              std::vector<Window>& out) {
+    for (const Stmt& s : body) {
+      if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
+        if (loop->var >= 0 && static_cast<size_t>(loop->var) < trips.size()) trips[loop->var] = loop->trips;
+        collect_windows(p, loop->body, trips, out);
+      } else if (const auto* d = std::get_if<DmaOp>(&s.node)) {
+        if (d->dram < 0 || d->dram >= static_cast<int>(p.buffers.size())) continue;
+        auto bounds = [&](const Affine& a, int64_t& lo, int64_t& hi) {
+          lo = hi = a.constant;
+          for (const auto& [var, coeff] : a.terms) {
+            const int64_t t = var >= 0 && static_cast<size_t>(var) < trips.size() ? std::max<int64_t>(trips[var], 1) : 1;
+            (coeff < 0 ? lo : hi) += coeff * (t - 1);
+          }
+        };
+        int64_t lo = 0, hi = 0;
+        bounds(d->dram_offset, lo, hi);
+        for (size_t i = 0; i < d->dims.size() && i < d->dram_strides.size(); ++i) {
+          int64_t extent = INT64_MAX;
+          for (const Affine& option : d->dims[i].options) {
+            int64_t olo = 0, ohi = 0;
+            bounds(option, olo, ohi);
+            extent = std::min(extent, ohi);
+          }
+          const int64_t span = (std::max<int64_t>(extent, 1) - 1) * d->dram_strides[i];
+          (span < 0 ? lo : hi) += span;
+        }
+        const int64_t base = p.buffers[d->dram].alias_of >= 0 ? p.buffers[d->dram].alias_offset : 0;
+        out.push_back(Window{p.root_of(d->dram), lo + base, hi + base, !d->load});
+      }
+    }
+  }
+
   void dependencies() {
     const size_t n = p_.kernels.size();
-    std::vector<std::set<int>> reads(n), writes(n);
+    std::vector<std::vector<Window>> windows(n);
     for (size_t i = 0; i < n; ++i) {
-      for_each_stmt(p_.kernels[i].body, [&](const Stmt& s) {
-        if (const auto* d = std::get_if<DmaOp>(&s.node)) {
-          if (d->dram < 0 || d->dram >= static_cast<int>(p_.buffers.size())) return;
-          (d->load ? reads : writes)[i].insert(p_.root_of(d->dram));
-        }
-      });
+      std::vector<int64_t> trips(p_.kernels[i].loop_vars.size(), 1);
+      collect_windows(p_, p_.kernels[i].body, trips, windows[i]);
     }
     // ancestors[i]: kernels that finish before kernel i starts.
     std::vector<std::vector<bool>> ancestors(n, std::vector<bool>(n, false));
@@ -494,14 +535,19 @@ class Verifier {
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < i; ++j) {
         if (ancestors[i][j]) continue;
-        for (int b : reads[i])
-          if (writes[j].count(b))
-            error("kernel '{}': reads '@{}' written by kernel '{}' but does not depend on it", p_.kernels[i].name,
-                  p_.buffers[b].name, p_.kernels[j].name);
-        for (int b : writes[i])
-          if (writes[j].count(b) || reads[j].count(b))
-            error("kernel '{}': writes '@{}' used by kernel '{}' but does not depend on it", p_.kernels[i].name,
-                  p_.buffers[b].name, p_.kernels[j].name);
+        bool reported = false;
+        for (const Window& a : windows[i]) {
+          for (const Window& b : windows[j]) {
+            if (reported || a.root != b.root || (!a.write && !b.write) || a.hi < b.lo || b.hi < a.lo) continue;
+            if (!a.write)
+              error("kernel '{}': reads '@{}' written by kernel '{}' but does not depend on it", p_.kernels[i].name,
+                    p_.buffers[a.root].name, p_.kernels[j].name);
+            else
+              error("kernel '{}': writes '@{}' used by kernel '{}' but does not depend on it", p_.kernels[i].name,
+                    p_.buffers[a.root].name, p_.kernels[j].name);
+            reported = true;
+          }
+        }
       }
     }
   }

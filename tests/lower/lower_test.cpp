@@ -7,6 +7,9 @@
 
 #include <spool/ir/kernel.hpp>
 #include <spool/nn/nn.hpp>
+#include <spool/sim/sim.hpp>
+
+#include <set>
 
 using namespace spool;
 using spool::lower_test::check_against_interp;
@@ -158,4 +161,30 @@ TEST_CASE("lower: GEMM with prologues and epilogue, batched, ragged, transposed 
     output("bf16", Tensor(&g, g.add(Op::Gemm, {x.edge(), y.edge()}, GemmAttr{})));
     CHECK(check_against_interp(g, cfg, 7) < 2e-2);
   }
+}
+
+TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores and still compute the same values") {
+  const sim::NpuConfig v4 = sim::load_config("tpuv4");
+  REQUIRE(v4.cores == 2);
+  Graph g("multicore");
+  Tensor a = input(g, "a", DType::F32, {1024, 256});
+  Tensor w = weight(g, "w", DType::F32, {256, 512});
+  Tensor q = input(g, "q", DType::F32, {4, 300, 64});
+  Tensor k = input(g, "k", DType::F32, {4, 200, 64});
+  output("mm", Tensor(&g, g.add(Op::Gemm, {a.edge(), w.edge()}, GemmAttr{})));
+  output("bmm", Tensor(&g, g.add(Op::Gemm, {q.edge(), k.transpose(1, 2).edge()}, GemmAttr{})));
+  lower::Lowered l;
+  CHECK(lower_test::check_against_interp(g, "tpuv4", 8, 2, &l) < 1e-5);
+  int split = 0;
+  for (const lower::KernelInfo& info : l.report.per_kernel) split += info.core_split > 1;
+  CHECK(split >= 1);  // the 1024-row GEMM: twice the work of a core's launch
+  // The split kernels of one node have no dependency on each other and run on different cores.
+  const sim::Report r = sim::run(l.program, v4);
+  std::set<int> cores;
+  for (const sim::KernelStats& s : r.kernel_stats) cores.insert(s.core);
+  CHECK(cores.size() == 2);
+  lower::LowerOptions single;
+  single.multi_core = false;
+  const lower::Lowered one = lower::to_npu(g, v4, single);
+  CHECK(one.program.kernels.size() == 2);
 }

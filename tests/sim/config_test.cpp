@@ -137,6 +137,6 @@ TEST_CASE("workload specs are checked") {
                        spool::Error);
   CHECK_THROWS_WITH_AS(lower::make_workload("conv:3x3", toy),
                        "unknown workload 'conv:3x3' (expected one of: gemm:MxKxN, layernorm:RxC, softmax:RxC, "
-                       "attention:HxSxD, bert:base|large|xlarge)",
+                       "attention:HxSxD, bert:base|large|xlarge, llama3_8b:LAYERS)",
                        spool::Error);
 }

@@ -267,14 +267,22 @@ TEST_CASE("timing: independent kernels overlap across cores") {
   CHECK(k.name == "k_proj");
   CHECK(q.core != k.core);
   CHECK(k.start_cycle < q.end_cycle);
-  // The scores depend on the q and k projections, the attention output on v's.
-  const sim::KernelStats& scores = r.kernel_stats.at(3);
-  CHECK(scores.name == "scores");
-  for (int i = 0; i < 2; ++i) CHECK(scores.launch_cycle >= r.kernel_stats.at(i).end_cycle);
-  const sim::KernelStats& att = r.kernel_stats.at(4);  // the softmax runs inside the scores kernel
-  CHECK(att.name == "attention_out");
+  // The scores depend on the q and k projections, the attention output on
+  // v's (each may be split over the cores: every part waits).
   CHECK(r.kernel_stats.at(2).name == "v_proj");
-  CHECK(att.launch_cycle >= r.kernel_stats.at(2).end_cycle);
+  int scores = 0, att = 0;
+  for (const sim::KernelStats& s : r.kernel_stats) {
+    if (s.name.rfind("scores", 0) == 0) {
+      ++scores;
+      for (int i = 0; i < 2; ++i) CHECK(s.launch_cycle >= r.kernel_stats.at(i).end_cycle);
+    }
+    if (s.name.rfind("attention_out", 0) == 0) {
+      ++att;
+      CHECK(s.launch_cycle >= r.kernel_stats.at(2).end_cycle);
+    }
+  }
+  CHECK(scores >= 1);
+  CHECK(att >= 1);
 }
 
 TEST_CASE("timing: programs must fit the config") {

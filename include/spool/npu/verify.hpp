@@ -2,8 +2,9 @@
 // The NPU program verifier: run on every program before it is simulated.
 //
 // Checks buffers (aliases inside their root, same dtype), kernel dependencies
-// (earlier kernels only, and every read of a DRAM buffer written by an earlier
-// kernel depends on that kernel), loop variables in scope, scratchpad buffers
+// (earlier kernels only, and a kernel that reads or writes a window of a DRAM
+// buffer that an earlier kernel writes, or writes a window it reads, depends
+// on that kernel; disjoint windows need no order), loop variables in scope, scratchpad buffers
 // inside the scratchpad and not overlapping another live buffer, every
 // scratchpad access inside its buffer, every DMA inside its DRAM buffer, and
 // vector bodies well typed (no implicit conversions: comparing an `index`
