@@ -594,7 +594,14 @@ View parameter_broadcast(int64_t n, const Shape& full) {
   return v;
 }
 
-const View& view_of(const HlirLanguage& lang, AttrId id) { return *lang.payload(id).view; }
+// The view of a view attribute; the identity for any other attribute (a
+// rule that binds a non-view there then simply does not match the checks).
+const View& view_of(const HlirLanguage& lang, AttrId id) {
+  static const View kIdentity;
+  if (id == AttrId{}) return kIdentity;
+  const std::optional<View>& v = lang.payload(id).view;
+  return v ? *v : kIdentity;
+}
 
 // Whether `c` is known to hold `value` rounded to its dtype everywhere.
 bool is_constant(EGraph& g, ClassId c, double value) {
