@@ -179,3 +179,26 @@ TEST_CASE("MoE routing: masks and masked fills fuse around top-k (deepseek-v3 gr
   for (Op op : {Op::Where, Op::Not, Op::Equal, Op::LessThan}) CHECK(k.ops[op] == 0);
   CHECK(max_rel_error(g, result.program, 9) == 0);
 }
+
+TEST_CASE("llama4's chunked SwiGLU becomes the down projection's prologue, reading gate_up through slices") {
+  Graph g("chunked_swiglu");
+  const Tensor x = input(g, "x", DType::F32, {6, 16});
+  const std::vector<Tensor> gate_up = nn::chunk(nn::linear(x, weight(g, "gate_up", DType::F32, {64, 16})), 2, -1);
+  output("y", nn::linear(nn::swiglu(gate_up[0], gate_up[1]), weight(g, "down", DType::F32, {16, 32})));
+  const Compiled result = saturate_and_extract(g);
+  if (std::getenv("SPOOL_DUMP")) MESSAGE(print_graph(result.program));
+  KernelCounts k = count_kernels(result.program);
+  CHECK(k.ops[Op::Gemm] == 2);
+  CHECK(k.gemm_with_prologue == 1);
+  CHECK(result.program.num_live() - 3 == 2);  // two kernels besides the three sources
+  // The down projection reads gate_up through two slice views.
+  int slices = 0;
+  for (NodeId id : result.program.topo_order()) {
+    const Node& n = result.program.node(id);
+    if (n.op != Op::Gemm || std::get<GemmAttr>(n.attr).a.instrs.empty()) continue;
+    for (const Edge& e : n.inputs)
+      for (const ViewStep& step : e.view.steps()) slices += step.kind == ViewKind::Slice;
+  }
+  CHECK(slices >= 2);
+  CHECK(max_rel_error(g, result.program, 4) <= 1e-5);
+}
