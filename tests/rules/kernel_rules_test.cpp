@@ -131,6 +131,7 @@ TEST_CASE("spool::compile of the tiny llama with the default rules (rolled) give
                              << k.gemm_with_epilogue << " with epilogues), " << k.ops[Op::Fused] << " fused; e-graphs "
                              << result.report.egraph.nodes << " nodes, " << result.report.egraph.iterations
                              << " iterations, " << egraph::stop_reason_name(result.report.egraph.stop));
+  if (std::getenv("SPOOL_DUMP")) MESSAGE(print_graph(result.program));
   CHECK(result.report.egraph.stop == egraph::StopReason::Saturated);
   CHECK(k.ops[Op::Gemm] >= 9 * config.layers + 1);
   CHECK(k.gemm_with_epilogue >= config.layers);
