@@ -177,6 +177,9 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   // files are read (and a bad one reported) before any region starts.
   t = Clock::now();
   s.split = region::split(s.rolled, options.unroll_union_max_trips, options.split_regions);
+  spdlog::debug("split: {} regions, {} distinct, in {:.2f} ms", s.split.instances.size(), s.split.regions.size(),
+                ms_since(t));
+  const auto rules_start = Clock::now();
   std::vector<rules::RuleFile> files;
   for (const std::string& path : options.rule_files) {
     Result<rules::RuleFile> file = rules::load_rule_file(path);
@@ -187,6 +190,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
     if (!sets) throw Error(sets.error().render());
     files.push_back(std::move(file.value()));
   }
+  spdlog::debug("rule files read in {:.2f} ms", ms_since(rules_start));
   s.regions.resize(s.split.regions.size());
   parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
     const auto region_start = Clock::now();
@@ -432,8 +436,13 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
 
   // 4. Stitch the regions together and unroll the loops.
   t = Clock::now();
-  result.program = s.program(terms);
+  Graph stitched = s.rolled_program(terms);
+  const double stitch_ms = ms_since(t);
+  result.program = roll::unroll(std::move(stitched));
+  const double unrolled_ms = ms_since(t);
   result.program.verify();
+  spdlog::debug("stitch {:.2f} ms, unroll {:.2f} ms, verify {:.2f} ms", stitch_ms, unrolled_ms - stitch_ms,
+                ms_since(t) - unrolled_ms);
   result.report.times.unroll_ms = ms_since(t);
   result.report.times.total_ms = ms_since(start);
   spdlog::info("extract {:.1f} ms, unroll {:.1f} ms: {} nodes", result.report.times.extract_ms,

@@ -237,6 +237,14 @@ NodeId Graph::push(Node node) {
   return NodeId{static_cast<uint32_t>(nodes_.size() - 1)};
 }
 
+NodeId Graph::add_known(Op op, std::vector<Edge> inputs, Attr attr, TensorType type) {
+  for (const Edge& edge : inputs)
+    if (!contains(edge.src)) fail("{}: input %{} is not a live node", name_of(op), edge.src.value);
+  Node node{op, type.dtype, std::move(type.shape), std::move(attr), {}, true};
+  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
+  return push(std::move(node));
+}
+
 NodeId Graph::add(Op op, std::vector<Edge> inputs, Attr attr) {
   TensorType type = infer(op, inputs, attr);
   Node node{op, type.dtype, std::move(type.shape), std::move(attr), {}, true};

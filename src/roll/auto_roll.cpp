@@ -79,6 +79,11 @@ size_t signature(const Graph& g, NodeId id) {
   return seed;
 }
 
+// Where each node of a candidate's occurrences sits, by node id:
+// (occurrence, position), or kNowhere.
+using Where = std::vector<std::pair<size_t, size_t>>;
+constexpr size_t kNowhere = SIZE_MAX;
+
 // How occurrence inputs at one (position, input) are wired.
 struct InputPlan {
   enum Kind { Internal, Carried, Static, PerIteration } kind = Internal;
@@ -146,7 +151,8 @@ class Roller {
   // out: sources, and a loop's own entry markers, which are its body's
   // outside inputs just as sources are the top level's.
   std::vector<std::vector<NodeId>> context_orders() {
-    const std::vector<Loop> loops = find_loops(g_);
+    const std::vector<NodeId> topo = g_.topo_order();
+    const std::vector<Loop> loops = find_loops(g_, topo);
     std::vector<int64_t> context(g_.id_bound(), -1);
     // Outermost first, so inner loops overwrite: the innermost wins.
     for (const Loop& loop : loops)
@@ -155,7 +161,7 @@ class Roller {
     for (const Loop& loop : loops)
       for (const NodeId n : loop.entries) outside_like_[n.value] = true;
     std::map<int64_t, std::vector<NodeId>> by_context;
-    for (const NodeId id : g_.topo_order())
+    for (const NodeId id : topo)
       if (!is_source(g_.node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
     std::vector<std::vector<NodeId>> orders;
     for (auto& [ctx, order] : by_context) orders.push_back(std::move(order));
@@ -240,7 +246,7 @@ class Roller {
       }
     }
 
-    std::map<uint32_t, std::pair<size_t, size_t>> where;  // node -> (occurrence, position)
+    Where where(g_.id_bound(), {kNowhere, 0});  // node -> (occurrence, position)
     for (size_t k = 0; k < count; ++k)
       for (size_t j = 0; j < period; ++j) where[order[start + k * period + j].value] = {k, j};
     auto at = [&](size_t k, size_t j) { return order[start + k * period + j]; };
@@ -250,12 +256,13 @@ class Roller {
     std::vector<bool> downstream(g_.id_bound(), false);
     {
       std::vector<NodeId> stack;
-      for (const auto& [id, kj] : where) stack.push_back(NodeId{id});
+      for (size_t k = 0; k < count; ++k)
+        for (size_t j = 0; j < period; ++j) stack.push_back(at(k, j));
       while (!stack.empty()) {
         const NodeId cur = stack.back();
         stack.pop_back();
         for (const NodeId u : users_[cur.value])
-          if (!where.count(u.value) && !downstream[u.value]) {
+          if (where[u.value].first == kNowhere && !downstream[u.value]) {
             downstream[u.value] = true;
             stack.push_back(u);
           }
@@ -271,18 +278,18 @@ class Roller {
         InputPlan plan;
         for (size_t k = 0; k < count; ++k) {
           const Edge& e = g_.node(at(k, j)).inputs[i];
-          const auto it = where.find(e.src.value);
+          const auto it = &where[e.src.value];
           InputPlan::Kind kind;
           size_t position = 0;
-          if (it == where.end()) {
+          if (it->first == kNowhere) {
             if (downstream[e.src.value]) return std::nullopt;  // would form a cycle
             kind = InputPlan::PerIteration;
-          } else if (it->second.first == k) {
+          } else if (it->first == k) {
             kind = InputPlan::Internal;
-            position = it->second.second;
-          } else if (k > 0 && it->second.first == k - 1) {
+            position = it->second;
+          } else if (k > 0 && it->first == k - 1) {
             kind = InputPlan::Carried;
-            position = it->second.second;
+            position = it->second;
           } else {
             return std::nullopt;  // from another occurrence: not a loop
           }
@@ -348,9 +355,9 @@ class Roller {
     return cand;
   }
 
-  bool read_outside(NodeId id, const std::map<uint32_t, std::pair<size_t, size_t>>& where) const {
+  bool read_outside(NodeId id, const Where& where) const {
     for (const NodeId u : users_[id.value])
-      if (!where.count(u.value)) return true;
+      if (where[u.value].first == kNowhere) return true;
     for (const Output& o : g_.outputs())
       if (o.edge.src == id) return true;
     return false;
@@ -358,7 +365,7 @@ class Roller {
 
   void rewrite(const std::vector<NodeId>& order, const Candidate& c, int64_t loop_id) {
     auto at = [&](size_t k, size_t j) { return order[c.start + k * c.period + j]; };
-    std::map<uint32_t, std::pair<size_t, size_t>> where;
+    Where where(g_.id_bound(), {kNowhere, 0});
     for (size_t k = 0; k < c.count; ++k)
       for (size_t j = 0; j < c.period; ++j) where[at(k, j).value] = {k, j};
     const int64_t trips = static_cast<int64_t>(c.count);
@@ -415,7 +422,7 @@ class Roller {
         // since then are skipped by the edge check below.
         const bool outside_reader = [&] {
           for (const NodeId u : users_[node.value])
-            if (!where.count(u.value) && !markers.count(u.value)) return true;
+            if (where[u.value].first == kNowhere && !markers.count(u.value)) return true;
           for (const Output& o : g_.outputs())
             if (o.edge.src == node) return true;
           return false;
@@ -430,7 +437,7 @@ class Roller {
         }
         // Rewire outside readers only (not the occurrences, not the markers).
         for (const NodeId u : users_[node.value]) {
-          if (where.count(u.value) || markers.count(u.value)) continue;
+          if (where[u.value].first != kNowhere || markers.count(u.value)) continue;
           const Node& user = g_.node(u);
           for (size_t i = 0; i < user.inputs.size(); ++i)
             if (g_.node(u).inputs[i].src == node) g_.set_input(u, i, Edge{exit, g_.node(u).inputs[i].view});

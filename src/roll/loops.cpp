@@ -20,9 +20,10 @@ bool is_exit(Op op) { return op == Op::LoopEnd || op == Op::LoopOutput; }
 
 }  // namespace
 
-std::vector<Loop> find_loops(const Graph& graph) {
+std::vector<Loop> find_loops(const Graph& graph) { return find_loops(graph, graph.topo_order()); }
+
+std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& order) {
   std::map<int64_t, Loop> loops;
-  const std::vector<NodeId> order = graph.topo_order();
   for (const NodeId id : order) {
     const Node& node = graph.node(id);
     if (!is_loop_marker(node.op)) continue;

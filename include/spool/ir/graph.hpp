@@ -67,6 +67,10 @@ class Graph {
   // Adds a node; its dtype and shape are inferred from the inputs and the
   // attribute. Throws spool::Error naming the op on an ill-formed node.
   NodeId add(Op op, std::vector<Edge> inputs, Attr attr = NoAttr{});
+  // Adds a node whose type the caller already knows (a clone of a node,
+  // reading inputs of the types the original reads), without inferring it
+  // again; verify() checks it.
+  NodeId add_known(Op op, std::vector<Edge> inputs, Attr attr, TensorType type);
   // Adds a source node (Input, Weight, Constant, Iota) of the given type.
   NodeId add_source(Op op, Attr attr, DType dtype, Shape shape);
 

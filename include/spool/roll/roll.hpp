@@ -28,6 +28,8 @@ struct Loop {
 // are inconsistent (trip counts that disagree, a loop_end without its
 // loop_start, a loop_output that is fed from outside the body, ...).
 std::vector<Loop> find_loops(const Graph& graph);
+// The same, given the graph's topo_order().
+std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& order);
 
 struct RollReport {
   int64_t loops = 0;
@@ -47,9 +49,9 @@ RollResult auto_roll(const Graph& graph);
 
 // Clones every loop body back out, innermost loops first; the result has no
 // markers. Throws spool::Error on inconsistent markers.
-Graph unroll(const Graph& graph);
+Graph unroll(Graph graph);
 // Clones out only the loops with the given ids (none of which may hold a
 // loop that is not listed); other loops keep their markers.
-Graph unroll(const Graph& graph, const std::vector<int64_t>& loops);
+Graph unroll(Graph graph, const std::vector<int64_t>& loops);
 
 }  // namespace spool::roll
