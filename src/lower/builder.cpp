@@ -220,6 +220,15 @@ int VecBuilder::iota(bool col) {
   return push(std::move(in), col);
 }
 
+int VecBuilder::gather(ScalarType type, int index, SpadRef table) {
+  VecInstr in;
+  in.op = VecOp::Gather;
+  in.type = type;
+  in.operands = {index};
+  in.ref = std::move(table);
+  return push(std::move(in), true);
+}
+
 int VecBuilder::op(VecOp op, ScalarType type, std::vector<int> operands) {
   bool full = false;
   for (int o : operands) full = full || full_[o];

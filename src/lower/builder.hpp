@@ -84,6 +84,8 @@ class VecBuilder {
   int load(npu::ScalarType type, SpadRef ref, npu::LoadBroadcast broadcast);
   int constant(npu::ScalarType type, double value);
   int iota(bool col);
+  // The element at column `index` (an index value) of each row of the tile.
+  int gather(npu::ScalarType type, int index, SpadRef table);
   int op(npu::VecOp op, npu::ScalarType type, std::vector<int> operands);
   // A full-tile copy of a per-row value (select on an always-true full mask).
   int full(int value);

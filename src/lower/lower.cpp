@@ -11,6 +11,7 @@
 
 #include "builder.hpp"
 #include "gemm.hpp"
+#include "indexing.hpp"
 #include "tiled.hpp"
 
 #include <spool/ir/kernel.hpp>
@@ -176,7 +177,7 @@ class Lowering {
     s.row_axis = static_cast<int>(from.shape.size()) - 2;
     s.inputs = {from};
     s.outputs = {TiledOutput{to, TileOut::Full, 1}};
-    s.body = [](VecBuilder&, const std::vector<int>& in) { return std::vector<int>{in[0]}; };
+    s.body = [](VecBuilder&, const std::vector<int>& in, const SpadRef*) { return std::vector<int>{in[0]}; };
     emit_tiled(em_, s);
   }
 
@@ -197,7 +198,7 @@ class Lowering {
     s.row_axis = static_cast<int>(to.shape.size()) - 2;
     s.outputs = {TiledOutput{to, TileOut::Full, 1}};
     const ScalarType t = value_type(to.dtype);
-    s.body = [t, value](VecBuilder& vb, const std::vector<int>&) { return std::vector<int>{vb.constant(t, value)}; };
+    s.body = [t, value](VecBuilder& vb, const std::vector<int>&, const SpadRef*) { return std::vector<int>{vb.constant(t, value)}; };
     emit_tiled(em_, s);
   }
 
@@ -261,9 +262,8 @@ class Lowering {
       }
       case OpClass::TopK: return lower_topk(id);
       case OpClass::Gather:
-      case OpClass::Scatter:
-        fail("lower: {} ({} {}) has no NPU lowering: data-dependent addressing is not in the kernel IR", name,
-             dtype_name(n.dtype), shape_str(n.shape));
+        return gather_by_dma(n.shape, std::get<AxisAttr>(n.attr).axis) ? lower_indexing(id) : lower_gather(id);
+      case OpClass::Scatter: return lower_indexing(id);
       case OpClass::LoopMarker:
         fail("lower: {} is a loop marker; unroll the graph before lowering", name);
       case OpClass::Kernel: break;
@@ -287,6 +287,21 @@ class Lowering {
       }
       default: SPOOL_ASSERT(false, "{} is not a kernel op", name);
     }
+  }
+
+  // Gather / ScatterAdd by indirect DMA (indexing.cpp).
+  void lower_indexing(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    std::vector<Access> in;
+    for (const Edge& e : n.inputs) in.push_back(read(e, name));
+    Access out = output_buffer(id);
+    const int64_t axis = std::get<AxisAttr>(n.attr).axis;
+    if (n.op == Op::Gather)
+      emit_gather(em_, em_.unique_name(name), in[0], in[1], axis, out);
+    else
+      emit_scatter_add(em_, em_.unique_name(name), in[0], in[1], in[2], axis, out);
+    values_[id.value] = out;
   }
 
   void lower_source(NodeId id) {
@@ -378,7 +393,7 @@ class Lowering {
     for (const auto& [instr, access] : iotas) s.inputs.push_back(access);
     Access out = output_buffer(id);
     s.outputs = {TiledOutput{out, TileOut::Full, 1}};
-    s.body = [p, k, iotas](VecBuilder& vb, const std::vector<int>& in) {
+    s.body = [p, k, iotas](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       std::map<size_t, int> iota_values;
       for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
       return std::vector<int>{emit_program(vb, p, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)),
@@ -433,7 +448,7 @@ class Lowering {
       for (const ProgramInstr& in : r.epilogue.instrs)
         if (in.op == Op::Iota) fail("lower: {}: an iota in a reduce epilogue is not supported", name);
     const bool sum = r.kind == Op::SumReduce;
-    s.body = [r, k, iotas, sum](VecBuilder& vb, const std::vector<int>& in) {
+    s.body = [r, k, iotas, sum](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       std::map<size_t, int> iota_values;
       for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
       int v = emit_program(vb, r.prologue, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)), iota_values);
@@ -472,7 +487,7 @@ class Lowering {
     const double cols = static_cast<double>(n.shape[static_cast<size_t>(axis)]);
     const NormAttr norm = op == Op::Softmax ? NormAttr{} : std::get<NormAttr>(n.attr);
     const DType dtype = n.dtype;
-    s.body = [op, cols, norm, dtype](VecBuilder& vb, const std::vector<int>& in) {
+    s.body = [op, cols, norm, dtype](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       const ScalarType F = ScalarType::F32;
       auto f32 = [&](int v) { return vb.type(v) == F ? v : vb.op(VecOp::Cast, F, {v}); };
       // Values of a bf16 node round to bf16 after every op, as the reference's composite does.
@@ -519,7 +534,7 @@ class Lowering {
     Access out = output_buffer(id);
     s.outputs = {TiledOutput{out, TileOut::RowsK, k}};
     const int64_t cols = in_shape.back();
-    s.body = [k, cols](VecBuilder& vb, const std::vector<int>& in) {
+    s.body = [k, cols](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       int x = in[0];
       ScalarType t = vb.type(x);
       if (t == ScalarType::BF16 || t == ScalarType::I1) {
@@ -547,6 +562,33 @@ class Lowering {
         taken = vb.op(VecOp::Or, ScalarType::I1, {taken, vb.op(VecOp::CmpEq, ScalarType::I1, {col, idx})});
       }
       return out;
+    };
+    emit_tiled(em_, s);
+    values_[id.value] = out;
+  }
+
+  // out[..i..] = data[..idx[..i..]..] along the axis: the gather axis is the
+  // columns; each row tile loads whole rows of the table and the index tile,
+  // and the vector unit gathers with the indices cast explicitly to `index`.
+  void lower_gather(NodeId id) {
+    const Node& n = g_.node(id);
+    const std::string name = name_of(id);
+    const int64_t axis = std::get<AxisAttr>(n.attr).axis;
+    TiledSpec s;
+    s.info = KernelInfo{em_.unique_name(name), "gather", false, 0, "", 1};
+    row_layout(s, n.shape, axis);
+    Access data = read(n.inputs[0], name);
+    if (data.is_literal) data = materialize(data, name);
+    Access idx = read(n.inputs[1], name);
+    s.inputs = {idx};
+    s.has_table = true;
+    s.table = data;
+    Access out = output_buffer(id);
+    s.outputs = {TiledOutput{out, TileOut::Full, 1}};
+    const DType dtype = n.dtype;
+    s.body = [dtype](VecBuilder& vb, const std::vector<int>& in, const SpadRef* table) {
+      const int index = vb.op(VecOp::Cast, ScalarType::Index, {in[0]});
+      return std::vector<int>{vb.gather(value_type(dtype), index, *table)};
     };
     emit_tiled(em_, s);
     values_[id.value] = out;
@@ -661,7 +703,7 @@ class Lowering {
     const auto iotas = program_iotas(p, out.shape, name);
     for (const auto& [instr, access] : iotas) s.inputs.push_back(access);
     s.outputs = {TiledOutput{out, TileOut::Full, 1}};
-    s.body = [p, k, iotas](VecBuilder& vb, const std::vector<int>& in) {
+    s.body = [p, k, iotas](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       std::map<size_t, int> iota_values;
       for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
       return std::vector<int>{emit_program(vb, p, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)),

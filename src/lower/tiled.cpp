@@ -36,6 +36,7 @@ TiledSpec normalized(const TiledSpec& spec) {
   const size_t add = 2 - s.shape.size();
   while (s.shape.size() < 2) s.shape.insert(s.shape.begin(), 1);
   for (Access& a : s.inputs) widen(a, 2);
+  if (s.has_table) widen(s.table, 2);
   for (TiledOutput& o : s.outputs) widen(o.access, 2);
   s.col_axis = spec.shape.empty() ? 1 : spec.col_axis + static_cast<int>(add);
   s.row_axis = s.col_axis == 1 ? 0 : 1;
@@ -68,6 +69,12 @@ class TiledKernel {
       in_invariant_.push_back(invariant);
       in_buf_.push_back(kb_.spad("in" + std::to_string(i), a.dtype, elems, invariant ? 1 : 2));
     }
+    if (s_.has_table) {
+      const int64_t len = s_.table.shape[l_.col];
+      table_invariant_ = (l_.rows == 1 || s_.table.strides[l_.row] == 0);
+      for (int axis : l_.outer) table_invariant_ = table_invariant_ && s_.table.strides[axis] == 0;
+      table_buf_ = kb_.spad("table", s_.table.dtype, TR_ * len, table_invariant_ ? 1 : 2);
+    }
     for (size_t o = 0; o < s_.outputs.size(); ++o) {
       const TiledOutput& out = s_.outputs[o];
       const int64_t elems = out.shape == TileOut::Full ? TR_ * TC_ : out.shape == TileOut::Row ? TR_ : out.k * TR_;
@@ -76,6 +83,7 @@ class TiledKernel {
     // Loads that no loop changes, once.
     for (size_t i = 0; i < s_.inputs.size(); ++i)
       if (in_invariant_[i] && in_kind_[i] != LoadKind::Literal) load_input(i, Affine::of(0), Affine::of(0), Affine::of(0));
+    if (s_.has_table && table_invariant_) load_table(Affine::of(0), Affine::of(0));
     open_outer(0);
     kb_.emit(Stmt{WaitOp{kStoreTag}});
     return kb_.finish(footprint);
@@ -119,6 +127,16 @@ class TiledKernel {
   void load_all(const Affine& r, const Affine& c, const Affine& slot) {
     for (size_t i = 0; i < s_.inputs.size(); ++i)
       if (!in_invariant_[i]) load_input(i, r, c, slot);
+    if (s_.has_table && !table_invariant_) load_table(r, slot);
+  }
+
+  void load_table(const Affine& r, const Affine& slot) {
+    const Access& a = s_.table;
+    const int64_t len = a.shape[l_.col];
+    const Affine off = offset_of(a, r, Affine::of(0));
+    kb_.emit(dma(true, a.buffer, off, {l_.rows == 1 ? 0 : a.strides[l_.row], a.strides[l_.col]},
+                 SpadRef{table_buf_, slot, Affine::of(0), 0}, {len, 1}, {ragged(TR_, l_.rows, r, RT_), Extent::of(len)},
+                 kLoadTag));
   }
 
   void load_input(size_t i, const Affine& r, const Affine& c, const Affine& slot) {
@@ -152,7 +170,10 @@ class TiledKernel {
         case LoadKind::Literal: values.push_back(vb.constant(t, s_.inputs[i].literal)); break;
       }
     }
-    const std::vector<int> results = s_.body(vb, values);
+    SpadRef table;
+    if (s_.has_table)
+      table = SpadRef{table_buf_, table_invariant_ ? Affine::of(0) : slot, Affine::of(0), s_.table.shape[l_.col]};
+    const std::vector<int> results = s_.body(vb, values, s_.has_table ? &table : nullptr);
     size_t next = 0;
     for (size_t o = 0; o < s_.outputs.size(); ++o) {
       const TiledOutput& out = s_.outputs[o];
@@ -198,6 +219,8 @@ class TiledKernel {
   std::vector<LoadKind> in_kind_;
   std::vector<bool> in_invariant_;
   std::vector<int> in_buf_, out_buf_;
+  int table_buf_ = -1;
+  bool table_invariant_ = false;
   std::vector<std::pair<int, int>> outer_vars_;  // (axis, loop variable)
 };
 

@@ -32,9 +32,13 @@ struct TiledSpec {
   bool tile_cols = true;  // false: a row is one tile (reductions along cols)
   std::vector<Access> inputs;
   std::vector<TiledOutput> outputs;
-  // Builds the step from the loaded inputs; returns one value per output
-  // (k values for a RowsK output, in order).
-  std::function<std::vector<int>(VecBuilder&, const std::vector<int>&)> body;
+  // A table read by gather: whole rows along the col axis (`table.shape` has
+  // the table's length there), loaded per row tile, never tiled by columns.
+  bool has_table = false;
+  Access table;
+  // Builds the step from the loaded inputs (and the table's tile, if any);
+  // returns one value per output (k values for a RowsK output, in order).
+  std::function<std::vector<int>(VecBuilder&, const std::vector<int>&, const SpadRef*)> body;
 };
 
 void emit_tiled(Emitter& em, const TiledSpec& spec);

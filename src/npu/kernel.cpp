@@ -160,13 +160,14 @@ void collect_uses(const std::vector<Stmt>& body, int& counter, std::vector<std::
         if (inner[b].first >= 0) use(static_cast<int>(b), here, end);
     } else if (const auto* dma = std::get_if<DmaOp>(&stmt.node)) {
       use(dma->spad.buffer, here, here);
+      if (dma->indirect()) use(dma->index.buffer, here, here);
     } else if (const auto* mm = std::get_if<MatmulOp>(&stmt.node)) {
       use(mm->a.buffer, here, here);
       use(mm->b.buffer, here, here);
       use(mm->c.buffer, here, here);
     } else if (const auto* vec = std::get_if<VectorOp>(&stmt.node)) {
       for (const VecInstr& in : vec->body)
-        if (in.op == VecOp::Load) use(in.ref.buffer, here, here);
+        if (in.op == VecOp::Load || in.op == VecOp::Gather) use(in.ref.buffer, here, here);
       for (const VecStore& st : vec->stores) use(st.ref.buffer, here, here);
     }
   }

@@ -391,6 +391,18 @@ class Parser {
         expect(":");
         d.dram_strides = int_list();
         expect("]");
+        if (accept_word("index")) {
+          d.index = spad_head();
+          expect("[");
+          d.index.offset = affine();
+          expect(":");
+          d.index_strides = int_list();
+          expect("]");
+          expect_word("scale");
+          d.index_scale = integer();
+          expect_word("limit");
+          d.index_limit = integer();
+        }
       };
       auto spad_side = [&] {
         d.spad = spad_head();
@@ -489,6 +501,11 @@ class Parser {
         in.op = VecOp::Load;
         in.broadcast = op == "load.row" ? LoadBroadcast::Row : op == "load.col" ? LoadBroadcast::Col : LoadBroadcast::Full;
         in.ref = compute_ref();
+      } else if (op == "gather") {
+        in.op = VecOp::Gather;
+        in.operands.push_back(value_ref());
+        expect(",");
+        in.ref = compute_ref();
       } else if (op == "const") {
         in.op = VecOp::Const;
         skip_ws();
@@ -504,7 +521,7 @@ class Parser {
           throw ParseError{lloc, fmt::format("bad literal '{}'", literal)};
       } else {
         auto parsed = parse_vec_op(op);
-        if (!parsed || *parsed == VecOp::Load || *parsed == VecOp::Const)
+        if (!parsed || *parsed == VecOp::Load || *parsed == VecOp::Const || *parsed == VecOp::Gather)
           throw ParseError{oloc, fmt::format("unknown vector op '{}'", op)};
         in.op = *parsed;
         if (vec_op_arity(in.op) > 0) {

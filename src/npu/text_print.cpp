@@ -119,8 +119,11 @@ class Printer {
       dims += "]";
       const std::string spad =
           fmt::format("{}[{} : {}]", ref_head(dma->spad), affine(dma->spad.offset), ints(dma->spad_strides));
-      const std::string dram = fmt::format("@{}[{} : {}]", program_.buffers.at(dma->dram).name,
-                                           affine(dma->dram_offset), ints(dma->dram_strides));
+      std::string dram = fmt::format("@{}[{} : {}]", program_.buffers.at(dma->dram).name, affine(dma->dram_offset),
+                                     ints(dma->dram_strides));
+      if (dma->indirect())
+        dram += fmt::format(" index {}[{} : {}] scale {} limit {}", ref_head(dma->index), affine(dma->index.offset),
+                            ints(dma->index_strides), dma->index_scale, dma->index_limit);
       if (dma->load)
         out_ += fmt::format("dma.load {} {} <- {} tag {}\n", dims, spad, dram, dma->tag);
       else
@@ -143,6 +146,8 @@ class Printer {
                   : in.broadcast == LoadBroadcast::Col ? "load.col "
                                                        : "load ";
           out_ += compute_ref(in.ref);
+        } else if (in.op == VecOp::Gather) {
+          out_ += fmt::format("gather %{}, {}", vec->body.at(in.operands.at(0)).name, compute_ref(in.ref));
         } else if (in.op == VecOp::Const) {
           out_ += fmt::format("const {}", in.literal);
         } else {

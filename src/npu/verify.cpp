@@ -299,18 +299,50 @@ class Verifier {
       };
     };
     spad_bounds(d.spad, op, dim_vars, span(d.spad_strides));
+    if (d.indirect() && !check_index(d, op, buf, dim_vars, span)) return;
     std::set<int> used = dim_vars;
     vars_of(d.dram_offset, used);
     Range range;
     auto dram_span = span(d.dram_strides);
+    // An indirect transfer may reach any index in [0, index_limit).
+    const int64_t index_span = d.indirect() ? (d.index_limit - 1) * d.index_scale : 0;
     for_each_point(used, [&](const int64_t* v) {
       const int64_t off = d.dram_offset.eval(v);
-      range.add(off, off + dram_span(v));
+      range.add(off, off + dram_span(v) + index_span);
     });
     const int64_t size = p_.buffer_elements(d.dram);
     if (range.lo < 0 || range.hi >= size)
       kerror("op '{}' accesses elements [{}, {}) of '@{}' outside its {} elements", op, range.lo, range.hi + 1,
              buf.name, size);
+  }
+
+  // The index operand of an indirect DMA: an i32/i64 scratchpad buffer read
+  // in bounds, one stride per dimension, a positive limit and scale.
+  template <typename Span>
+  bool check_index(const DmaOp& d, const char* op, const DramBuffer& buf, const std::set<int>& dim_vars, Span span) {
+    if (!valid_spad(d.index, op)) return false;
+    const SpadBuffer& ib = k_->spad[d.index.buffer];
+    if (ib.dtype != DType::I32 && ib.dtype != DType::I64) {
+      kerror("op '{}' on '@{}' is indexed by %{} of dtype {} (an index buffer holds i32 or i64)", op, buf.name, ib.name,
+             dtype_name(ib.dtype));
+      return false;
+    }
+    if (d.index_strides.size() != d.dims.size()) {
+      kerror("op '{}' on '@{}' needs one index stride per dimension", op, buf.name);
+      return false;
+    }
+    for (int64_t s : d.index_strides)
+      if (s < 0) {
+        kerror("op '{}' on '@{}' has a negative index stride", op, buf.name);
+        return false;
+      }
+    if (d.index_limit < 1 || d.index_scale < 0) {
+      kerror("op '{}' on '@{}' has index limit {} and scale {} (limit >= 1, scale >= 0)", op, buf.name, d.index_limit,
+             d.index_scale);
+      return false;
+    }
+    spad_bounds(d.index, op, dim_vars, span(d.index_strides));
+    return true;
   }
 
   void check_matmul(const MatmulOp& m) {
@@ -384,6 +416,19 @@ class Verifier {
             tile_bounds(in.ref, opname.c_str(), one, v.cols);
             shape = ValueShape::Full;
           }
+          break;
+        }
+        case VecOpKind::Gather: {
+          if (!valid_spad(in.ref, opname.c_str())) break;
+          const SpadBuffer& b = k_->spad[in.ref.buffer];
+          if (register_type(b.dtype) != in.type)
+            verror(fmt::format("has type {} but %{} holds {} (loaded as {})", tname(in.type), b.name,
+                               dtype_name(b.dtype), tname(register_type(b.dtype))));
+          if (type_of(in.operands[0]) != ScalarType::Index)
+            verror(fmt::format("needs an index operand, got {} (cast it explicitly)", tname(type_of(in.operands[0]))));
+          if (in.ref.ld < 1) verror("needs a row stride of at least 1");
+          else tile_bounds(in.ref, opname.c_str(), v.rows, Extent::of(in.ref.ld));
+          shape = ValueShape::Full;
           break;
         }
         case VecOpKind::Const:
@@ -509,6 +554,7 @@ class Verifier {
           const int64_t span = (std::max<int64_t>(extent, 1) - 1) * d->dram_strides[i];
           (span < 0 ? lo : hi) += span;
         }
+        if (d->indirect()) hi += std::max<int64_t>(d->index_limit - 1, 0) * d->index_scale;
         const int64_t base = p.buffers[d->dram].alias_of >= 0 ? p.buffers[d->dram].alias_offset : 0;
         out.push_back(Window{p.root_of(d->dram), lo + base, hi + base, !d->load});
       }

@@ -100,18 +100,30 @@ class Functional {
     double* spad = at(d.spad);
     const DType dram_type = p_.buffers[d.dram].dtype;
     const DType spad_type = k_->spad[d.spad.buffer].dtype;
-    int64_t dims[4] = {1, 1, 1, 1}, ds[4] = {0, 0, 0, 0}, ss[4] = {0, 0, 0, 0};
+    int64_t dims[4] = {1, 1, 1, 1}, ds[4] = {0, 0, 0, 0}, ss[4] = {0, 0, 0, 0}, is[4] = {0, 0, 0, 0};
     const size_t nd = d.dims.size();
     for (size_t i = 0; i < nd; ++i) {
       dims[4 - nd + i] = d.dims[i].eval(v);
       ds[4 - nd + i] = d.dram_strides[i];
       ss[4 - nd + i] = d.spad_strides[i];
+      if (d.indirect()) is[4 - nd + i] = d.index_strides[i];
     }
+    const double* index = d.indirect() ? at(d.index) : nullptr;
+    // An indirect transfer adds index_scale * (the index value) to each element's DRAM offset.
+    auto indexed = [&](int64_t ii) {
+      const double x = index[ii];
+      if (!(x >= 0.0 && x < static_cast<double>(d.index_limit)))
+        fail("kernel '{}': op '{}' on '@{}': index {} (element {} of %{}) is out of range [0, {})", k_->name,
+             d.load ? "dma.load" : "dma.store", p_.buffers[d.dram].name, x, d.index.offset.eval(v) + ii,
+             k_->spad[d.index.buffer].name, d.index_limit);
+      return static_cast<int64_t>(x) * d.index_scale;
+    };
     for (int64_t a = 0; a < dims[0]; ++a)
       for (int64_t b = 0; b < dims[1]; ++b)
         for (int64_t c = 0; c < dims[2]; ++c)
           for (int64_t e = 0; e < dims[3]; ++e) {
-            const int64_t di = a * ds[0] + b * ds[1] + c * ds[2] + e * ds[3];
+            int64_t di = a * ds[0] + b * ds[1] + c * ds[2] + e * ds[3];
+            if (index) di += indexed(a * is[0] + b * is[1] + c * is[2] + e * is[3]);
             const int64_t si = a * ss[0] + b * ss[1] + c * ss[2] + e * ss[3];
             if (d.load)
               spad[si] = round_to_dtype(spad_type, dram[di]);
@@ -233,6 +245,7 @@ class Functional {
       if (kind == VecOpKind::Const) is_full = false;
       if (kind == VecOpKind::Iota) is_full = in.op == VecOp::IotaCol;
       if (kind == VecOpKind::Reduce) is_full = false;
+      if (kind == VecOpKind::Gather) is_full = true;
       full[i] = is_full;
       std::vector<double>& out = values[i];
       out.assign(static_cast<size_t>(is_full ? rows * cols : rows), 0.0);
@@ -246,6 +259,13 @@ class Functional {
               res = in.broadcast == LoadBroadcast::Full  ? base[r * in.ref.ld + c]
                     : in.broadcast == LoadBroadcast::Row ? base[r]
                                                          : base[c];
+              break;
+            }
+            case VecOpKind::Gather: {
+              const double idx = get(in.operands[0], r, c);
+              if (idx < 0 || idx >= static_cast<double>(in.ref.ld))
+                runtime_error(in, fmt::format("index {} is out of range for a row of {}", idx, in.ref.ld));
+              res = at(in.ref)[r * in.ref.ld + static_cast<int64_t>(idx)];
               break;
             }
             case VecOpKind::Const: res = cast_to(in.type, in.literal); break;

@@ -430,12 +430,18 @@ class TimingSim {
     int64_t dims[4], strides[4];
     int nd = 0;
     int64_t spad_last = 0;
+    // Indirect transfers: timing-only runs have no index values, so requests
+    // are modelled as if the indices were consecutive (index value = its
+    // position in the index tile: a row gather reads consecutive rows). The
+    // number of bytes moved is exact; only the addresses are assumed.
+    int64_t index_last = 0;
     for (size_t i = 0; i < d.dims.size(); ++i) {
       const int64_t e = d.dims[i].eval(vars);
       spad_last += (e - 1) * d.spad_strides[i];
+      if (d.indirect()) index_last += (e - 1) * d.index_strides[i];
       if (e == 1) continue;
       dims[nd] = e;
-      strides[nd] = d.dram_strides[i] * elem;
+      strides[nd] = (d.dram_strides[i] + (d.indirect() ? d.index_strides[i] * d.index_scale : 0)) * elem;
       ++nd;
     }
     for (int i = nd - 1; i > 0; --i) {
@@ -484,6 +490,12 @@ class TimingSim {
         box = make_box(lo, d.dims[nsd - 2].eval(vars), d.dims[nsd - 1].eval(vars), d.spad_strides[nsd - 2]);
     }
     Time ready = d.load ? write_ready(st, box) : read_ready(st, box);
+    Box index_box;
+    if (d.indirect()) {  // the index values must have arrived
+      const int64_t ilo = d.index.offset.eval(vars);
+      index_box = make_interval(ilo, ilo + index_last + 1);
+      ready = std::max(ready, read_ready(slot_of(core, d.index), index_box));
+    }
 
     core.issue = std::max(core.issue, core.dma_queue.slot_free());
     const Time start = std::max({core.issue, core.dma_free, ready});
@@ -505,6 +517,7 @@ class TimingSim {
     core.dma_busy += issue_time;
     core.issue += core_period_;
     core.end = std::max(core.end, done);
+    if (d.indirect()) record_read(slot_of(core, d.index), index_box, issue_end);
     if (d.load) {
       record_write(st, box, done, -1);
     } else {
@@ -653,6 +666,8 @@ class TimingSim {
       ValueShape shape = ValueShape::Row;
       if (kind == VecOpKind::Load) {
         shape = in.broadcast == LoadBroadcast::Row ? ValueShape::Row : ValueShape::Full;
+      } else if (kind == VecOpKind::Gather) {
+        shape = ValueShape::Full;
       } else if (kind == VecOpKind::Iota) {
         shape = in.op == VecOp::IotaRow ? ValueShape::Row : ValueShape::Full;
       } else if (kind == VecOpKind::Reduce) {
@@ -682,10 +697,15 @@ class TimingSim {
       if (shape == ValueShape::Row) return make_interval(lo, lo + rows);
       return make_box(lo, rows, cols, r.ld);
     };
+    // A gather may read any column of its rows: the whole [rows x ld] tile.
+    auto read_range = [&](const VecInstr& in, size_t i) {
+      return in.op == VecOp::Gather ? make_box(in.ref.offset.eval(vars), rows, in.ref.ld, in.ref.ld)
+                                    : ref_range(in.ref, vs.shapes[i], in.broadcast);
+    };
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstr& in = v.body[i];
-      if (in.op != VecOp::Load) continue;
-      ready = std::max(ready, read_ready(slot_of(core, in.ref), ref_range(in.ref, vs.shapes[i], in.broadcast)));
+      if (in.op != VecOp::Load && in.op != VecOp::Gather) continue;
+      ready = std::max(ready, read_ready(slot_of(core, in.ref), read_range(in, i)));
     }
     for (const VecStore& st : v.stores) {
       ready = std::max(ready, write_ready(slot_of(core, st.ref), ref_range(st.ref, vs.shapes[st.value], LoadBroadcast::Full)));
@@ -733,8 +753,8 @@ class TimingSim {
     core.end = std::max(core.end, done);
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstr& in = v.body[i];
-      if (in.op != VecOp::Load) continue;
-      record_read(slot_of(core, in.ref), ref_range(in.ref, vs.shapes[i], in.broadcast), done);
+      if (in.op != VecOp::Load && in.op != VecOp::Gather) continue;
+      record_read(slot_of(core, in.ref), read_range(in, i), done);
     }
     for (const VecStore& st : v.stores) {
       record_write(slot_of(core, st.ref), ref_range(st.ref, vs.shapes[st.value], LoadBroadcast::Full), done, -1);

@@ -11,6 +11,8 @@
 
 #include <set>
 
+#include <spool/support/error.hpp>
+
 using namespace spool;
 using spool::lower_test::check_against_interp;
 
@@ -125,6 +127,33 @@ TEST_CASE("lower: top-k indices match the interpreter") {
     output("top1", Tensor(&g, g.add(Op::TopK, {x.permute({1, 0}).edge()}, TopKAttr{1})));
     CHECK(check_against_interp(g, cfg, 5) == 0.0);
   }
+}
+
+TEST_CASE("lower: gather (top-k values, embedding rows) matches the interpreter") {
+  for (const char* cfg : kConfigs) {
+    CAPTURE(cfg);
+    Graph g("gather");
+    Tensor x = input(g, "x", DType::F32, {9, 37});
+    const nn::TopK top = nn::topk(x, 3);
+    output("values", top.values);
+    output("indices", top.indices);
+    Tensor table = weight(g, "table", DType::F32, {50, 16});
+    Tensor ids = input(g, "ids", DType::I64, {7});
+    output("rows", nn::embedding(ids, table));
+    Tensor idx0 = input(g, "idx0", DType::I32, {5, 37});
+    output("axis0", gather(x, idx0, 0));
+    CHECK(check_against_interp(g, cfg, 9, 9) < 1e-6);
+  }
+  // An index out of range is a runtime error naming the kernel, not a crash.
+  Graph bad("bad_gather");
+  Tensor t = weight(bad, "t", DType::F32, {4, 8});
+  Tensor i = input(bad, "i", DType::I64, {4, 2});
+  output("y", gather(t, i, 1));
+  const sim::NpuConfig toy = sim::load_config("toy");
+  const lower::Lowered l = lower::to_npu(bad, toy);
+  interp::Env env = interp::random_inputs(bad, 1);
+  env["i"].set_int(3, 8);
+  CHECK_THROWS_WITH_AS(lower::run_functional(l, toy, env), doctest::Contains("out of range"), Error);
 }
 
 TEST_CASE("lower: GEMM with prologues and epilogue, batched, ragged, transposed operands") {

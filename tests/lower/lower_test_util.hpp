@@ -5,6 +5,7 @@
 #include <spool/interp/interp.hpp>
 #include <spool/ir/tensor.hpp>
 #include <spool/lower/lower.hpp>
+#include <spool/npu/text.hpp>
 #include <spool/sim/config.hpp>
 
 #include <doctest/doctest.h>
@@ -24,6 +25,10 @@ inline double check_against_interp(const Graph& g, const std::string& config_nam
   const interp::Env env = interp::random_inputs(g, seed, integer_bound);
   const auto expected = interp::run(g, env);
   lower::Lowered lowered = lower::to_npu(g, config, options);
+  // Every lowered program round-trips through the NPU text form.
+  auto reparsed = npu::parse(npu::print(lowered.program));
+  REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());
+  CHECK(reparsed.value() == lowered.program);
   const lower::Executed got = lower::run_functional(lowered, config, env);
   double worst = 0;
   for (const auto& [name, ref] : expected) {

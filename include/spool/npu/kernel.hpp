@@ -40,7 +40,7 @@ enum class VecOp : uint8_t {
 #define SPOOL_VOP(e, text, arity, kind, cls) e,
 #include <spool/npu/vector_ops.def>
 };
-enum class VecOpKind : uint8_t { Load, Const, Iota, FloatUnary, Arith, Compare, Logic, Select, Cast, Reduce };
+enum class VecOpKind : uint8_t { Load, Const, Iota, FloatUnary, Arith, Compare, Logic, Select, Cast, Reduce, Gather };
 
 std::string_view vec_op_name(VecOp op);
 std::optional<VecOp> parse_vec_op(std::string_view name);
@@ -124,6 +124,13 @@ struct SpadRef {
 // A DMA transfer of a dims[0] x ... x dims[n-1] block (n <= 4), row-major,
 // between DRAM (element strides dram_strides from dram_offset) and the
 // scratchpad (element strides spad_strides from the ref's offset).
+//
+// Indirect (gather/scatter) addressing, when index.buffer >= 0: element
+// (i0, ..., in-1) moves index_scale * x elements further in DRAM, where x is
+// the i32/i64 value at element index.offset + sum(i_k * index_strides[k]) of
+// the index buffer's slot (loaded earlier by a plain DMA) and must lie in
+// [0, index_limit). A row gather has index_strides 1 on the row dimension and
+// 0 elsewhere, so each index moves one whole contiguous row.
 struct DmaOp {
   bool load = true;  // DRAM -> scratchpad; false: scratchpad -> DRAM
   int dram = -1;
@@ -133,6 +140,11 @@ struct DmaOp {
   std::vector<int64_t> spad_strides;
   std::vector<Extent> dims;
   int tag = 0;
+  SpadRef index;                       // buffer -1: a direct transfer
+  std::vector<int64_t> index_strides;  // indirect only, one per dimension
+  int64_t index_scale = 0;             // DRAM elements per index unit
+  int64_t index_limit = 0;             // indices lie in [0, index_limit)
+  bool indirect() const { return index.buffer >= 0; }
   bool operator==(const DmaOp&) const = default;
 };
 
@@ -160,7 +172,7 @@ struct VecInstr {
   VecOp op = VecOp::Add;
   ScalarType type = ScalarType::F32;
   std::vector<int> operands;  // indices of earlier instructions
-  SpadRef ref;                // Load only
+  SpadRef ref;                // Load and Gather
   LoadBroadcast broadcast = LoadBroadcast::Full;
   double literal = 0.0;       // Const only
   bool operator==(const VecInstr&) const = default;
