@@ -127,6 +127,99 @@ std::optional<LoopAttr> marker_of(const egraph::hlir::HlirLanguage& lang, egraph
   return std::get<LoopAttr>(lang.payload(node.attr).attr);
 }
 
+// Where each rolled node is computed: (instance, output), or UINT32_MAX.
+std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const region::Split& split) {
+  std::vector<std::pair<uint32_t, uint32_t>> home(rolled.id_bound(), {UINT32_MAX, 0});
+  for (size_t i = 0; i < split.instances.size(); ++i)
+    for (size_t r = 0; r < split.instances[i].roots.size(); ++r)
+      home[split.instances[i].roots[r].value] = {static_cast<uint32_t>(i), static_cast<uint32_t>(r)};
+  return home;
+}
+
+// The placeholder K of a region's e-graph node, if it is one.
+std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
+  const std::optional<Op> op = lang.hlir_op(node.op);
+  if (!op || (*op != Op::Input && *op != Op::Weight)) return std::nullopt;
+  const std::string& name = std::get<NameAttr>(lang.payload(node.attr).attr).name;
+  const std::string_view prefix = region::kInputPrefix;
+  if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  return std::stoul(name.substr(prefix.size()));
+}
+
+// A region's cost with its placeholders priced as what they stand for: the
+// cost of the value in the region computing it. In one e-graph for the
+// whole graph a class reading that value carries its cost; greedy choices
+// (which weigh a term by the costs under it) then agree with that e-graph's.
+class PlaceholderCost : public egraph::CostFunction {
+ public:
+  PlaceholderCost(const Region& region, const egraph::CostFunction& base, const std::vector<double>& leaf_costs)
+      : base_(base), by_attr_(region.lang->language().attrs.size(), -1.0) {
+    const egraph::EGraph& eg = *region.egraph;
+    for (const egraph::ClassId c : eg.classes())
+      for (const egraph::NodeId n : eg.class_nodes(c))
+        if (const std::optional<size_t> k = placeholder_of(*region.lang, eg.node(n)))
+          if (*k < leaf_costs.size() && leaf_costs[*k] >= 0) by_attr_[eg.node(n).attr.value] = leaf_costs[*k];
+  }
+  double cost(const egraph::EGraph& graph, egraph::NodeId node, std::span<const double> child_costs) const override {
+    const egraph::ENodeRef n = graph.node(node);
+    if (n.children.empty() && n.attr.value < by_attr_.size() && by_attr_[n.attr.value] >= 0) {
+      // Still more than the plain leaf, as a cost must be monotone.
+      return base_.cost(graph, node, child_costs) + by_attr_[n.attr.value];
+    }
+    return base_.cost(graph, node, child_costs);
+  }
+
+ private:
+  const egraph::CostFunction& base_;
+  std::vector<double> by_attr_;  // attribute of a placeholder leaf -> its price; -1: not one
+};
+
+// Greedy terms for every region, with placeholder prices found by passes
+// over the regions: each pass prices every placeholder at the cost of its
+// value in the previous pass, until no price changes (the values form an
+// acyclic graph, so this takes at most one pass per region boundary on the
+// longest path, plus one).
+std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
+  const size_t n = s.regions.size();
+  std::vector<std::unique_ptr<egraph::CostFunction>> base(n);
+  for (size_t d = 0; d < n; ++d) base[d] = extraction_cost(s.regions[d]);
+  // Each distinct region is priced by its first instance.
+  std::vector<size_t> first_instance(n, SIZE_MAX);
+  for (size_t i = s.split.instances.size(); i-- > 0;) first_instance[s.split.instances[i].region] = i;
+  const auto home = home_of(s.rolled, s.split);
+  std::vector<std::vector<double>> leaf(n);
+  for (size_t d = 0; d < n; ++d) leaf[d].assign(s.split.instances[first_instance[d]].inputs.size(), -1.0);
+  std::vector<std::vector<double>> root_cost(n);
+  for (size_t pass = 0; pass <= n + 1; ++pass) {
+    parallel_indices(n, threads, [&](size_t d) {
+      const PlaceholderCost cost(s.regions[d], *base[d], leaf[d]);
+      const egraph::Extractor extractor(*s.regions[d].egraph, cost);
+      root_cost[d].clear();
+      for (const egraph::ClassId r : s.regions[d].roots) root_cost[d].push_back(extractor.cost(r));
+    });
+    bool changed = false;
+    for (size_t d = 0; d < n; ++d) {
+      const region::Instance& inst = s.split.instances[first_instance[d]];
+      for (size_t k = 0; k < inst.inputs.size(); ++k) {
+        const auto [j, r] = home[inst.inputs[k].value];
+        if (j == UINT32_MAX) continue;  // a graph input or weight: priced as itself
+        const double c = root_cost[s.split.instances[j].region][r];
+        if (c != leaf[d][k]) {
+          leaf[d][k] = c;
+          changed = true;
+        }
+      }
+    }
+    if (!changed || n == 1) break;
+  }
+  std::vector<egraph::Term> terms(n);
+  parallel_indices(n, threads, [&](size_t d) {
+    const PlaceholderCost cost(s.regions[d], *base[d], leaf[d]);
+    terms[d] = extract_greedy(s.regions[d], cost);
+  });
+  return terms;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const CompileReport& report) {
@@ -307,6 +400,10 @@ egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& co
   }
 }
 
+std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads) {
+  return extract_regions(saturated, threads);
+}
+
 Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   if (terms.size() != regions.size()) fail("program: {} terms for {} regions", terms.size(), regions.size());
   std::vector<Graph> programs;
@@ -317,11 +414,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     programs.push_back(egraph::hlir::to_graph(*regions[d].lang, terms[d]));
   }
   const std::vector<region::Instance>& instances = split.instances;
-  // Where each rolled node is computed: (instance, output).
-  std::vector<std::pair<uint32_t, uint32_t>> home(rolled.id_bound(), {UINT32_MAX, 0});
-  for (size_t i = 0; i < instances.size(); ++i)
-    for (size_t r = 0; r < instances[i].roots.size(); ++r)
-      home[instances[i].roots[r].value] = {static_cast<uint32_t>(i), static_cast<uint32_t>(r)};
+  const auto home = home_of(rolled, split);
 
   Graph out(rolled.name());
   std::vector<NodeId> source_copy(rolled.id_bound());
@@ -427,11 +520,7 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
 
   // 3. Extract one term per region (the cheapest under the cost, greedily).
   auto t = Clock::now();
-  std::vector<egraph::Term> terms(s.regions.size());
-  parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
-    const std::unique_ptr<egraph::CostFunction> cost = extraction_cost(s.regions[i]);
-    terms[i] = extract_greedy(s.regions[i], *cost);
-  });
+  const std::vector<egraph::Term> terms = extract_greedy(s, options.threads);
   result.report.times.extract_ms = ms_since(t);
 
   // 4. Stitch the regions together and unroll the loops.

@@ -47,9 +47,7 @@ double program_cost(const Graph& program) {
 // saturate + greedy extraction, stopping before the stitched program is unrolled.
 Graph rolled_program(const Graph& g, const CompileOptions& options) {
   const Saturated s = saturate(g, options);
-  std::vector<egraph::Term> terms;
-  for (const Region& r : s.regions) terms.push_back(extract_greedy(r, *extraction_cost(r)));
-  return s.rolled_program(terms);
+  return s.rolled_program(extract_greedy(s));
 }
 
 size_t count_ops(const Graph& g, Op op) {
@@ -244,19 +242,11 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
     MESSAGE(layers << " layers: e-graph " << rolled.report.egraph.nodes << " nodes rolled vs "
                    << unrolled.report.egraph.nodes << " unrolled; program " << rolled.program.num_live() << " vs "
                    << unrolled.program.num_live() << " nodes, cost " << cost_rolled << " vs " << cost_unrolled);
-    if (layers <= 4) {
-      // The loop's region holds it both rolled and unrolled (unroll-union),
-      // so it sees every fusion the unrolled e-graph sees: the same program.
-      CHECK(compacted(cse(rolled.program)) == compacted(cse(unrolled.program)));
-    } else {
-      // The body is saturated once, in fewer e-nodes. Unrolled, greedy
-      // extraction also fuses across layers (each layer's prologues
-      // recompute the residual stream of all the layers before it, which a
-      // per-node tree cost prices as cheaper); rolled, it cannot, and the
-      // program it gives costs less.
-      CHECK(rolled.report.egraph.nodes < unrolled.report.egraph.nodes);
-      CHECK(cost_rolled <= cost_unrolled);
-    }
+    // Up to 4 trips the loop's region holds it both rolled and unrolled
+    // (unroll-union); beyond, the body is saturated once, in fewer e-nodes.
+    if (layers > 4) CHECK(rolled.report.egraph.nodes < unrolled.report.egraph.nodes);
+    CHECK(cost_rolled <= cost_unrolled * (1 + 1e-12));
+    CHECK(compacted(cse(rolled.program)) == compacted(cse(unrolled.program)));
 
     // With the loop-marker rules alone the programs are the same at every depth.
     CompileOptions plain;

@@ -127,6 +127,12 @@ std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region);
 // taken unrolled instead).
 egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost);
 
+// The terms compile extracts: extract_greedy of every region under
+// extraction_cost, with each placeholder leaf priced as the value it stands
+// for (its cost in the region computing it), as one e-graph for the whole
+// graph would price it, so that greedy choices agree with that e-graph's.
+std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads = 0);
+
 struct CompileResult {
   Graph program;  // kernel-level (LLIR), no loop markers
   CompileReport report;
