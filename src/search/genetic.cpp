@@ -42,6 +42,9 @@ class Evaluator {
   Evaluator(const SearchSpace& space, const FitnessFn& fitness, tbb::task_arena& arena)
       : space_(space), fitness_(fitness), arena_(arena) {}
 
+  // Genomes whose estimate is above `limit` are pruned (0: none).
+  void set_estimate_limit(double limit) { limit_ = limit; }
+
   // Scores `batch` in place. Genomes not seen before are evaluated, at most
   // `budget` of them (in batch order); new genomes past the budget are
   // removed from the batch. Returns how many were evaluated.
@@ -62,9 +65,13 @@ class Evaluator {
     // Build the programs in parallel, each into its own slot.
     std::vector<Graph> programs(fresh.size());
     std::vector<uint64_t> prints(fresh.size(), 0);
-    std::vector<uint8_t> built(fresh.size(), 0);
+    std::vector<uint8_t> built(fresh.size(), 0), pruned(fresh.size(), 0);
     arena_.execute([&] {
       tbb::parallel_for(size_t{0}, fresh.size(), [&](size_t k) {
+        if (limit_ > 0 && space_.estimate(batch[fresh[k]].genome) > limit_) {
+          pruned[k] = 1;
+          return;
+        }
         try {
           programs[k] = space_.program(batch[fresh[k]].genome);
           prints[k] = program_fingerprint(programs[k]);
@@ -96,7 +103,11 @@ class Evaluator {
     programs_ += measure.size();
     for (size_t k = 0; k < fresh.size(); ++k) {
       const int64_t c = built[k] ? by_program_.at(prints[k]) : kFailed;
-      if (c == kFailed) ++failed_;
+      if (pruned[k]) {
+        ++pruned_;
+      } else if (c == kFailed) {
+        ++failed_;
+      }
       by_genome_.emplace(batch[fresh[k]].hash, c);
     }
     genomes_ += fresh.size();
@@ -114,6 +125,7 @@ class Evaluator {
   size_t genomes() const { return genomes_; }
   size_t programs() const { return programs_; }
   size_t failed() const { return failed_; }
+  size_t pruned() const { return pruned_; }
 
  private:
   const SearchSpace& space_;
@@ -122,7 +134,8 @@ class Evaluator {
   // Looked up, never iterated: their order cannot leak into the result.
   std::unordered_map<uint64_t, int64_t> by_genome_;
   std::unordered_map<uint64_t, int64_t> by_program_;
-  size_t genomes_ = 0, programs_ = 0, failed_ = 0;
+  size_t genomes_ = 0, programs_ = 0, failed_ = 0, pruned_ = 0;
+  double limit_ = 0;
 };
 
 class Progress {
@@ -158,9 +171,9 @@ const Scored& tournament(const std::vector<Scored>& pop, Rng& rng) {
 
 std::string SearchResult::summary() const {
   return fmt::format("greedy {} cycles, best {} cycles (x{:.3f}) after {} genomes, {} programs, {} failed, {} "
-                     "generations, {} restarts, {:.1f} s{}",
-                     greedy_cycles, best_cycles, ratio(), genomes, programs, failed, generations, restarts, seconds,
-                     stopped_by_time ? " (stopped by the time budget)" : "");
+                     "pruned, {} generations, {} restarts, {:.1f} s{}",
+                     greedy_cycles, best_cycles, ratio(), genomes, programs, failed, pruned, generations, restarts,
+                     seconds, stopped_by_time ? " (stopped by the time budget)" : "");
 }
 
 SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options) {
@@ -184,11 +197,14 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const S
   if (pop.empty() || pop[0].cycles == kFailed) fail("search: the greedy program cannot be measured");
   result.greedy_cycles = pop[0].cycles;
   Scored best = pop[0];
+  if (options.prune_factor > 0) eval.set_estimate_limit(options.prune_factor * space.estimate(greedy));
 
   auto fill_random = [&](std::vector<Scored>& into) {
     std::vector<Scored> fresh;
     for (size_t attempt = 0; into.size() + fresh.size() < population && attempt < 4 * population; ++attempt) {
-      Genome g = genomes.random(rng);
+      Genome g = rng.unit() < options.near_greedy
+                     ? genomes.mutate(greedy, rng, 1 + rng.below(std::max<size_t>(options.max_mutations, 1)))
+                     : genomes.random(rng);
       fresh.push_back(Scored{std::move(g), 0, kFailed});
     }
     eval.evaluate(fresh, budget - std::min(budget, eval.genomes()));
@@ -260,6 +276,7 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const S
   result.genomes = eval.genomes();
   result.programs = eval.programs();
   result.failed = eval.failed();
+  result.pruned = eval.pruned();
   result.seconds = seconds();
   progress.update(result, result.seconds);
   return result;

@@ -31,24 +31,48 @@ std::string SearchSpace::describe(size_t g, uint32_t choice) const {
   return fmt::format("{}  (from {})", graph.node_str(n), graph.node_origin(n));
 }
 
+double SearchSpace::estimate(const Genome& genome) const {
+  const std::vector<uint8_t> reach = genomes_.reachable(genome);
+  double total = 0;
+  const double zeros[16] = {};
+  for (size_t g = 0; g < genomes_.num_genes(); ++g) {
+    if (!reach[g]) continue;
+    const uint32_t r = genomes_.gene(g).region;
+    const egraph::EGraph& graph = *genomes_.region(r).egraph;
+    const egraph::NodeId n = genomes_.node(g, genome[g]);
+    const size_t arity = graph.node(n).children.size();
+    if (r >= costs_.size() || !costs_[r]) {
+      total += 1;
+    } else if (arity <= 16) {
+      total += costs_[r]->cost(graph, n, std::span<const double>(zeros, arity));
+    } else {
+      const std::vector<double> many(arity, 0.0);
+      total += costs_[r]->cost(graph, n, many);
+    }
+  }
+  return total;
+}
+
 SearchSpace search_space(const Saturated& saturated) {
   std::vector<Region> regions;
   std::vector<egraph::Term> greedy_terms;
   std::vector<const egraph::hlir::HlirLanguage*> languages;
+  std::vector<std::shared_ptr<const egraph::CostFunction>> costs;
   for (const spool::Region& r : saturated.regions) {
     languages.push_back(r.lang.get());
     Region region{r.egraph.get(), r.roots, {}};
     for (const UnionedLoop& u : r.unioned_loops)
       region.loops.push_back(LoopGroup{u.loop_ends, u.loop_outputs, loop_markers(r, u.loop)});
     regions.push_back(std::move(region));
-    const std::unique_ptr<egraph::CostFunction> cost = extraction_cost(r);
+    std::shared_ptr<const egraph::CostFunction> cost = extraction_cost(r);
     greedy_terms.push_back(extract_greedy(r, *cost));
+    costs.push_back(std::move(cost));
   }
   GenomeSpace genomes(std::move(regions));
   Genome greedy = genomes.from_terms(greedy_terms);
   const Saturated* s = &saturated;
   ProgramBuilder build = [s](std::span<const egraph::Term> terms) { return s->program(terms); };
-  return SearchSpace(std::move(genomes), std::move(greedy), std::move(build), std::move(languages));
+  return SearchSpace(std::move(genomes), std::move(greedy), std::move(build), std::move(languages), std::move(costs));
 }
 
 }  // namespace spool::search

@@ -34,6 +34,15 @@ struct SearchOptions {
   double max_seconds = 0;     // 0: no time budget; checked between generations
   size_t stagnation = 8;      // generations without improvement before a restart
   double crossover_rate = 0.5;
+  // Genomes whose analytic cost (SearchSpace::estimate) exceeds this many
+  // times the greedy genome's are not measured (counted as pruned): uniform
+  // random choices often pick primitive forms (a matmul as a broadcast
+  // multiply and a sum over a [m,k,n] tensor) that are hundreds of times
+  // slower and slow to simulate. 0: measure everything.
+  double prune_factor = 4;
+  // Of the random genomes that start and restart the population, this
+  // share are greedy mutated 1..max_mutations times; the rest uniform.
+  double near_greedy = 0.5;
   size_t max_mutations = 3;   // a child gets 1..max_mutations mutations
   uint64_t seed = 1;
   int threads = 0;            // 0: TBB's default; the result never depends on it
@@ -48,6 +57,7 @@ struct SearchResult {
   size_t genomes = 0;         // distinct genomes evaluated
   size_t programs = 0;        // distinct programs measured (by fingerprint)
   size_t failed = 0;          // genomes whose program could not be built or measured
+  size_t pruned = 0;          // genomes not measured: estimate above prune_factor x greedy's
   size_t generations = 0;
   size_t restarts = 0;
   bool stopped_by_time = false;

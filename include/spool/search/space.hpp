@@ -8,6 +8,7 @@
 #include <spool/search/genome.hpp>
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,10 +20,13 @@ using ProgramBuilder = std::function<Graph(std::span<const egraph::Term>)>;
 
 class SearchSpace {
  public:
+  // `costs[r]` prices the nodes of region r for estimate() (null: every
+  // node costs 1).
   SearchSpace(GenomeSpace genomes, Genome greedy, ProgramBuilder build,
-              std::vector<const egraph::hlir::HlirLanguage*> languages)
+              std::vector<const egraph::hlir::HlirLanguage*> languages,
+              std::vector<std::shared_ptr<const egraph::CostFunction>> costs = {})
       : genomes_(std::move(genomes)), greedy_(std::move(greedy)), build_(std::move(build)),
-        languages_(std::move(languages)) {}
+        languages_(std::move(languages)), costs_(std::move(costs)) {}
 
   const GenomeSpace& genomes() const { return genomes_; }
   const Genome& greedy() const { return greedy_; }
@@ -35,12 +39,18 @@ class SearchSpace {
   std::string describe(size_t g, uint32_t choice) const;
   // The HLIR language of region `r` (its attributes).
   const egraph::hlir::HlirLanguage& language(size_t r) const { return *languages_.at(r); }
+  // The analytic cost of a valid genome: every chosen node reachable from
+  // the roots once, at its own cost (the extraction cost's DAG cost). A
+  // region's nodes count once however many times the region or its loop
+  // runs, so it ranks genomes of one space, nothing more.
+  double estimate(const Genome& genome) const;
 
  private:
   GenomeSpace genomes_;
   Genome greedy_;
   ProgramBuilder build_;
   std::vector<const egraph::hlir::HlirLanguage*> languages_;
+  std::vector<std::shared_ptr<const egraph::CostFunction>> costs_;
 };
 
 // The space of a saturated model; the greedy genome is what compile extracts
