@@ -46,14 +46,22 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::vector<std::string> rules;
   // --max-layers N: stop after N layers; --verbose: log every stage;
-  // --rolled-only N: only the rolled compile at max-layers, N times (for profiling).
+  // --rolled-only N: only the rolled compile at max-layers, N times (for profiling);
+  // --backoff: the backoff scheduler instead of the simple one.
   int max_layers = 32;
   int rolled_only = 0;
+  // Every rewrite applied (the shipped schedule bounds the iterations): the
+  // backoff scheduler bans a rule by its match count, which grows with the
+  // unrolled graph, so an unrolled compile would skip rewrites a rolled one
+  // applies and the programs could not be compared.
+  egraph::SchedulerKind scheduler = egraph::SchedulerKind::Simple;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--max-layers") == 0 && i + 1 < argc)
       max_layers = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--rolled-only") == 0 && i + 1 < argc)
       rolled_only = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--backoff") == 0)
+      scheduler = egraph::SchedulerKind::Backoff;
     else if (std::strcmp(argv[i], "--verbose") == 0)
       spdlog::set_level(spdlog::level::debug);
     else
@@ -66,13 +74,15 @@ int main(int argc, char** argv) {
     const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
     CompileOptions options;
     options.rule_files = rules;
+    options.runner.scheduler = scheduler;
     const CompileResult r = best_of(g, options, rolled_only);
     const CompileTimes& t = r.report.times;
     std::printf("rolled, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
                 max_layers, rolled_only, t.roll_ms, t.saturate_ms, t.extract_ms, t.unroll_ms, t.total_ms);
     return 0;
   }
-  std::printf("compile_bench: llama-3-8B shapes, prefill 512, rules:");
+  std::printf("compile_bench: llama-3-8B shapes, prefill 512, %s scheduler, rules:",
+              scheduler == egraph::SchedulerKind::Simple ? "simple" : "backoff");
   for (const std::string& r : rules) std::printf(" %s", r.c_str());
   std::printf("\n");
   std::printf("%6s %8s | %7s %8s %7s %7s %8s | %3s %7s %7s | %5s %7s | %7s | %6s %9s\n", "layers", "mode", "roll",
@@ -87,6 +97,7 @@ int main(int argc, char** argv) {
     CompileOptions options;
     options.rule_files = rules;
     options.runner.node_limit = 2'000'000;
+    options.runner.scheduler = scheduler;
     const CompileResult rolled = best_of(g, options, 3);
     options.roll = false;
     const CompileResult unrolled = best_of(g, options, layers >= 16 ? 1 : 3);
