@@ -16,7 +16,6 @@
 // the body's region must be able to do the same.
 
 #include <spool/compile/region.hpp>
-#include <spool/ir/text.hpp>
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
 
@@ -214,7 +213,9 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
     if (is_root[id.value]) roots[static_cast<size_t>(region_of[id.value])].push_back(id);
 
   Split result;
-  std::map<std::string, size_t> by_text;
+  // Distinct regions by size; equal graphs (same canonical nodes and
+  // outputs) with the same short loops are the same region.
+  std::map<std::pair<size_t, size_t>, std::vector<size_t>> by_size;
   for (int r = 0; r < num_regions; ++r) {
     if (roots[static_cast<size_t>(r)].empty()) continue;  // nothing in it is read
     Builder builder(rolled, region_of, copied_cone, r);
@@ -224,12 +225,18 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
       if (!own[i] && body_region[i] == r)
         if (const int64_t local = builder.local_loop(loops[i].id)) region.short_loops.push_back(local);
     std::sort(region.short_loops.begin(), region.short_loops.end());
-    std::string text = print_graph(region.graph);
-    for (const int64_t l : region.short_loops) text += fmt::format("short loop {}\n", l);
     Instance instance = std::move(builder.instance());
-    const auto [it, fresh] = by_text.emplace(std::move(text), result.regions.size());
-    if (fresh) result.regions.push_back(std::move(region));
-    instance.region = it->second;
+    std::vector<size_t>& same_size = by_size[{region.graph.id_bound(), region.graph.outputs().size()}];
+    const auto same = std::find_if(same_size.begin(), same_size.end(), [&](size_t d) {
+      return result.regions[d].short_loops == region.short_loops && result.regions[d].graph == region.graph;
+    });
+    if (same != same_size.end()) {
+      instance.region = *same;
+    } else {
+      instance.region = result.regions.size();
+      same_size.push_back(instance.region);
+      result.regions.push_back(std::move(region));
+    }
     result.instances.push_back(std::move(instance));
   }
   return result;

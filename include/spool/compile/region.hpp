@@ -9,7 +9,7 @@
 // every value it reads from elsewhere (another region, a graph input or
 // weight) is a placeholder source named "@in.K", its loops are renumbered
 // 1, 2, ... in order of appearance, and its outputs are the values other
-// regions read. Structurally identical regions have the same graph text and
+// regions read. Structurally identical regions have equal graphs and
 // are kept once, with one Instance per place they occur.
 
 #include <spool/ir/graph.hpp>
