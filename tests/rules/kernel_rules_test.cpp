@@ -203,3 +203,41 @@ TEST_CASE("llama4's chunked SwiGLU becomes the down projection's prologue, readi
   CHECK(slices >= 2);
   CHECK(max_rel_error(g, result.program, 4) <= 1e-5);
 }
+
+TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
+  Graph g("mlp");
+  const Tensor x = input(g, "x", DType::F32, {64, 256});
+  output("y", nn::silu(nn::linear(x, weight(g, "w", DType::F32, {512, 256}), weight(g, "b", DType::F32, {512}))));
+  egraph::hlir::HlirLanguage lang;
+  std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
+  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, g);
+  eg->rebuild();
+  const egraph::hlir::HlirCost cost(lang);
+  const double unfused = egraph::Extractor(*eg, cost).cost(roots[0]);
+  Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
+  REQUIRE(file.ok());
+  const egraph::Registry registry = rules::hlir_registry(lang);
+  auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
+  REQUIRE(sets.ok());
+  egraph::Runner().run(*eg, sets.value(), rules::schedule_of(file.value()));
+  const egraph::Extractor extractor(*eg, cost);
+  // Monotone: every class's best node costs more than each of its children.
+  for (egraph::ClassId c : eg->classes()) {
+    if (!extractor.extractable(c)) continue;
+    for (egraph::ClassId child : eg->node(extractor.best_node(c)).children)
+      CHECK(extractor.cost(c) > extractor.cost(child));
+  }
+  // One gemm with bias and SiLU in its epilogue, far cheaper than the HLIR
+  // (whose broadcast product alone is 64*256*512 floats written and read).
+  const egraph::Extraction best = extractor.extract(roots);
+  const Graph program = egraph::hlir::to_graph(lang, best.term);
+  KernelCounts k = count_kernels(program);
+  CHECK(k.ops[Op::Gemm] == 1);
+  CHECK(k.gemm_with_epilogue == 1);
+  CHECK(best.tree_cost * 100 < unfused);
+  // The fused epilogue beats the gemm followed by an elementwise kernel by
+  // at least a launch and the output's round trip.
+  const double gemm_alone = 400 + (64.0 * 256 + 512.0 * 256 + 64.0 * 512) * 4 / 512;
+  CHECK(best.tree_cost < gemm_alone + 400 + 2 * 64.0 * 512 * 4 / 512);
+  MESSAGE("linear+bias+silu [64,256]x[256,512]: " << unfused << " cycles as HLIR, " << best.tree_cost << " fused");
+}
