@@ -41,9 +41,9 @@ void run_fuzz(const FuzzCommandOptions& o) {
   const examples::ModelRef ref = examples::find_model(o.model);
   examples::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
-  const Graph hlir = ref.entry->build(model_options);
   if (model_options.size == "real")
     fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);
+  const Graph hlir = ref.entry->build(model_options);
 
   CompileOptions options;
   options.roll = !o.no_roll;
