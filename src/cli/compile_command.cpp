@@ -10,7 +10,10 @@
 
 #include "models.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
+#include <fstream>
 
 namespace spool::cli {
 namespace {
@@ -21,6 +24,7 @@ struct CompileCommandOptions {
   bool no_roll = false;
   std::vector<std::string> rules;
   bool check = false;
+  std::string json;
 };
 
 void run_compile(const CompileCommandOptions& o) {
@@ -46,6 +50,14 @@ void run_compile(const CompileCommandOptions& o) {
   std::printf("program    %zu nodes (kernel-level, unrolled)\n", c.program.num_live());
   std::printf("time ms    roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, total %.1f\n", r.times.roll_ms,
               r.times.saturate_ms, r.times.extract_ms, r.times.unroll_ms, r.times.total_ms);
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    if (!out) fail("cannot write {}", o.json);
+    nlohmann::json j = to_json(r);
+    j["model"] = ref.entry->name;
+    j["program"] = {{"nodes", c.program.num_live()}};
+    out << j.dump(2) << "\n";
+  }
   if (!o.check) return;
   const interp::Env env = interp::random_inputs(hlir, 1, 16);
   const auto want = interp::run(hlir, env);
@@ -70,6 +82,7 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--context", o->model_options.context, "Decode KV length")->check(CLI::PositiveNumber);
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  cmd->add_option("--json", o->json, "Write the compile report (roll, egraph, compile keys) as JSON");
   cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
   cmd->callback([o] { run_compile(*o); });
 }
