@@ -257,3 +257,29 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
     CHECK(compacted(cse(a.program)) == compacted(cse(b.program)));
   }
 }
+
+TEST_CASE("a loop whose carried state resolves to a constant compiles, with and without the unroll-union") {
+  // loop_end(next = a constant outside the body): after the first iteration
+  // the state is that constant (the iteration-invariant slot of roll::unroll).
+  Graph g("invariant");
+  const Tensor x = input(g, "x", DType::F32, {3, 8});
+  const Tensor c = constant(g, 2.0, DType::F32, {3, 8});
+  for (const int64_t trips : {3, 6}) {
+    INFO(trips << " trips");
+    Graph h = g;
+    const LoopAttr loop{1, trips, 0};
+    const Tensor state(&h, h.add(Op::LoopStart, {x.edge()}, loop));
+    const Tensor body = exp2(state * 10.0);
+    const Tensor end(&h, h.add(Op::LoopEnd, {c.edge(), state.edge()}, loop));
+    output("final", end);
+    output("first", Tensor(&h, h.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, trips, 0})));
+    output("last", Tensor(&h, h.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, trips, trips - 1})));
+    const Graph reference = roll::unroll(h);
+    CompileOptions options;
+    options.rule_files = {kRules};
+    const CompileResult r = compile(h, options);
+    check_same_outputs(reference, r.program);
+    CHECK(r.report.egraph.regions == (trips > 4 ? 2u : 1u));
+    CHECK(count_ops(r.program, Op::LoopStart) + count_ops(r.program, Op::LoopEnd) == 0);
+  }
+}
