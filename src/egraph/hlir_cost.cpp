@@ -73,9 +73,13 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     case spool::OpClass::Binary:
     case spool::OpClass::Compare:
     case spool::OpClass::Select:
-    case spool::OpClass::Gather: vector_ops = elements(out.type); break;
+    case spool::OpClass::Gather:
+      vector_ops = elements(out.type);
+      break;
     case spool::OpClass::Reduce:
-    case spool::OpClass::Scatter: vector_ops = in_elements(node.children.size() - 1); break;
+    case spool::OpClass::Scatter:
+      vector_ops = in_elements(node.children.size() - 1);
+      break;
     case spool::OpClass::TopK:
       vector_ops = in_elements(0) * (1 + std::log2(1.0 + static_cast<double>(std::get<spool::TopKAttr>(attr).k)));
       break;
@@ -100,15 +104,24 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
                        elements(out.type) * static_cast<double>(r.epilogue.instrs.size());
           break;
         }
-        case spool::Op::Softmax: vector_ops = 6 * elements(out.type); break;
-        case spool::Op::RmsNorm: vector_ops = 5 * elements(out.type); break;
-        case spool::Op::LayerNorm: vector_ops = 8 * elements(out.type); break;
-        case spool::Op::Copy: break;
-        default: SPOOL_ASSERT(false, "{} is not a kernel", spool::op_name(op));
+        case spool::Op::Softmax:
+          vector_ops = 6 * elements(out.type);
+          break;
+        case spool::Op::RmsNorm:
+          vector_ops = 5 * elements(out.type);
+          break;
+        case spool::Op::LayerNorm:
+          vector_ops = 8 * elements(out.type);
+          break;
+        case spool::Op::Copy:
+          break;
+        default:
+          SPOOL_ASSERT(false, "{} is not a kernel", spool::op_name(op));
       }
       break;
     case spool::OpClass::Source:
-    case spool::OpClass::LoopMarker: SPOOL_ASSERT(false, "handled above");
+    case spool::OpClass::LoopMarker:
+      SPOOL_ASSERT(false, "handled above");
   }
   return config_.launch_cycles + traffic / config_.dram_bytes_per_cycle + flops / config_.matmul_flops_per_cycle +
          vector_ops / config_.vector_ops_per_cycle;

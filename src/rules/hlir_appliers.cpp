@@ -41,14 +41,16 @@ bool is_elementwise(Op op) {
     case OpClass::Cast:
     case OpClass::Binary:
     case OpClass::Compare:
-    case OpClass::Select: return true;
+    case OpClass::Select:
+      return true;
     case OpClass::Source:
     case OpClass::Reduce:
     case OpClass::Gather:
     case OpClass::Scatter:
     case OpClass::TopK:
     case OpClass::Kernel:
-    case OpClass::LoopMarker: return false;
+    case OpClass::LoopMarker:
+      return false;
   }
   return false;
 }
@@ -107,8 +109,7 @@ ClassId add_view(EGraph& g, HlirLanguage& lang, ClassId c, const View& v) {
 }
 
 bool has_pad(const View& v) {
-  return std::any_of(v.steps().begin(), v.steps().end(),
-                     [](const ViewStep& s) { return s.kind == ViewKind::Pad; });
+  return std::any_of(v.steps().begin(), v.steps().end(), [](const ViewStep& s) { return s.kind == ViewKind::Pad; });
 }
 
 bool has_iota(const ProgramAttr& p) {
@@ -508,8 +509,8 @@ std::optional<ClassId> gemm_epilogue(EGraph& g, HlirLanguage& lang, const MatchV
     if (!best) continue;
     GemmAttr attr = std::get<GemmAttr>(attr_of(lang, best->attr));
     const size_t operands = static_cast<size_t>(attr.a_inputs + attr.b_inputs);
-    auto built = chain_epilogue(g, attr.epilogue, slice(best->kids, operands, best->kids.size()), program,
-                                node->kids, slot);
+    auto built =
+        chain_epilogue(g, attr.epilogue, slice(best->kids, operands, best->kids.size()), program, node->kids, slot);
     if (!built) continue;
     attr.epilogue = built->first;
     return add_kernel(g, lang, Op::Gemm, attr, concat(slice(best->kids, 0, operands), built->second));
@@ -560,8 +561,7 @@ std::optional<ClassId> reduce_epilogue(EGraph& g, HlirLanguage& lang, const Matc
   const ProgramAttr& program = std::get<ProgramAttr>(attr_of(lang, node->attr));
   for (const NodeCopy& r : nodes_with(g, node->kids[0], lang.op(Op::Reduce))) {
     ReduceAttr attr = std::get<ReduceAttr>(attr_of(lang, r.attr));
-    if (attr.prologue.instrs.size() + attr.epilogue.instrs.size() + program.instrs.size() > kMaxProgramInstrs)
-      continue;
+    if (attr.prologue.instrs.size() + attr.epilogue.instrs.size() + program.instrs.size() > kMaxProgramInstrs) continue;
     auto built = chain_epilogue(g, attr.epilogue, {}, program, node->kids, 0);
     if (!built || !built->second.empty()) continue;  // the epilogue reads the reduced value only
     attr.epilogue = built->first;
@@ -611,8 +611,7 @@ bool is_constant(EGraph& g, ClassId c, double value) {
 
 // Whether views `inner` then `outer` read a reduced value of `reduced`
 // shape exactly as keepdim_broadcast does.
-bool is_keepdim_broadcast(const View& inner, const View& outer, const Shape& reduced, size_t axis,
-                          const Shape& full) {
+bool is_keepdim_broadcast(const View& inner, const View& outer, const Shape& reduced, size_t axis, const Shape& full) {
   return compose_views(inner, outer, reduced) == keepdim_broadcast(reduced, axis, full);
 }
 
@@ -719,8 +718,8 @@ egraph::Registry hlir_registry(HlirLanguage& lang) {
   add("reduce-epilogue", 2, 1, "apply reduce-epilogue ?root ?program ?x", reduce_epilogue);
   add("softmax-kernel", 3, 5, "apply softmax-kernel ?root ?x ?log2e ?axis ?v1 ?v2 ?v3 ?v4", softmax_kernel);
   add("rms-norm-kernel", 5, 4, "apply rms-norm-kernel ?root ?x ?w ?inv ?eps ?axis ?vb ?vk ?vw", rms_norm_kernel);
-  add("layer-norm-kernel", 6, 7,
-      "apply layer-norm-kernel ?root ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb", layer_norm_kernel);
+  add("layer-norm-kernel", 6, 7, "apply layer-norm-kernel ?root ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb",
+      layer_norm_kernel);
   return r;
 }
 

@@ -37,8 +37,11 @@ Edge build(const Pattern& pattern, const egraph::hlir::HlirLanguage& lang, Graph
   for (size_t i = 0; i < pattern.nodes.size(); ++i) {
     const PatternNode& n = pattern.nodes[i];
     switch (n.kind) {
-      case PatternNode::Kind::Wildcard: throw Unsupported{"wildcards"};
-      case PatternNode::Kind::Var: value[i] = vars[n.var]; break;
+      case PatternNode::Kind::Wildcard:
+        throw Unsupported{"wildcards"};
+      case PatternNode::Kind::Var:
+        value[i] = vars[n.var];
+        break;
       case PatternNode::Kind::Node: {
         if (n.attr.kind != egraph::AttrPattern::Kind::Exact) throw Unsupported{"attribute variables"};
         // AttrId 0 is "no attribute" (NoAttr), which has no payload.
@@ -64,12 +67,16 @@ Edge build(const Pattern& pattern, const egraph::hlir::HlirLanguage& lang, Graph
 
 double tolerance(DType dtype) {
   switch (dtype) {
-    case DType::F32: return 1e-5;
-    case DType::BF16: return 1e-2;
-    case DType::F16: return 1e-3;
+    case DType::F32:
+      return 1e-5;
+    case DType::BF16:
+      return 1e-2;
+    case DType::F16:
+      return 1e-3;
     case DType::I32:
     case DType::I64:
-    case DType::Bool: return 0.0;
+    case DType::Bool:
+      return 0.0;
   }
   return 0.0;
 }
@@ -212,13 +219,17 @@ class Instantiator {
       return static_cast<int64_t>(rng_() % rank);
     };
     switch (op_info(hop).attr) {
-      case AttrKind::None: return AttrId{};
-      case AttrKind::Axis: return lang_.attr(AxisAttr{axis()});
-      case AttrKind::DType: return lang_.attr(DTypeAttr{kAllDTypes[rng_() % std::size(kAllDTypes)]});
+      case AttrKind::None:
+        return AttrId{};
+      case AttrKind::Axis:
+        return lang_.attr(AxisAttr{axis()});
+      case AttrKind::DType:
+        return lang_.attr(DTypeAttr{kAllDTypes[rng_() % std::size(kAllDTypes)]});
       case AttrKind::TopK:
         if (rank == 0) throw Retry{};
         return lang_.attr(TopKAttr{1 + static_cast<int64_t>(rng_() % static_cast<uint64_t>(kids[0].shape.back()))});
-      case AttrKind::Program: return lang_.attr(random_program(kids.size(), kids.at(0).dtype));
+      case AttrKind::Program:
+        return lang_.attr(random_program(kids.size(), kids.at(0).dtype));
       case AttrKind::Gemm: {
         if (kids.size() < 2) throw Retry{};
         GemmAttr g;
@@ -232,10 +243,12 @@ class Instantiator {
         if (kids.size() > 1 || coin(0.5)) r.prologue = random_program(kids.size(), kids.at(0).dtype);
         return lang_.attr(r);
       }
-      case AttrKind::Loop: return lang_.attr(LoopAttr{0, 1 + static_cast<int64_t>(rng_() % 4), 0});
+      case AttrKind::Loop:
+        return lang_.attr(LoopAttr{0, 1 + static_cast<int64_t>(rng_() % 4), 0});
       case AttrKind::Name:
       case AttrKind::Scalar:
-      case AttrKind::Norm: break;
+      case AttrKind::Norm:
+        break;
     }
     throw Unsupported{fmt::format("random attributes of {}", op_info(hop).name)};
   }
@@ -388,7 +401,9 @@ egraph::ClassId build_lhs(const Pattern& pattern, Instantiator& inst, const std:
   for (size_t i = 0; i < pattern.nodes.size(); ++i) {
     const PatternNode& n = pattern.nodes[i];
     switch (n.kind) {
-      case PatternNode::Kind::Wildcard: value[i] = inst.var(types.back()); break;
+      case PatternNode::Kind::Wildcard:
+        value[i] = inst.var(types.back());
+        break;
       case PatternNode::Kind::Var:
         if (!vars[n.var].valid()) vars[n.var] = inst.var(types[n.var]);
         value[i] = vars[n.var];
@@ -427,9 +442,15 @@ Graph nn_instance(std::mt19937_64& rng, size_t which) {
   const Tensor x = input(g, "x", dt, x_shape);
   const int64_t n = x_shape.back();
   switch (which % 6) {
-    case 0: output("y", nn::softmax(x, static_cast<int64_t>(rng() % 3))); break;
-    case 1: output("y", nn::rms_norm(x, input(g, "w", dt, {n}), 1e-5, rng() % 2 == 0)); break;
-    case 2: output("y", nn::layer_norm(x, input(g, "w", dt, {n}), input(g, "b", dt, {n}), 1e-5)); break;
+    case 0:
+      output("y", nn::softmax(x, static_cast<int64_t>(rng() % 3)));
+      break;
+    case 1:
+      output("y", nn::rms_norm(x, input(g, "w", dt, {n}), 1e-5, rng() % 2 == 0));
+      break;
+    case 2:
+      output("y", nn::layer_norm(x, input(g, "w", dt, {n}), input(g, "b", dt, {n}), 1e-5));
+      break;
     case 3: {  // a linear layer with bias and SiLU, then a batched matmul with a transposed operand
       const Tensor h = nn::silu(nn::linear(x, input(g, "w", dt, {3, n}), input(g, "b", dt, {3})));
       output("y", nn::matmul(h, input(g, "v", dt, {x_shape[0], 2, 3}).transpose(-1, -2)));
@@ -530,7 +551,8 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
         if (!got.ok) return unsound(fmt::format("the right side does not type-check: {}", got.error));
         if (got.type != want.type)
           return unsound(fmt::format("the sides have different types, {}{} vs {}{}", dtype_name(want.type.dtype),
-                                     shape_str(want.type.shape), dtype_name(got.type.dtype), shape_str(got.type.shape)));
+                                     shape_str(want.type.shape), dtype_name(got.type.dtype),
+                                     shape_str(got.type.shape)));
       }
       std::vector<egraph::ClassId> roots;
       for (const auto& [target, c] : built) {
@@ -572,8 +594,7 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
   return result;
 }
 
-SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage& lang, uint64_t seed,
-                           int trials) {
+SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage& lang, uint64_t seed, int trials) {
   SoundnessResult result{rule.name, rule.loc, SoundnessResult::Status::NotChecked, 0, {}};
   if (rule.lhs.size() != 1) {
     result.detail = "multi-pattern rules are not checked";
@@ -586,7 +607,8 @@ SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage&
   for (const PatternNode& n : rule.lhs[0].nodes)
     formula = formula && (n.kind != PatternNode::Kind::Node || n.attr.kind == egraph::AttrPattern::Kind::Exact);
   for (const PatternNode& n : rule.lhs[0].nodes)
-    if (n.kind == PatternNode::Kind::Node && lang.hlir_op(n.op) && op_info(*lang.hlir_op(n.op)).cls == OpClass::LoopMarker) {
+    if (n.kind == PatternNode::Kind::Node && lang.hlir_op(n.op) &&
+        op_info(*lang.hlir_op(n.op)).cls == OpClass::LoopMarker) {
       // Loop markers mean something only in a rolled loop, which roll::unroll
       // defines; the interpreter runs graphs without them.
       result.detail = "loop markers are not checked on tensors (roll::unroll defines them)";
@@ -603,7 +625,8 @@ SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage&
       Graph g("check");
       std::vector<Edge> vars;
       for (size_t v = 0; v < num_vars; ++v)
-        vars.push_back(Edge{g.add_source(Op::Input, NameAttr{rule.vars.classes[v]}, types[v].dtype, types[v].shape), {}});
+        vars.push_back(
+            Edge{g.add_source(Op::Input, NameAttr{rule.vars.classes[v]}, types[v].dtype, types[v].shape), {}});
       Edge lhs;
       try {
         lhs = build(rule.lhs[0], lang, g, vars);
@@ -644,7 +667,8 @@ SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage&
           std::string inputs;
           for (const auto& [name, value] : env) {
             inputs += fmt::format("\n    {} = [", name);
-            for (int64_t i = 0; i < std::min<int64_t>(value.size(), 8); ++i) inputs += fmt::format("{}{}", i ? ", " : "", value.get(i));
+            for (int64_t i = 0; i < std::min<int64_t>(value.size(), 8); ++i)
+              inputs += fmt::format("{}{}", i ? ", " : "", value.get(i));
             inputs += value.size() > 8 ? ", ...]" : "]";
           }
           result.status = SoundnessResult::Status::Unsound;

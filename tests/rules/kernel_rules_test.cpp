@@ -8,8 +8,8 @@
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/hlir_cost.hpp>
 #include <spool/interp/interp.hpp>
-#include <spool/nn/nn.hpp>
 #include <spool/ir/text.hpp>
+#include <spool/nn/nn.hpp>
 #include <spool/roll/roll.hpp>
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
@@ -100,13 +100,12 @@ TEST_CASE("the tiny llama compiles to gemm kernels with epilogues and fused kern
     const Graph hlir = roll ? roll::auto_roll(g).graph : g;
     const Compiled result = saturate_and_extract(hlir);
     KernelCounts k = count_kernels(result.program);
-    MESSAGE(std::string(roll ? "rolled" : "unrolled") << ": " << result.program.num_live() << " nodes, " << k.ops[Op::Gemm]
-                                           << " gemm (" << k.gemm_with_epilogue << " with epilogues, "
-                                           << k.gemm_with_prologue << " with prologues), " << k.ops[Op::Fused]
-                                           << " fused (" << k.multi_instr_fused << " multi-op), " << k.ops[Op::Reduce]
-                                           << " reduce, " << k.ops[Op::SumReduce] << " sum_reduce, "
-                                           << k.ops[Op::Mul] << " mul; e-graph " << result.nodes << " nodes; "
-                                           << result.saturation.summary());
+    MESSAGE(std::string(roll ? "rolled" : "unrolled")
+            << ": " << result.program.num_live() << " nodes, " << k.ops[Op::Gemm] << " gemm (" << k.gemm_with_epilogue
+            << " with epilogues, " << k.gemm_with_prologue << " with prologues), " << k.ops[Op::Fused] << " fused ("
+            << k.multi_instr_fused << " multi-op), " << k.ops[Op::Reduce] << " reduce, " << k.ops[Op::SumReduce]
+            << " sum_reduce, " << k.ops[Op::Mul] << " mul; e-graph " << result.nodes << " nodes; "
+            << result.saturation.summary());
     // Every projection is a gemm: q, k, v, o, gate, up, down per layer, the
     // two attention matmuls per layer, and the LM head.
     CHECK(k.ops[Op::Gemm] >= 9 * config.layers + 1);

@@ -21,7 +21,8 @@ const Graph& small_graph() {
   static const Graph g = [] {
     Graph graph("fuzz");
     const Tensor x = input(graph, "x", DType::F32, {2, 4});
-    const Tensor h = nn::silu(nn::linear(x, weight(graph, "w", DType::F32, {4, 4}), weight(graph, "b", DType::F32, {4})));
+    const Tensor h =
+        nn::silu(nn::linear(x, weight(graph, "w", DType::F32, {4, 4}), weight(graph, "b", DType::F32, {4})));
     output("y", nn::softmax(nn::rms_norm(h, weight(graph, "n", DType::F32, {4})), -1));
     return graph;
   }();

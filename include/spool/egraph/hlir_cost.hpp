@@ -17,11 +17,11 @@ namespace spool::egraph::hlir {
 
 // Machine figures, per core clock cycle (defaults: the tpuv3 config).
 struct HlirCostConfig {
-  double launch_cycles = 400;           // fixed cost of starting a kernel
-  double dram_bytes_per_cycle = 512;    // about 481 GB/s at 940 MHz
+  double launch_cycles = 400;             // fixed cost of starting a kernel
+  double dram_bytes_per_cycle = 512;      // about 481 GB/s at 940 MHz
   double matmul_flops_per_cycle = 65536;  // 2 arrays of 128x128 MACs
-  double vector_ops_per_cycle = 1024;   // 128 lanes of 8 f32
-  double free_node = 1e-3;              // views, sources, loop markers
+  double vector_ops_per_cycle = 1024;     // 128 lanes of 8 f32
+  double free_node = 1e-3;                // views, sources, loop markers
 };
 
 class HlirCost : public CostFunction {
