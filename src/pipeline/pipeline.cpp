@@ -21,37 +21,6 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// The bytes of every source (input or weight) that any program must read
-// from DRAM at least once: the whole tensor, except for a table only ever
-// gathered from (an embedding), of which at most the gathered elements.
-int64_t source_bytes(const Graph& graph) {
-  std::map<uint32_t, int64_t> gathered;  // source -> elements gathered from it
-  std::map<uint32_t, bool> other_use;
-  for (const NodeId id : graph.live_ids()) {
-    const Node& node = graph.node(id);
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const uint32_t src = node.inputs[i].src.value;
-      if (node.op == Op::Gather && i == 0)
-        gathered[src] += num_elements(node.shape);
-      else
-        other_use[src] = true;
-    }
-  }
-  for (const Output& output : graph.outputs()) other_use[output.edge.src.value] = true;
-  int64_t bytes = 0;
-  for (const NodeId id : graph.live_ids()) {
-    const Node& node = graph.node(id);
-    if (node.op != Op::Input && node.op != Op::Weight) continue;
-    int64_t elements = num_elements(node.shape);
-    if (!other_use.contains(id.value)) {
-      const auto it = gathered.find(id.value);
-      elements = it == gathered.end() ? 0 : std::min(elements, it->second);
-    }
-    bytes += elements * dtype_bytes(node.dtype);
-  }
-  return bytes;
-}
-
 // Greedy extraction, or the genetic search when asked; fills the compile
 // report's extract/unroll times either way.
 Graph extract_program(const Graph& hlir, const sim::NpuConfig& config, const Options& options, Report& report) {
@@ -137,7 +106,7 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const sim:
 Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& options) {
   Report report;
   const auto start = Clock::now();
-  report.source_bytes = source_bytes(hlir);
+  report.source_bytes = required_source_bytes(hlir);
   report.dram_roofline_ms = static_cast<double>(report.source_bytes) / config.dram_bytes_per_second() * 1e3;
 
   // 1. Compile: roll, saturate, extract (greedy or searched), unroll.
@@ -174,6 +143,34 @@ Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& optio
   }
   report.total_ms = ms_since(start);
   return report;
+}
+
+int64_t required_source_bytes(const Graph& graph) {
+  std::map<uint32_t, int64_t> gathered;  // source -> elements gathered from it
+  std::map<uint32_t, bool> other_use;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const uint32_t src = node.inputs[i].src.value;
+      if (node.op == Op::Gather && i == 0)
+        gathered[src] += num_elements(node.shape);
+      else
+        other_use[src] = true;
+    }
+  }
+  for (const Output& output : graph.outputs()) other_use[output.edge.src.value] = true;
+  int64_t bytes = 0;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    if (node.op != Op::Input && node.op != Op::Weight) continue;
+    int64_t elements = num_elements(node.shape);
+    if (!other_use.contains(id.value)) {
+      const auto it = gathered.find(id.value);
+      elements = it == gathered.end() ? 0 : std::min(elements, it->second);
+    }
+    bytes += elements * dtype_bytes(node.dtype);
+  }
+  return bytes;
 }
 
 nlohmann::json Report::to_json() const {

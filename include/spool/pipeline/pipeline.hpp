@@ -79,6 +79,11 @@ struct Report {
   nlohmann::json to_json() const;
 };
 
+// The bytes of the graph's sources (inputs and weights) that any program
+// must read from DRAM: each source once, whole, except a table that is only
+// ever gathered from (an embedding), of which at most the elements gathered.
+int64_t required_source_bytes(const Graph& graph);
+
 // Throws spool::Error for anything the pipeline cannot do with the graph
 // (a bad rule file, an op that cannot be lowered, a shape that cannot be
 // tiled); a failed check is reported in Report::check, not thrown.

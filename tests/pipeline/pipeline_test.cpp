@@ -1,0 +1,125 @@
+// pipeline::run end to end: compile, lower, simulate, and the check against
+// the reference interpreter; the report's DESIGN §7 keys; timing-only runs
+// agree with functional ones; a search never returns a slower program.
+
+#include <doctest/doctest.h>
+
+#include <spool/nn/nn.hpp>
+#include <spool/pipeline/pipeline.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "bert.hpp"
+#include "models.hpp"
+
+using namespace spool;
+
+namespace {
+
+const std::string kRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules";
+
+Graph tiny_bert() {
+  examples::ModelOptions options;
+  return examples::find_model("bert").entry->build(options);
+}
+
+pipeline::Options functional(const Graph& graph) {
+  pipeline::Options options;
+  options.compile.rule_files = {kRules};
+  options.inputs = interp::random_inputs(graph, 3);
+  return options;
+}
+
+// A block whose outputs the check must catch when they are wrong: an MLP
+// with a residual, small enough for the toy config.
+Graph mlp() {
+  Graph g("mlp");
+  const Tensor x = input(g, "x", DType::F32, {24, 40});
+  const Tensor w1 = weight(g, "w1", DType::F32, {72, 40});
+  const Tensor w2 = weight(g, "w2", DType::F32, {40, 72});
+  output("y", x + nn::linear(nn::relu(nn::linear(x, w1)), w2));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: tiny bert compiles, lowers, simulates and matches the interpreter") {
+  const Graph graph = tiny_bert();
+  const pipeline::Report report = pipeline::run(graph, sim::load_config("tpuv3"), functional(graph));
+  REQUIRE(report.check);
+  CHECK(report.check->ok);
+  CHECK(report.check->max_rel_err <= 1e-4);
+  CHECK(report.compile.roll.loops == 1);
+  CHECK(report.lowering.kernels > 0);
+  CHECK(report.lowering.fused_kernels > 0);
+  CHECK(report.sim.cycles > 0);
+  CHECK(report.sim.cycles >= report.sim.roofline_cycles);
+  CHECK(report.outputs.count("y") == 1);
+}
+
+TEST_CASE("pipeline: the report carries the DESIGN keys") {
+  const Graph graph = mlp();
+  const nlohmann::json j = pipeline::run(graph, sim::load_config("toy"), functional(graph)).to_json();
+  for (const char* key : {"roll_ms", "saturate_ms", "extract_ms", "unroll_ms", "lower_ms", "total_ms"})
+    CHECK_MESSAGE(j["compile"].contains(key), key);
+  for (const char* key : {"loops", "trips", "body_nodes", "hlir_nodes_before", "hlir_nodes_after"})
+    CHECK_MESSAGE(j["roll"].contains(key), key);
+  for (const char* key : {"egraphs", "nodes", "classes", "iterations", "stop_reason"})
+    CHECK_MESSAGE(j["egraph"].contains(key), key);
+  for (const char* key : {"kernels", "fused_kernels", "copy_kernels"}) CHECK_MESSAGE(j["program"].contains(key), key);
+  for (const char* key : {"cycles", "time_ms", "dram_bytes", "flops", "spad_peak_bytes", "roofline_cycles"})
+    CHECK_MESSAGE(j["sim"].contains(key), key);
+  for (const char* key : {"ok", "max_abs_err", "max_rel_err"}) CHECK_MESSAGE(j["check"].contains(key), key);
+  CHECK(j["check"]["ok"] == true);
+}
+
+TEST_CASE("pipeline: timing-only allocates nothing and takes the same cycles as the functional run") {
+  const Graph graph = mlp();
+  const sim::NpuConfig config = sim::load_config("toy");
+  const pipeline::Report with_values = pipeline::run(graph, config, functional(graph));
+  pipeline::Options timing;
+  timing.compile.rule_files = {kRules};
+  const pipeline::Report timing_only = pipeline::run(graph, config, timing);
+  CHECK_FALSE(timing_only.check);
+  CHECK(timing_only.outputs.empty());
+  CHECK(timing_only.sim.cycles == with_values.sim.cycles);
+}
+
+TEST_CASE("pipeline: a wrong value is caught by the check") {
+  const Graph graph = mlp();
+  pipeline::Options options = functional(graph);
+  // Inputs the interpreter and the simulator both read; the check compares
+  // the simulated outputs with the interpreter's on the same values, so a
+  // mismatch can only come from the compiled program. Giving the simulator
+  // a missing source must be an error, not a silent zero.
+  options.inputs->erase("w2");
+  CHECK_THROWS_WITH_AS(pipeline::run(graph, sim::load_config("toy"), options),
+                       doctest::Contains("w2"), Error);
+}
+
+TEST_CASE("pipeline: the memory roofline counts gathered tables by the rows gathered") {
+  Graph g("embed");
+  const Tensor ids = input(g, "ids", DType::I64, {4});
+  const Tensor table = weight(g, "table", DType::F32, {1000, 16});
+  const Tensor head = weight(g, "head", DType::F32, {1000, 16});
+  output("y", nn::embedding(ids, table));
+  CHECK(pipeline::required_source_bytes(g) == 4 * 8 + 4 * 16 * 4);
+  // A table that is also read whole (a tied LM head) counts whole.
+  output("logits", nn::linear(nn::embedding(ids, table), table));
+  CHECK(pipeline::required_source_bytes(g) == 4 * 8 + 1000 * 16 * 4);
+  output("other", nn::linear(nn::embedding(ids, table), head));
+  CHECK(pipeline::required_source_bytes(g) == 4 * 8 + 2 * 1000 * 16 * 4);
+}
+
+TEST_CASE("pipeline: a search never returns a program slower than greedy extraction") {
+  const Graph graph = mlp();
+  pipeline::Options options = functional(graph);
+  options.search_genomes = 12;
+  const pipeline::Report report = pipeline::run(graph, sim::load_config("toy"), options);
+  REQUIRE(report.search);
+  CHECK(report.search->genomes > 0);
+  CHECK(report.search->best_cycles > 0);
+  CHECK(report.sim.cycles <= report.search->greedy_cycles);
+  REQUIRE(report.check);
+  CHECK(report.check->ok);
+}
