@@ -98,9 +98,9 @@ int main(int argc, char** argv) {
     options.rule_files = rules;
     options.runner.node_limit = 2'000'000;
     options.runner.scheduler = scheduler;
-    const CompileResult rolled = best_of(g, options, 3);
+    const CompileResult rolled = best_of(g, options, 7);
     options.roll = false;
-    const CompileResult unrolled = best_of(g, options, layers >= 16 ? 1 : 3);
+    const CompileResult unrolled = best_of(g, options, layers >= 16 ? 2 : 3);
     if (layers == 2) rolled_at_2 = rolled.report.times.total_ms;
     rolled_last = rolled.report.times.total_ms;
     const bool same = compacted(cse(rolled.program)) == compacted(cse(unrolled.program));

@@ -190,7 +190,9 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   std::vector<std::vector<double>> leaf(n);
   for (size_t d = 0; d < n; ++d) leaf[d].assign(s.split.instances[first_instance[d]].inputs.size(), -1.0);
   std::vector<std::vector<double>> root_cost(n);
-  for (size_t pass = 0; pass <= n + 1; ++pass) {
+  // One region reads no other region's values: its placeholders are graph
+  // inputs and weights, priced as themselves.
+  for (size_t pass = 0; n > 1 && pass <= n + 1; ++pass) {
     parallel_indices(n, threads, [&](size_t d) {
       const PlaceholderCost cost(s.regions[d], *base[d], leaf[d]);
       const egraph::Extractor extractor(*s.regions[d].egraph, cost);
@@ -210,7 +212,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
         }
       }
     }
-    if (!changed || n == 1) break;
+    if (!changed) break;
   }
   std::vector<egraph::Term> terms(n);
   parallel_indices(n, threads, [&](size_t d) {
