@@ -320,7 +320,21 @@ class Instantiator {
       v.append(reshape_step({}), source, "check");
       return v;
     }
-    const int kind = static_cast<int>(rng_() % 3);
+    const int kind = static_cast<int>(rng_() % 4);
+    if (kind == 3) {  // padding of one axis (a concat's input), where it has room
+      const size_t a = rng_() % rank;
+      if (target[a] >= 2) {
+        source = target;
+        const int64_t before = static_cast<int64_t>(rng_() % 2);
+        const int64_t after = target[a] - 1 - before > 0 ? 1 : 0;
+        source[a] = target[a] - before - after;
+        Shape befores(rank, 0), afters(rank, 0);
+        befores[a] = before;
+        afters[a] = after;
+        v.append(pad_step(befores, afters, coin(0.5) ? -0.0 : 1.0), source, "check");
+        return v;
+      }
+    }
     if (kind == 2) {  // slice of a larger axis
       const size_t a = rng_() % rank;
       source = target;
@@ -360,8 +374,12 @@ class Instantiator {
   View random_view_from(const Shape& source) {
     const size_t rank = source.size();
     View v;
-    const int kind = static_cast<int>(rng_() % 4);
-    if (rank >= 2 && kind == 0) {
+    const int kind = static_cast<int>(rng_() % 5);
+    if (rank >= 1 && kind == 4) {  // pad one axis by one element (a concat's input)
+      Shape befores(rank, 0), afters(rank, 0);
+      (coin(0.5) ? befores : afters)[rng_() % rank] = 1;
+      v.append(pad_step(befores, afters, coin(0.5) ? -0.0 : 1.0), source, "check");
+    } else if (rank >= 2 && kind == 0) {
       Shape perm(rank);
       for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(i);
       std::shuffle(perm.begin(), perm.end(), rng_);
