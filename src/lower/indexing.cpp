@@ -219,8 +219,9 @@ void emit_gather(Emitter& em, const std::string& name, const Access& data, const
   const int64_t axis = normalized_axis(axis_in, rank);
   check_index(name, index, data.shape, axis, rank);
   if (data.is_literal) fail("lower: {}: a gather from a constant is not lowered (fold it first)", name);
-  const int64_t bytes = dtype_bytes(data.dtype) + dtype_bytes(index.dtype);
-  fit(em, name, "gather", std::max<int64_t>(1, em.budget / (2 * bytes)),
+  // The first try sizes the double-buffered data tile alone: an index
+  // broadcast over whole rows takes little room (fit() shrinks otherwise).
+  fit(em, name, "gather", std::max<int64_t>(1, em.budget / (2 * dtype_bytes(data.dtype))),
       [&](int64_t cap, int64_t& footprint, std::string& tile) {
         const Grid g = make_grid(index.shape, 3, cap, -1);
         tile = tile_text(g);
