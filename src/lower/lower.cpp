@@ -137,7 +137,26 @@ class Lowering {
       if (!ok || total != num_elements(shape)) continue;
       concats_[id.value] = *ps;
       for (uint32_t inner : inner_) absorbed_.insert(inner);
+      // A part produced by a kernel that nothing else reads is written by
+      // that kernel straight into its place in the concat's buffer.
+      for (size_t k = 0; k < ps->size(); ++k) {
+        const Edge& e = (*ps)[k].edge;
+        if (e.view.steps().size() != 1 || !g_.contains(e.src) || g_.use_count(e.src) != 1) continue;
+        const OpClass cls = op_info(g_.node(e.src).op).cls;
+        // Kernels whose generators store through a strided output access.
+        const bool strided_store = cls == OpClass::Unary || cls == OpClass::Cast || cls == OpClass::Binary ||
+                                   cls == OpClass::Compare || cls == OpClass::Select || cls == OpClass::Reduce ||
+                                   cls == OpClass::TopK || cls == OpClass::Kernel;
+        if (!strided_store || absorbed_.count(e.src.value)) continue;
+        writes_into_.emplace(e.src.value, std::make_pair(id.value, k));
+      }
     }
+  }
+
+  Access concat_buffer(NodeId id) {
+    auto it = concat_out_.find(id.value);
+    if (it == concat_out_.end()) it = concat_out_.emplace(id.value, plain_output_buffer(id)).first;
+    return it->second;
   }
 
   // ---- reading edges ----------------------------------------------------------------
@@ -223,6 +242,20 @@ class Lowering {
   // The dense buffer a kernel node writes: a graph output's buffer when an
   // output reads it unchanged, else a temporary.
   Access output_buffer(NodeId id) {
+    if (auto it = writes_into_.find(id.value); it != writes_into_.end()) {
+      const auto [concat, k] = it->second;
+      const Access whole = concat_buffer(NodeId{concat});
+      Access part = whole;
+      part.shape = g_.node(id).shape;
+      for (size_t i = 0; i < part.shape.size(); ++i) part.offset += concats_.at(concat)[k].before[i] * whole.strides[i];
+      in_place_.insert({concat, k});
+      return em_.through_alias(part, "part");
+    }
+    if (concats_.count(id.value)) return concat_buffer(id);
+    return plain_output_buffer(id);
+  }
+
+  Access plain_output_buffer(NodeId id) {
     const Node& n = g_.node(id);
     const auto& outs = g_.outputs();
     for (size_t o = 0; o < outs.size(); ++o) {
@@ -408,7 +441,10 @@ class Lowering {
     const std::string name = name_of(id);
     Access out = output_buffer(id);
     int part = 0;
-    for (const Piece& p : concats_.at(id.value)) {
+    const auto& pieces = concats_.at(id.value);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const Piece& p = pieces[k];
+      if (in_place_.count({id.value, k})) continue;  // its producer wrote it in place
       Access src = read(p.edge, name, p.edge.view.steps().size() - 1);
       Access dst = out;
       dst.shape = src.shape;
@@ -745,6 +781,9 @@ class Lowering {
   std::set<uint32_t> absorbed_;
   std::vector<uint32_t> inner_;
   std::set<size_t> bound_;
+  std::map<uint32_t, Access> concat_out_;                          // concat node -> its buffer
+  std::map<uint32_t, std::pair<uint32_t, size_t>> writes_into_;   // producer -> (concat, part)
+  std::set<std::pair<uint32_t, size_t>> in_place_;                 // parts written by their producer
   std::vector<std::vector<NodeId>> users_;
   bool users_built_ = false;
   std::map<std::pair<int, int64_t>, Access> iotas_;
