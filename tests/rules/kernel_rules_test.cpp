@@ -244,3 +244,19 @@ TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
   CHECK(best.tree_cost < gemm_alone + 400 + 2 * 64.0 * 512 * 4 / 512);
   MESSAGE("linear+bias+silu [64,256]x[256,512]: " << unfused << " cycles as HLIR, " << best.tree_cost << " fused");
 }
+
+TEST_CASE("fusion stays bounded on a long elementwise chain") {
+  Graph g("chain");
+  const Tensor y = input(g, "y", DType::F32, {4, 8});
+  Tensor x = input(g, "x", DType::F32, {4, 8});
+  const int ops = 300;
+  for (int i = 0; i < ops; ++i) x = i % 3 == 0 ? x * y : (i % 3 == 1 ? x + 0.5 : nn::relu(x));
+  output("out", x);
+  const Compiled result = saturate_and_extract(g);
+  MESSAGE(ops << "-op chain: e-graph " << result.nodes << " nodes, " << result.saturation.summary());
+  CHECK(result.saturation.stop == egraph::StopReason::Saturated);
+  CHECK(result.nodes < 12 * static_cast<size_t>(ops));  // a bounded number of fused variants per op
+  KernelCounts k = count_kernels(result.program);
+  CHECK(k.ops[Op::Fused] <= ops / 8);  // programs of up to 32 instructions
+  CHECK(max_rel_error(g, result.program, 2) == 0);
+}
