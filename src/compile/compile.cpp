@@ -136,6 +136,9 @@ std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const re
   return home;
 }
 
+// The greedy term of a region under `cost`, whose extractor is given.
+egraph::Term greedy_term(const Region& region, const egraph::CostFunction& cost, const egraph::Extractor& extractor);
+
 // The placeholder K of a region's e-graph node, if it is one.
 std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
   const std::optional<Op> op = lang.hlir_op(node.op);
@@ -189,35 +192,41 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   const auto home = home_of(s.rolled, s.split);
   std::vector<std::vector<double>> leaf(n);
   for (size_t d = 0; d < n; ++d) leaf[d].assign(s.split.instances[first_instance[d]].inputs.size(), -1.0);
-  std::vector<std::vector<double>> root_cost(n);
+  // The cost and extractor of each region under its current prices;
+  // rebuilt only for regions whose prices changed.
+  std::vector<std::unique_ptr<PlaceholderCost>> cost(n);
+  std::vector<std::unique_ptr<egraph::Extractor>> extractor(n);
+  std::vector<bool> stale(n, true);
+  auto refresh = [&](size_t d) {
+    if (!stale[d]) return;
+    extractor[d].reset();
+    cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], *base[d], leaf[d]);
+    extractor[d] = std::make_unique<egraph::Extractor>(*s.regions[d].egraph, *cost[d]);
+  };
   // One region reads no other region's values: its placeholders are graph
   // inputs and weights, priced as themselves.
   for (size_t pass = 0; n > 1 && pass <= n + 1; ++pass) {
-    parallel_indices(n, threads, [&](size_t d) {
-      const PlaceholderCost cost(s.regions[d], *base[d], leaf[d]);
-      const egraph::Extractor extractor(*s.regions[d].egraph, cost);
-      root_cost[d].clear();
-      for (const egraph::ClassId r : s.regions[d].roots) root_cost[d].push_back(extractor.cost(r));
-    });
-    bool changed = false;
+    parallel_indices(n, threads, refresh);
+    std::fill(stale.begin(), stale.end(), false);
     for (size_t d = 0; d < n; ++d) {
       const region::Instance& inst = s.split.instances[first_instance[d]];
       for (size_t k = 0; k < inst.inputs.size(); ++k) {
         const auto [j, r] = home[inst.inputs[k].value];
         if (j == UINT32_MAX) continue;  // a graph input or weight: priced as itself
-        const double c = root_cost[s.split.instances[j].region][r];
+        const Region& from = s.regions[s.split.instances[j].region];
+        const double c = extractor[s.split.instances[j].region]->cost(from.roots[r]);
         if (c != leaf[d][k]) {
           leaf[d][k] = c;
-          changed = true;
+          stale[d] = true;
         }
       }
     }
-    if (!changed) break;
+    if (std::none_of(stale.begin(), stale.end(), [](bool b) { return b; })) break;
   }
   std::vector<egraph::Term> terms(n);
   parallel_indices(n, threads, [&](size_t d) {
-    const PlaceholderCost cost(s.regions[d], *base[d], leaf[d]);
-    terms[d] = extract_greedy(s.regions[d], cost);
+    refresh(d);
+    terms[d] = greedy_term(s.regions[d], *cost[d], *extractor[d]);
   });
   return terms;
 }
@@ -317,9 +326,15 @@ std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region) {
 }
 
 egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost) {
+  const egraph::Extractor extractor(*region.egraph, cost);
+  return greedy_term(region, cost, extractor);
+}
+
+namespace {
+
+egraph::Term greedy_term(const Region& region, const egraph::CostFunction& cost, const egraph::Extractor& extractor) {
   const egraph::EGraph& eg = *region.egraph;
   const egraph::hlir::HlirLanguage& lang = *region.lang;
-  const egraph::Extractor extractor(eg, cost);
   std::map<uint32_t, egraph::NodeId> chosen_instead;  // class -> node, overriding the extractor's choice
   auto choice = [&](egraph::ClassId c) {
     const auto it = chosen_instead.find(c.value);
@@ -401,6 +416,8 @@ egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& co
     if (!changed) return term;
   }
 }
+
+}  // namespace
 
 std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads) {
   return extract_regions(saturated, threads);
