@@ -10,6 +10,8 @@
 
 #include <spool/support/error.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -174,6 +176,13 @@ std::string SearchResult::summary() const {
                      "pruned, {} generations, {} restarts, {:.1f} s{}",
                      greedy_cycles, best_cycles, ratio(), genomes, programs, failed, pruned, generations, restarts,
                      seconds, stopped_by_time ? " (stopped by the time budget)" : "");
+}
+
+nlohmann::json SearchResult::to_json() const {
+  return {{"genomes", genomes},         {"greedy_cycles", greedy_cycles}, {"best_cycles", best_cycles},
+          {"ratio", ratio()},           {"programs", programs},           {"failed", failed},
+          {"pruned", pruned},           {"generations", generations},     {"restarts", restarts},
+          {"seconds", seconds},         {"stopped_by_time", stopped_by_time}};
 }
 
 SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options) {

@@ -5,6 +5,7 @@
 #include <spool/search/genetic.hpp>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 using namespace spool;
 using namespace spool::search;
@@ -52,6 +53,10 @@ TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 
   CHECK(one.genomes <= o.max_genomes);
   CHECK(one.best_cycles == pseudo_cycles(one.best_program));
   CHECK(space.genomes().valid(one.best));
+  const nlohmann::json j = one.to_json();
+  CHECK(j.at("greedy_cycles") == one.greedy_cycles);
+  CHECK(j.at("best_cycles") == one.best_cycles);
+  CHECK(j.at("genomes") == one.genomes);
   // Determinism across thread counts.
   CHECK(two.best == one.best);
   CHECK(two.best_cycles == one.best_cycles);

@@ -15,6 +15,8 @@
 
 #include <spool/search/space.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -65,6 +67,10 @@ struct SearchResult {
 
   double ratio() const { return best_cycles > 0 ? static_cast<double>(greedy_cycles) / best_cycles : 1.0; }
   std::string summary() const;  // one line
+  // The report's "search" object (DESIGN §7): {genomes, greedy_cycles,
+  // best_cycles, ratio, programs, failed, pruned, generations, restarts,
+  // seconds, stopped_by_time}.
+  nlohmann::json to_json() const;
 };
 
 // Throws spool::Error if the greedy genome's program cannot be measured.
