@@ -217,3 +217,33 @@ TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores a
   const lower::Lowered one = lower::to_npu(g, v4, single);
   CHECK(one.program.kernels.size() == 2);
 }
+
+TEST_CASE("lower: small scratchpad budgets force ragged row and column tiles, same values") {
+  // With a few KiB per kernel every generator tiles rows and columns with
+  // ragged edges (and the GEMM shrinks to its smallest tiles).
+  for (int64_t budget : {int64_t{6} << 10, int64_t{20} << 10}) {
+    CAPTURE(budget);
+    lower::LowerOptions options;
+    options.spad_budget = budget;
+    Graph g("ragged");
+    Tensor x = input(g, "x", DType::F32, {3, 37, 201});
+    Tensor y = input(g, "y", DType::F32, {3, 37, 201});
+    Tensor w = weight(g, "w", DType::F32, {201});
+    output("ew", (x * y + 1.0).permute({0, 2, 1}) * 2.0);
+    output("sum", x.sum(1));
+    output("max", x.max(2));
+    output("softmax", Tensor(&g, g.add(Op::Softmax, {x.edge()}, AxisAttr{2})));
+    output("rms", Tensor(&g, g.add(Op::RmsNorm, {x.edge(), w.edge()}, NormAttr{1e-6, false})));
+    output("copy", Tensor(&g, g.add(Op::Copy, {x.permute({2, 0, 1}).edge()}, NoAttr{})));
+    Tensor a = input(g, "a", DType::F32, {45, 70});
+    Tensor b = weight(g, "b", DType::F32, {70, 29});
+    output("gemm", Tensor(&g, g.add(Op::Gemm, {a.edge(), b.edge()}, GemmAttr{})));
+    lower::Lowered l;
+    CHECK(check_against_interp(g, "toy", 10, 2, &l, options) < 1e-5);
+    for (const lower::KernelInfo& k : l.report.per_kernel) {
+      CAPTURE(k.name);
+      CAPTURE(k.tile);
+      CHECK(k.spad_bytes <= budget);
+    }
+  }
+}
