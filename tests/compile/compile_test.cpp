@@ -113,6 +113,18 @@ TEST_CASE("a nested repeat with long loops is three regions, and identical regio
   CHECK(r.report.egraph.egraphs == 3);
   check_same_outputs(g, r.program);
 
+  // Four steps a layer: the inner loop is short, so it stays in the outer
+  // body's region, rolled and unrolled at once.
+  const Graph short_inner = nested(6, 4);
+  const CompileResult si = compile(short_inner, options);
+  CHECK(si.report.roll.loops == 2);
+  CHECK(si.report.egraph.regions == 2);
+  check_same_outputs(short_inner, si.program);
+  const Saturated sat = saturate(short_inner, options);
+  size_t unioned = 0;
+  for (const Region& region : sat.regions) unioned += region.unioned_loops.size();
+  CHECK(unioned == 1);
+
   // Two runs of six identical layers, split by an exp2 that does not repeat:
   // two loops whose bodies are the same region.
   Graph two("two-loops");
