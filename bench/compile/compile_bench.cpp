@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     options.rule_files = rules;
     options.runner.node_limit = 2'000'000;
     options.runner.scheduler = scheduler;
-    const CompileResult rolled = best_of(g, options, 7);
+    const CompileResult rolled = best_of(g, options, 15);
     options.roll = false;
     const CompileResult unrolled = best_of(g, options, layers >= 16 ? 2 : 3);
     if (layers == 2) rolled_at_2 = rolled.report.times.total_ms;
