@@ -55,7 +55,6 @@ double SearchSpace::estimate(const Genome& genome) const {
 
 SearchSpace search_space(const Saturated& saturated) {
   std::vector<Region> regions;
-  std::vector<egraph::Term> greedy_terms;
   std::vector<const egraph::hlir::HlirLanguage*> languages;
   std::vector<std::shared_ptr<const egraph::CostFunction>> costs;
   for (const spool::Region& r : saturated.regions) {
@@ -64,10 +63,9 @@ SearchSpace search_space(const Saturated& saturated) {
     for (const UnionedLoop& u : r.unioned_loops)
       region.loops.push_back(LoopGroup{u.loop_ends, u.loop_outputs, loop_markers(r, u.loop)});
     regions.push_back(std::move(region));
-    std::shared_ptr<const egraph::CostFunction> cost = extraction_cost(r);
-    greedy_terms.push_back(extract_greedy(r, *cost));
-    costs.push_back(std::move(cost));
+    costs.push_back(extraction_cost(r));
   }
+  const std::vector<egraph::Term> greedy_terms = extract_greedy(saturated);
   GenomeSpace genomes(std::move(regions));
   Genome greedy = genomes.from_terms(greedy_terms);
   const Saturated* s = &saturated;

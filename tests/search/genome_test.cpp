@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+#include "llama.hpp"
+
 #include <set>
 
 using namespace spool;
@@ -189,4 +191,30 @@ TEST_CASE("the greedy genome builds compile's greedy term; hashes and fingerprin
   }
   REQUIRE(differs);
   CHECK(program_fingerprint(search.program(other)) != program_fingerprint(p));
+}
+
+TEST_CASE("several regions: one genome across them, greedy is compile's program, random genomes build") {
+  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  config.layers = 6;  // more trips than the unroll union keeps: the body gets a region of its own
+  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  CompileOptions o;
+  o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
+  const Saturated sat = saturate(g, o);
+  REQUIRE(sat.regions.size() >= 2);
+  const SearchSpace search = search_space(sat);
+  const GenomeSpace& space = search.genomes();
+  CHECK(space.num_regions() == sat.regions.size());
+  std::set<uint32_t> regions;
+  for (size_t i = 0; i < space.num_genes(); ++i) regions.insert(space.gene(i).region);
+  CHECK(regions.size() == sat.regions.size());
+  for (size_t r = 0; r < sat.regions.size(); ++r) CHECK(space.root_genes(r).size() == sat.regions[r].roots.size());
+  // The greedy genome's program is the one compile extracts.
+  const CompileResult compiled = compile(g, o);
+  CHECK(compacted(cse(search.program(search.greedy()))) == compacted(cse(compiled.program)));
+  Rng rng(2);
+  for (int i = 0; i < 5; ++i) {
+    const Genome r = space.random(rng);
+    REQUIRE(space.valid(r));
+    check_same_outputs(g, search.program(r));
+  }
 }

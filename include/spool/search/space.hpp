@@ -54,8 +54,7 @@ class SearchSpace {
 };
 
 // The space of a saturated model; the greedy genome is what compile extracts
-// (extract_greedy with extraction_cost, region by region). `saturated` must
-// outlive the space.
+// (extract_greedy over all regions). `saturated` must outlive the space.
 SearchSpace search_space(const Saturated& saturated);
 
 }  // namespace spool::search
