@@ -19,10 +19,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 
 namespace spool {
 namespace {
@@ -34,6 +37,57 @@ double ms_since(Clock::time_point start) {
 
 // The guards and appliers rule files may call, for one region's language.
 egraph::Registry registry_for(egraph::hlir::HlirLanguage& lang) { return rules::hlir_registry(lang); }
+
+std::optional<std::string> file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Reads a rule file and everything it includes, and checks that its rules
+// compile (so a bad file is reported before any region starts). Parses are
+// kept for the process and reused while every file a parse read still holds
+// the same text: compiles of several models, or of one model rolled and
+// unrolled, read the same files. A parse is kept only if the files did not
+// change while it was made (their text before and after agrees).
+std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
+  struct Entry {
+    std::vector<std::pair<std::string, std::optional<std::string>>> texts;  // every file the parse read
+    std::shared_ptr<const rules::RuleFile> file;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Entry> cache;
+  auto unchanged = [](const Entry& e) {
+    return std::all_of(e.texts.begin(), e.texts.end(), [](const auto& t) { return file_text(t.first) == t.second; });
+  };
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto it = cache.find(path);
+    if (it != cache.end() && unchanged(it->second)) return it->second.file;
+  }
+  auto parse = [&](Entry& entry) {
+    Result<rules::RuleFile> file = rules::load_rule_file(path);
+    if (!file) throw Error(file.error().render());
+    egraph::hlir::HlirLanguage scratch;
+    const Result<std::vector<egraph::RuleSet>> sets =
+        rules::compile_rules(file.value(), scratch.language(), registry_for(scratch), scratch.parse_options());
+    if (!sets) throw Error(sets.error().render());
+    entry.texts.clear();
+    for (const std::string& f : file.value().files) entry.texts.emplace_back(f, file_text(f));
+    entry.file = std::make_shared<const rules::RuleFile>(std::move(file.value()));
+  };
+  Entry entry;
+  parse(entry);
+  Entry again;
+  parse(again);
+  if (again.texts == entry.texts) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    cache[path] = again;
+  }
+  return again.file;
+}
 
 // Runs `body(i)` for i in [0, n) on up to `threads` threads (0: TBB's
 // default). Each index writes only its own slot, so the order does not matter.
@@ -89,7 +143,8 @@ Region build_region(const region::RegionGraph& rg) {
   return region;
 }
 
-void saturate_region(Region& region, const std::vector<rules::RuleFile>& files, const CompileOptions& options) {
+void saturate_region(Region& region, const std::vector<std::shared_ptr<const rules::RuleFile>>& files,
+                     const CompileOptions& options) {
   egraph::EGraph& eg = *region.egraph;
   egraph::hlir::HlirLanguage& lang = *region.lang;
   const egraph::Registry registry = registry_for(lang);
@@ -99,12 +154,12 @@ void saturate_region(Region& region, const std::vector<rules::RuleFile>& files, 
     region.saturation = std::move(report);
     region.saturation.iterations = iterations;
   };
-  for (const rules::RuleFile& file : files) {
+  for (const std::shared_ptr<const rules::RuleFile>& file : files) {
     Result<std::vector<egraph::RuleSet>> sets =
-        rules::compile_rules(file, lang.language(), registry, lang.parse_options());
+        rules::compile_rules(*file, lang.language(), registry, lang.parse_options());
     if (!sets) throw Error(sets.error().render());
     egraph::Runner runner(options.runner);
-    run(runner.run(eg, sets.value(), rules::schedule_of(file)));
+    run(runner.run(eg, sets.value(), rules::schedule_of(*file)));
   }
   if (options.extra_rules) {
     const std::vector<egraph::Rule> rules = options.extra_rules(lang);
@@ -284,16 +339,8 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   spdlog::debug("split: {} regions, {} distinct, in {:.2f} ms", s.split.instances.size(), s.split.regions.size(),
                 ms_since(t));
   const auto rules_start = Clock::now();
-  std::vector<rules::RuleFile> files;
-  for (const std::string& path : options.rule_files) {
-    Result<rules::RuleFile> file = rules::load_rule_file(path);
-    if (!file) throw Error(file.error().render());
-    egraph::hlir::HlirLanguage scratch;
-    const Result<std::vector<egraph::RuleSet>> sets =
-        rules::compile_rules(file.value(), scratch.language(), registry_for(scratch), scratch.parse_options());
-    if (!sets) throw Error(sets.error().render());
-    files.push_back(std::move(file.value()));
-  }
+  std::vector<std::shared_ptr<const rules::RuleFile>> files;
+  for (const std::string& path : options.rule_files) files.push_back(read_rule_file(path));
   spdlog::debug("rule files read in {:.2f} ms", ms_since(rules_start));
   s.regions.resize(s.split.regions.size());
   parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
