@@ -4,9 +4,13 @@
 
 #include "tiled.hpp"
 
+#include <spool/npu/verify.hpp>
+#include <spool/sim/sim.hpp>
+
 #include <spool/support/error.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 namespace spool::lower::detail {
 namespace {
@@ -43,11 +47,18 @@ TiledSpec normalized(const TiledSpec& spec) {
   return s;
 }
 
+// A kernel's share of the tiles when they are spread over cores: a range of
+// the first outer axis, or of the row tiles when there is no outer axis.
+struct Share {
+  int64_t lo = 0, hi = -1;  // hi < 0: all
+};
+
 class TiledKernel {
  public:
-  TiledKernel(const TiledSpec& spec, const Layout& layout, int64_t TR, int64_t TC)
+  TiledKernel(const TiledSpec& spec, const Layout& layout, int64_t TR, int64_t TC, Share share = Share{},
+              std::string name = {})
       : s_(spec), l_(layout), TR_(TR), TC_(TC), RT_(ceil_div(layout.rows, TR)), CT_(ceil_div(layout.cols, TC)),
-        kb_(spec.info.name) {}
+        share_(share), kb_(name.empty() ? spec.info.name : std::move(name)) {}
 
   Kernel build(int64_t& footprint) {
     // Scratchpad buffers: one per input at its logical tile shape, one per output.
@@ -96,30 +107,41 @@ class TiledKernel {
       return;
     }
     const int axis = l_.outer[depth];
-    const int var = kb_.loop_begin("d" + std::to_string(axis), l_.shape[axis]);
-    outer_vars_.push_back({axis, var});
+    int64_t lo = 0, n = l_.shape[axis];
+    if (depth == 0 && share_.hi >= 0) {
+      lo = share_.lo;
+      n = share_.hi - share_.lo;
+    }
+    const int var = n > 1 ? kb_.loop_begin("d" + std::to_string(axis), n) : -1;
+    outer_vars_.push_back({axis, var, lo});
     open_outer(depth + 1);
     outer_vars_.pop_back();
-    kb_.loop_end();
+    if (n > 1) kb_.loop_end();
   }
 
   void tiles() {
+    // Row tiles [r0, r1): all of them, or this kernel's share when the rows are split.
+    const bool rows_split = l_.outer.empty() && share_.hi >= 0;
+    const int64_t r0 = rows_split ? share_.lo : 0, r1 = rows_split ? share_.hi : RT_;
     if (CT_ == 1) {
       pipelined(
-          kb_, "r", RT_, [&](const Affine& r) { load_all(r, Affine::of(0), r); },
-          [&](const Affine& r) { work(r, Affine::of(0), r); });
+          kb_, "r", r1 - r0, [&](const Affine& r) { load_all(r + Affine::of(r0), Affine::of(0), r); },
+          [&](const Affine& r) { work(r + Affine::of(r0), Affine::of(0), r); });
       return;
     }
-    Affine r = Affine::of(0);
-    if (RT_ > 1) r = Affine::var(kb_.loop_begin("r", RT_));
+    Affine r = Affine::of(r0);
+    if (r1 - r0 > 1) r = Affine::var(kb_.loop_begin("r", r1 - r0)) + Affine::of(r0);
     pipelined(
         kb_, "c", CT_, [&](const Affine& c) { load_all(r, c, c); }, [&](const Affine& c) { work(r, c, c); });
-    if (RT_ > 1) kb_.loop_end();
+    if (r1 - r0 > 1) kb_.loop_end();
   }
 
   Affine offset_of(const Access& a, const Affine& r, const Affine& c) const {
     Affine off = Affine::of(a.offset);
-    for (const auto& [axis, var] : outer_vars_) off = off + Affine::var(var, a.strides[axis]);
+    for (const auto& [axis, var, lo] : outer_vars_) {
+      if (var >= 0) off = off + Affine::var(var, a.strides[axis]);
+      off = off + Affine::of(lo * a.strides[axis]);
+    }
     off = off + r * (TR_ * a.strides[l_.row]) + c * (TC_ * a.strides[l_.col]);
     return off;
   }
@@ -196,7 +218,10 @@ class TiledKernel {
       const Access& a = out.access;
       const SpadRef src{out_buf_[o], slot, Affine::of(0), 0};
       Affine off = Affine::of(a.offset);
-      for (const auto& [axis, var] : outer_vars_) off = off + Affine::var(var, a.strides[axis]);
+      for (const auto& [axis, var, lo] : outer_vars_) {
+        if (var >= 0) off = off + Affine::var(var, a.strides[axis]);
+        off = off + Affine::of(lo * a.strides[axis]);
+      }
       off = off + r * (TR_ * a.strides[l_.row]);
       switch (out.shape) {
         case TileOut::Full:
@@ -215,16 +240,47 @@ class TiledKernel {
   const TiledSpec& s_;
   const Layout& l_;
   const int64_t TR_, TC_, RT_, CT_;
+  const Share share_;
   KernelBuilder kb_;
   std::vector<LoadKind> in_kind_;
   std::vector<bool> in_invariant_;
   std::vector<int> in_buf_, out_buf_;
   int table_buf_ = -1;
   bool table_invariant_ = false;
-  std::vector<std::pair<int, int>> outer_vars_;  // (axis, loop variable)
+  std::vector<std::tuple<int, int, int64_t>> outer_vars_;  // (axis, loop variable or -1, first index)
 };
 
 }  // namespace
+
+// The tiles spread over the cores (the first outer axis, or the row tiles)
+// when the parts write disjoint DRAM windows (the verifier's rule) and the
+// timing simulator finds the split faster than the single kernel.
+std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, int64_t TR, int64_t TC,
+                           const Kernel& single) {
+  const int cores = em.options.multi_core ? em.config.cores : 1;
+  const int64_t units = l.outer.empty() ? ceil_div(l.rows, TR) : l.shape[static_cast<size_t>(l.outer[0])];
+  if (cores <= 1 || units < 2) return {single};
+  const int64_t parts = std::min<int64_t>(cores, units);
+  std::vector<Kernel> kernels;
+  for (int64_t p = 0; p < parts; ++p) {
+    int64_t fp = 0;
+    const Share share{units * p / parts, units * (p + 1) / parts};
+    kernels.push_back(TiledKernel(spec, l, TR, TC, share, spec.info.name + ".c" + std::to_string(p)).build(fp));
+  }
+  npu::Program trial;
+  trial.name = "spread";
+  trial.spad_bytes = em.program.spad_bytes;
+  trial.buffers = em.program.buffers;
+  trial.kernels = kernels;
+  for (Kernel& k : trial.kernels) k.deps.clear();
+  if (!npu::verify(trial).empty()) return {single};
+  npu::Program one = trial;
+  one.kernels = {single};
+  one.kernels[0].deps.clear();
+  if (sim::simulate_timing(trial, em.config, nullptr).cycles >= sim::simulate_timing(one, em.config, nullptr).cycles)
+    return {single};
+  return kernels;
+}
 
 void emit_tiled(Emitter& em, const TiledSpec& original) {
   const TiledSpec spec = normalized(original);
@@ -249,7 +305,8 @@ void emit_tiled(Emitter& em, const TiledSpec& original) {
     if (footprint <= em.budget) {
       KernelInfo info = spec.info;
       info.tile = "rows " + std::to_string(TR) + " cols " + std::to_string(TC);
-      em.add_kernels({std::move(kernel)}, info, footprint);
+      std::vector<Kernel> kernels = spread(em, spec, l, TR, TC, kernel);
+      em.add_kernels(std::move(kernels), info, footprint);
       return;
     }
     if (TR > 1) {

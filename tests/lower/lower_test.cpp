@@ -202,11 +202,14 @@ TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores a
   Tensor k = input(g, "k", DType::F32, {4, 200, 64});
   output("mm", Tensor(&g, g.add(Op::Gemm, {a.edge(), w.edge()}, GemmAttr{})));
   output("bmm", Tensor(&g, g.add(Op::Gemm, {q.edge(), k.transpose(1, 2).edge()}, GemmAttr{})));
+  Tensor x = input(g, "x", DType::F32, {700, 512});
+  output("softmax", Tensor(&g, g.add(Op::Softmax, {x.edge()}, AxisAttr{1})));
+  output("ew", q * 2.0 + 1.0);
   lower::Lowered l;
   CHECK(lower_test::check_against_interp(g, "tpuv4", 8, 2, &l) < 1e-5);
   int split = 0;
   for (const lower::KernelInfo& info : l.report.per_kernel) split += info.core_split > 1;
-  CHECK(split >= 1);  // the 1024-row GEMM: twice the work of a core's launch
+  CHECK(split >= 2);  // the 1024-row GEMM and the 700-row softmax: far more work than a launch
   // The split kernels of one node have no dependency on each other and run on different cores.
   const sim::Report r = sim::run(l.program, v4);
   std::set<int> cores;
@@ -215,7 +218,7 @@ TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores a
   lower::LowerOptions single;
   single.multi_core = false;
   const lower::Lowered one = lower::to_npu(g, v4, single);
-  CHECK(one.program.kernels.size() == 2);
+  CHECK(one.program.kernels.size() == 5);  // mm, bmm, softmax, mul, add
 }
 
 TEST_CASE("lower: small scratchpad budgets force ragged row and column tiles, same values") {
