@@ -91,3 +91,21 @@ TEST_CASE("genetic search: failing programs are never picked; an unmeasurable gr
   const FitnessFn none = [](const Graph&) -> int64_t { fail("not measurable"); };
   CHECK_THROWS_WITH_AS(genetic(space, none, o), "search: the greedy program cannot be measured", spool::Error);
 }
+
+TEST_CASE("genetic search: a time budget stops between generations and says so") {
+  CompileOptions so;
+  so.roll = false;
+  so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
+  const Saturated sat = saturate(graph_with_choices(), so);
+  const SearchSpace space = search_space(sat);
+  SearchOptions o;
+  o.max_genomes = 100000;
+  o.max_seconds = 1e-9;  // already spent when the first generation would start
+  o.progress = false;
+  const SearchResult r = genetic(space, pseudo_cycles, o);
+  CHECK(r.stopped_by_time);
+  CHECK(r.generations == 0);
+  CHECK(r.genomes <= o.population);  // the greedy genome and the first population only
+  CHECK(r.best_cycles <= r.greedy_cycles);
+  CHECK(r.summary().find("stopped by the time budget") != std::string::npos);
+}
