@@ -9,8 +9,11 @@
 #include <spool/ir/tensor.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/roll/roll.hpp>
+#include <spool/support/error.hpp>
 
 #include <nlohmann/json.hpp>
+
+#include <fstream>
 
 #include "llama.hpp"
 
@@ -294,4 +297,30 @@ TEST_CASE("a loop whose carried state resolves to a constant compiles, with and 
     CHECK(r.report.egraph.regions == (trips > 4 ? 2u : 1u));
     CHECK(count_ops(r.program, Op::LoopStart) + count_ops(r.program, Op::LoopEnd) == 0);
   }
+}
+
+TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
+  const std::string path = std::string(SPOOL_BINARY_DIR) + "/compile_test_bad.rules";
+  {
+    std::ofstream out(path);
+    out << "(ruleset r)\n(rewrite bad (nosuchop ?x) ?x :ruleset r)\n";
+  }
+  CompileOptions options;
+  options.rule_files = {path};
+  const Graph g = nested(2, 2);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second read must not come from a cache
+    try {
+      compile(g, options);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("compile_test_bad.rules:2:15: error: unknown op 'nosuchop'") !=
+            std::string::npos);
+    }
+  }
+  // Fixed in place: the next compile reads the new text.
+  {
+    std::ofstream out(path);
+    out << "(ruleset r)\n(rewrite mul-one (mul ?x ?x) (mul ?x ?x) :ruleset r)\n";
+  }
+  CHECK_NOTHROW(compile(g, options));
 }
