@@ -47,9 +47,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> rules;
   // --max-layers N: stop after N layers; --verbose: log every stage;
   // --rolled-only N: only the rolled compile at max-layers, N times (for profiling);
-  // --backoff: the backoff scheduler instead of the simple one.
+  // --backoff: the backoff scheduler instead of the simple one;
+  // --runner-threads N: threads of each region's runner (0: TBB's default).
   int max_layers = 32;
   int rolled_only = 0;
+  int runner_threads = 0;
   // Every rewrite applied (the shipped schedule bounds the iterations): the
   // backoff scheduler bans a rule by its match count, which grows with the
   // unrolled graph, so an unrolled compile would skip rewrites a rolled one
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
       max_layers = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--rolled-only") == 0 && i + 1 < argc)
       rolled_only = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--runner-threads") == 0 && i + 1 < argc)
+      runner_threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--backoff") == 0)
       scheduler = egraph::SchedulerKind::Backoff;
     else if (std::strcmp(argv[i], "--verbose") == 0)
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
     CompileOptions options;
     options.rule_files = rules;
     options.runner.scheduler = scheduler;
+    options.runner.threads = runner_threads;
     const CompileResult r = best_of(g, options, rolled_only);
     const CompileTimes& t = r.report.times;
     std::printf("rolled, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
     options.rule_files = rules;
     options.runner.node_limit = 2'000'000;
     options.runner.scheduler = scheduler;
+    options.runner.threads = runner_threads;
     const CompileResult rolled = best_of(g, options, 15);
     options.roll = false;
     const CompileResult unrolled = best_of(g, options, layers >= 16 ? 2 : 3);
