@@ -251,7 +251,8 @@ void emit_scatter_add(Emitter& em, const std::string& name, const Access& data, 
   const size_t rank = index.shape.size();
   const int64_t axis = normalized_axis(axis_in, rank);
   check_index(name, index, data.shape, axis, rank);
-  if (src.shape.size() != rank) fail("lower: {}: source {} does not match index {}", name, shape_str(src.shape), shape_str(index.shape));
+  if (src.shape.size() != rank)
+    fail("lower: {}: source {} does not match index {}", name, shape_str(src.shape), shape_str(index.shape));
   for (size_t a = 0; a < rank; ++a)
     if (index.shape[a] > src.shape[a] || (static_cast<int64_t>(a) != axis && index.shape[a] > data.shape[a]))
       fail("lower: {}: index {} exceeds source {} or data {}", name, shape_str(index.shape), shape_str(src.shape),

@@ -115,8 +115,8 @@ TEST_CASE("lower: scatter_add matches the interpreter, duplicates accumulated in
         // MoE combine: rows of 13 pairs into 5 tokens (duplicates), from zeros.
         Tensor y = input(g, "y", DType::F32, {13, 130});
         Tensor tok = input(g, "tok", itype, {13});
-        output("combine", scatter_add(constant(g, 0.0, DType::F32, {5, 130}), tok.reshape({13, 1}).expand({13, 130}),
-                                      y, 0));
+        output("combine",
+               scatter_add(constant(g, 0.0, DType::F32, {5, 130}), tok.reshape({13, 1}).expand({13, 130}), y, 0));
         // Element scatter into a non-constant bf16 tensor along axis 0.
         Tensor data = input(g, "data", DType::BF16, {5, 7});
         Tensor idx = input(g, "idx", itype, {4, 7});
@@ -124,7 +124,8 @@ TEST_CASE("lower: scatter_add matches the interpreter, duplicates accumulated in
         output("elements", scatter_add(data, idx, src, 0));
         // The deepseek-v3 kept-group mask: ones scattered along the last axis (a literal source).
         Tensor kept = input(g, "kept", itype, {6, 3});
-        output("mask", scatter_add(constant(g, 0.0, DType::F32, {6, 5}), kept, constant(g, 1.0, DType::F32, {6, 3}), 1));
+        output("mask",
+               scatter_add(constant(g, 0.0, DType::F32, {6, 5}), kept, constant(g, 1.0, DType::F32, {6, 3}), 1));
         // Integer sums.
         Tensor counts = input(g, "counts", DType::I32, {3, 5});
         output("ints", scatter_add(counts, input(g, "cidx", itype, {3, 4}), input(g, "ones", DType::I32, {3, 4}), 1));
@@ -174,8 +175,8 @@ TEST_CASE("lower: an out-of-range index is a runtime error naming the kernel") {
       const std::string what = e.what();
       CAPTURE(what);
       CHECK(what.find("kernel 'gather_") != std::string::npos);
-      CHECK(what.find(fmt::format("op 'dma.load' on '@table': index {} (element 1 of %idx) is out of range [0, 5)", bad)) !=
-            std::string::npos);
+      CHECK(what.find(fmt::format("op 'dma.load' on '@table': index {} (element 1 of %idx) is out of range [0, 5)",
+                                  bad)) != std::string::npos);
     }
   }
 }
@@ -242,8 +243,9 @@ TEST_CASE("npu verifier: indirect DMA operands") {
         std::vector<std::string>{"kernel 'k': op 'dma.load' moves i32 '@ix' into f32 %I",
                                  "kernel 'k': op 'dma.load' on '@x' is indexed by %I of dtype f32 (an index buffer "
                                  "holds i32 or i64)"});
-  CHECK(verify_text(replace(kIndirect, "limit 5", "limit 6")) ==
-        std::vector<std::string>{"kernel 'k': op 'dma.load' accesses elements [0, 48) of '@x' outside its 40 elements"});
+  CHECK(
+      verify_text(replace(kIndirect, "limit 5", "limit 6")) ==
+      std::vector<std::string>{"kernel 'k': op 'dma.load' accesses elements [0, 48) of '@x' outside its 40 elements"});
   CHECK(verify_text(replace(kIndirect, "index %I[0 : 1, 0]", "index %I[0 : 2, 0]")) ==
         std::vector<std::string>{"kernel 'k': op 'dma.load' accesses elements [0, 5) of %I outside its 3 elements"});
   CHECK(verify_text(replace(kIndirect, "index %I[0 : 1, 0]", "index %I[0 : 1]")) ==
@@ -267,4 +269,17 @@ TEST_CASE("lower: a big expert gather is tiled and simulates quickly in timing m
   // (whole matrices move as contiguous runs).
   CHECK(r.cycles >= r.roofline_cycles);
   CHECK(r.cycles < 2 * r.roofline_cycles);
+}
+
+TEST_CASE("npu timing: an indirect DMA waits for its index values, and moves the same bytes as a direct one") {
+  const sim::NpuConfig config = sim::load_config("tpuv3");
+  std::string direct = kIndirect;
+  const std::string clause = "@x[0 : 0, 1] index %I[0 : 1, 0] scale 8 limit 5";
+  direct.replace(direct.find(clause), clause.size(), "@x[0 : 8, 1]");
+  const sim::Report ind = sim::run(parse_ok(kIndirect), config);
+  const sim::Report dir = sim::run(parse_ok(direct), config);
+  CHECK(ind.dram_useful_bytes == dir.dram_useful_bytes);
+  // The direct load issues right behind the index load; the indirect one
+  // starts only when the index values have arrived (a DRAM round trip).
+  CHECK(ind.cycles > dir.cycles + config.dram.latency_cycles / 2);
 }
