@@ -138,7 +138,7 @@ TEST_CASE("blocks: llama4 MoE experts: the chunk prologue is fused into the down
     output("y", Tensor(&g, g.add(Op::Gemm, {parts[0].edge(), parts[1].edge(), w_down.edge()}, down)));
     lower::Lowered l;
     CHECK(check_against_interp(g, cfg, 12, 2, &l) < 1e-5);
-    MESSAGE("llama4 moe on " << cfg << "\n" << l.report.to_text());
+    MESSAGE("llama4 moe on " << std::string(cfg) << "\n" << l.report.to_text());
     // Two kernels: the prologue runs inside the second GEMM, reading both
     // halves of gate_up through aliases of its buffer.
     CHECK(l.report.kernels == 2);
@@ -208,7 +208,7 @@ TEST_CASE("blocks: deepseek-v3 routing: sigmoid scores, group top-k, expert mask
     output("weights", norm);
     lower::Lowered l;
     CHECK(check_against_interp(g, cfg, 14, 2, &l) < 1e-5);
-    MESSAGE("deepseek-v3 routing on " << cfg << "\n" << l.report.to_text());
+    MESSAGE("deepseek-v3 routing on " << std::string(cfg) << "\n" << l.report.to_text());
     for (const lower::KernelInfo& k : l.report.per_kernel)
       if (k.kind == "copy") MESSAGE("copy kernel " << k.name);
     CHECK(l.report.copy_kernels == 0);
@@ -248,7 +248,7 @@ TEST_CASE("blocks: nvFuser-style RoPE: no kernel only slices, copy kernels only 
     const Graph g = build(64);
     lower::Lowered l;
     CHECK(check_against_interp(g, cfg, 15, 2, &l) < 1e-5);
-    MESSAGE("rope on " << cfg << "\n" << l.report.to_text());
+    MESSAGE("rope on " << std::string(cfg) << "\n" << l.report.to_text());
     // Two cats of two parts per roped tensor. The parts computed by a kernel
     // (-x2, and rot*cos + rotated*sin) are written in place by that kernel;
     // the parts that are views of the input (x1, pass) are copied: four
