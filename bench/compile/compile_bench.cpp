@@ -48,10 +48,12 @@ int main(int argc, char** argv) {
   // --max-layers N: stop after N layers; --verbose: log every stage;
   // --rolled-only N: only the rolled compile at max-layers, N times (for profiling);
   // --backoff: the backoff scheduler instead of the simple one;
-  // --runner-threads N: threads of each region's runner (0: TBB's default).
+  // --threads N: regions saturated at once; --runner-threads N: threads of
+  // each region's runner (0: TBB's default).
   int max_layers = 32;
   int rolled_only = 0;
   int runner_threads = 0;
+  int threads = 0;
   // Every rewrite applied (the shipped schedule bounds the iterations): the
   // backoff scheduler bans a rule by its match count, which grows with the
   // unrolled graph, so an unrolled compile would skip rewrites a rolled one
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
       max_layers = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--rolled-only") == 0 && i + 1 < argc)
       rolled_only = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--runner-threads") == 0 && i + 1 < argc)
       runner_threads = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--backoff") == 0)
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
     options.rule_files = rules;
     options.runner.scheduler = scheduler;
     options.runner.threads = runner_threads;
+    options.threads = threads;
     const CompileResult r = best_of(g, options, rolled_only);
     const CompileTimes& t = r.report.times;
     std::printf("rolled, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
