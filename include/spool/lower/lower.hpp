@@ -7,9 +7,10 @@
 // strided becomes a DRAM alias read by strided DMA, never a kernel; a copy
 // kernel is emitted only where no strided read exists (a concat's output, a
 // pad, a reshape of a non-contiguous view). GEMM tiles are chosen over
-// candidates by an analytic cost of the simulator's model, each candidate's
-// footprint computed by the same liveness-aware scratchpad allocator that
-// places the buffers of the emitted kernel.
+// candidates ranked by an analytic form of the simulator's model, the best
+// few timed by the simulator itself; each candidate's footprint is computed
+// by the same liveness-aware scratchpad allocator that places the buffers of
+// the emitted kernel.
 
 #include <spool/interp/host_tensor.hpp>
 #include <spool/ir/graph.hpp>
