@@ -283,3 +283,18 @@ TEST_CASE("npu timing: an indirect DMA waits for its index values, and moves the
   // starts only when the index values have arrived (a DRAM round trip).
   CHECK(ind.cycles > dir.cycles + config.dram.latency_cycles / 2);
 }
+
+TEST_CASE("lower: a constant index (no index load: the value is written once into the scratchpad)") {
+  for (const char* cfg : kConfigs) {
+    CAPTURE(cfg);
+    Graph g("literal_index");
+    Tensor d = input(g, "d", DType::F32, {6, 9, 5});
+    output("g", gather(d, constant(g, 4.0, DType::I64, {3, 9, 5}), 0));
+    Tensor y = input(g, "y", DType::F32, {4, 9});
+    output("s", scatter_add(input(g, "base", DType::F32, {6, 9}), constant(g, 2.0, DType::I32, {4, 9}), y, 0));
+    lower::Lowered lowered;
+    CHECK(check_against_interp(g, cfg, 11, 2, &lowered) == 0.0);
+    CHECK(count_kind(lowered, "gather") == 1);
+    CHECK(count_kind(lowered, "scatter_add") == 1);
+  }
+}
