@@ -21,7 +21,7 @@ std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<r
   if (checks)
     *checks = rules::run_checks(file.value(), sets.value(), [&] { return egraph::hlir::make_egraph(lang); },
                                 lang.parse_options());
-  return rules::check_soundness(sets.value(), lang, 1, 4);
+  return rules::check_soundness(sets.value(), lang, 1, 8);
 }
 }  // namespace
 
@@ -39,7 +39,7 @@ TEST_CASE("every shipped rule is sound and every inline check holds") {
         continue;
       }
       CHECK(r.status == rules::SoundnessResult::Status::Sound);
-      CHECK(r.trials == 4);
+      CHECK(r.trials == 8);
     }
     for (const auto& c : checks) CHECK_MESSAGE(c.passed, c.name << ": " << c.message);
   }
