@@ -349,6 +349,7 @@ Access Emitter::through_alias(const Access& access, const std::string& what) {
   const int root = program.root_of(access.buffer);
   int64_t span = 1;
   for (size_t i = 0; i < access.shape.size(); ++i) span += (access.shape[i] - 1) * access.strides[i];
+  if (access.index_buffer >= 0) span += (access.index_limit - 1) * access.index_scale;  // any indexed row
   const int64_t root_offset = program.buffers[access.buffer].alias_offset + access.offset;
   if (root_offset == 0 && span == program.buffer_elements(root)) return access;
   const auto key = std::make_tuple(root, root_offset, span);

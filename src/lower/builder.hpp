@@ -39,6 +39,13 @@ struct Access {
   Shape strides;
   bool is_literal = false;
   double literal = 0.0;
+  // A gather fused into its reader (indexing.hpp): axis 0 is addressed through
+  // an index, element i of axis 0 lying index_scale * idx[i] further, where
+  // idx[i] is element index_offset + i * index_stride of DRAM buffer
+  // index_buffer (i32/i64, values in [0, index_limit)); strides[0] is 0.
+  int index_buffer = -1;
+  DType index_dtype = DType::I64;
+  int64_t index_offset = 0, index_stride = 0, index_scale = 0, index_limit = 0;
 };
 
 Access dense_access(int buffer, DType dtype, const Shape& shape);

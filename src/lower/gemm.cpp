@@ -88,6 +88,13 @@ class GemmKernel {
     has_epilogue_ = !j_.epilogue_program.instrs.empty() || !j_.epilogue.empty();
     in_place_ = j_.out.dtype == DType::F32;
     O_ = in_place_ ? C_ : kb_.spad("O", j_.out.dtype, TM * TN, 2);
+    // Operands read through a fused gather: their index value of the current
+    // batch, loaded at the top of the batch loop.
+    for (const std::vector<Access>* ins : {&j_.a, &j_.b})
+      for (const Access& a : *ins)
+        if (a.index_buffer >= 0 && !index_bufs_.count({a.index_buffer, a.index_offset}))
+          index_bufs_[{a.index_buffer, a.index_offset}] =
+              kb_.spad("ix" + std::to_string(index_bufs_.size()), a.index_dtype, 1, 1);
     batches(0);
     kb_.emit(Stmt{WaitOp{kStoreTag}});
     return kb_.finish(footprint);
@@ -114,6 +121,7 @@ class GemmKernel {
       n = split_.hi - split_.lo;
     }
     const int var = n > 1 ? kb_.loop_begin("batch" + std::to_string(axis), n) : -1;
+    if (axis == 0) load_indices(var, lo);
     batch_vars_.push_back({axis, var, lo});
     batches(axis + 1);
     batch_vars_.pop_back();
@@ -179,11 +187,32 @@ class GemmKernel {
     }
   }
 
-  // A tile of an operand input: rows along `ra`, columns along `ca`.
+  void load_indices(int var, int64_t lo) {
+    for (const std::vector<Access>* ins : {&j_.a, &j_.b})
+      for (const Access& a : *ins) {
+        if (a.index_buffer < 0) continue;
+        Affine off = Affine::of(a.index_offset + lo * a.index_stride);
+        if (var >= 0 && a.index_stride != 0) off = off + Affine::var(var, a.index_stride);
+        kb_.emit(dma(true, a.index_buffer, off, {1}, SpadRef{index_bufs_.at({a.index_buffer, a.index_offset}),
+                                                             Affine::of(0), Affine::of(0), 0},
+                     {1}, {Extent::of(1)}, kLoadTag));
+      }
+  }
+
+  // A tile of an operand input: rows along `ra`, columns along `ca`. An input
+  // read through a fused gather moves the rows of its batch's index.
   void load_tile(const Access& a, size_t ra, size_t ca, const Affine& r0, const Affine& c0, const Extent& re,
                  const Extent& ce, int buf, const Affine& slot, int64_t ld) {
-    kb_.emit(dma(true, a.buffer, base(a) + r0 * a.strides[ra] + c0 * a.strides[ca], {a.strides[ra], a.strides[ca]},
-                 SpadRef{buf, slot, Affine::of(0), 0}, {ld, 1}, {re, ce}, kLoadTag));
+    Stmt s = dma(true, a.buffer, base(a) + r0 * a.strides[ra] + c0 * a.strides[ca], {a.strides[ra], a.strides[ca]},
+                 SpadRef{buf, slot, Affine::of(0), 0}, {ld, 1}, {re, ce}, kLoadTag);
+    if (a.index_buffer >= 0) {
+      DmaOp& d = std::get<DmaOp>(s.node);
+      d.index = SpadRef{index_bufs_.at({a.index_buffer, a.index_offset}), Affine::of(0), Affine::of(0), 0};
+      d.index_strides = {0, 0};
+      d.index_scale = a.index_scale;
+      d.index_limit = a.index_limit;
+    }
+    kb_.emit(std::move(s));
   }
 
   void prologue(const std::vector<int>& in_bufs, const std::vector<Access>& ins, const ProgramAttr& p, int dst,
@@ -318,6 +347,7 @@ class GemmKernel {
   std::vector<EpiKind> epi_kind_;
   bool has_epilogue_ = false, in_place_ = true;
   std::vector<std::tuple<size_t, int, int64_t>> batch_vars_;  // (axis, loop variable or -1, first index)
+  std::map<std::pair<int, int64_t>, int> index_bufs_;         // (index buffer, offset) -> scratchpad buffer
 };
 
 bool has_iota(const ProgramAttr& p) {
@@ -403,8 +433,11 @@ std::string signature(const GemmJob& job) {
   std::string s = fmt::format("{}|{}|{}|{}|{}|", dtype_name(job.dtype), program_str(job.a_program),
                               program_str(job.b_program), program_str(job.epilogue_program), job.row_softmax);
   auto add = [&](const Access& a) {
-    s += fmt::format("{}{}{}{};", dtype_name(a.dtype), shape_str(a.shape), shape_str(a.strides),
-                     a.is_literal ? fmt::format("={}", a.literal) : "");
+    s += fmt::format("{}{}{}{}{};", dtype_name(a.dtype), shape_str(a.shape), shape_str(a.strides),
+                     a.is_literal ? fmt::format("={}", a.literal) : "",
+                     a.index_buffer >= 0 ? fmt::format("@{}x{}<{}", dtype_name(a.index_dtype), a.index_scale,
+                                                       a.index_limit)
+                                         : "");
   };
   for (const Access& a : job.a) add(a);
   s += "|";

@@ -209,6 +209,25 @@ void fit(Emitter& em, const std::string& name, const std::string& kind, int64_t 
 
 }  // namespace
 
+std::optional<Access> fused_gather(const Access& data, const Access& index, const Shape& out_shape, int64_t axis) {
+  const size_t rank = out_shape.size();
+  if (rank < 2 || normalized_axis(axis, rank) != 0 || data.is_literal || index.is_literal) return std::nullopt;
+  if (index.dtype != DType::I32 && index.dtype != DType::I64) return std::nullopt;
+  if (data.shape.size() != rank || index.shape != out_shape) return std::nullopt;
+  for (size_t a = 1; a < rank; ++a)
+    if (index.strides[a] != 0 || data.shape[a] != out_shape[a]) return std::nullopt;
+  Access out = data;
+  out.shape = out_shape;
+  out.strides[0] = 0;
+  out.index_buffer = index.buffer;
+  out.index_dtype = index.dtype;
+  out.index_offset = index.offset;
+  out.index_stride = index.strides[0];
+  out.index_scale = data.strides[0];
+  out.index_limit = data.shape[0];
+  return out;
+}
+
 bool gather_by_dma(const Shape& out_shape, int64_t axis) {
   return normalized_axis(axis, out_shape.size()) + 1 != static_cast<int64_t>(out_shape.size());
 }

@@ -298,3 +298,30 @@ TEST_CASE("lower: a constant index (no index load: the value is written once int
     CHECK(count_kind(lowered, "scatter_add") == 1);
   }
 }
+
+TEST_CASE("lower: an expert gather read by a batched GEMM loads its operand through the index (no gather kernel)") {
+  for (const char* cfg : {"toy", "tpuv3", "tpuv4"}) {
+    for (bool fuse : {true, false}) {
+      CAPTURE(cfg);
+      CAPTURE(fuse);
+      Graph g("expert_gemm");
+      Tensor w = weight(g, "w", DType::F32, {6, 24, 40});  // [E, out, in]
+      Tensor experts = input(g, "experts", DType::I64, {5});
+      Tensor x = input(g, "x", DType::F32, {5, 3, 40});  // [P, m, in]
+      Tensor per_pair = gather(w, experts.reshape({5, 1, 1}).expand({5, 24, 40}), 0);
+      output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), per_pair.permute({0, 2, 1}).edge()}, GemmAttr{})));
+      lower::LowerOptions options;
+      options.fuse = fuse;
+      lower::Lowered lowered;
+      CHECK(check_against_interp(g, cfg, 13, 6, &lowered, options) < 1e-6);
+      CHECK(count_kind(lowered, "gather") == (fuse ? 0 : 1));
+      int gemm_indirect = 0;
+      for (const npu::Kernel& k : lowered.program.kernels)
+        npu::for_each_stmt(k.body, [&](const npu::Stmt& s) {
+          if (const auto* d = std::get_if<npu::DmaOp>(&s.node))
+            gemm_indirect += d->indirect() && k.name.find("gemm") != std::string::npos;
+        });
+      CHECK((gemm_indirect > 0) == fuse);
+    }
+  }
+}
