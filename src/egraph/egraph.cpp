@@ -119,7 +119,7 @@ uint32_t EGraph::push_node(uint16_t op, uint32_t attr, const ClassId* children, 
   const uint32_t n = static_cast<uint32_t>(nodes_.size());
   nodes_.push_back(make_rec(op, attr, children, arity, pool_));
   nodes_.back().cls = c;
-  node_origin_.push_back(origin_);
+  node_origin_.push_back(static_cast<uint16_t>(origin_));
   lists_.push(rec(c).nodes, NodeId{n});
   // Node ids only grow, so a parent list that was sorted stays sorted.
   for (size_t i = 0; i < arity; ++i) lists_.push(rec(children[i]).parents, NodeId{n});
@@ -400,7 +400,7 @@ void EGraph::compact() {
   for (const NodeRec& r : nodes_)
     if (!r.dead && r.arity > 2) children += r.arity;
   pool.reserve(children);
-  std::vector<uint32_t> origins;
+  std::vector<uint16_t> origins;
   origins.reserve(memo_size_);
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
     const NodeRec& r = nodes_[n];
@@ -557,12 +557,13 @@ void EGraph::check_invariants() const {
 uint32_t EGraph::intern_origin(std::string_view name) {
   for (uint32_t i = 0; i < origin_names_.size(); ++i)
     if (origin_names_[i] == name) return i;
+  if (origin_names_.size() > UINT16_MAX) fail("e-graph: more than {} node origins (rules)", UINT16_MAX + 1);
   origin_names_.emplace_back(name);
   return static_cast<uint32_t>(origin_names_.size() - 1);
 }
 
 size_t EGraph::memory_bytes() const {
-  size_t bytes = sizeof(*this) + node_origin_.capacity() * sizeof(uint32_t);
+  size_t bytes = sizeof(*this) + node_origin_.capacity() * sizeof(uint16_t);
   bytes += nodes_.capacity() * sizeof(NodeRec) + pool_.capacity() * sizeof(ClassId) +
            parent_.capacity() * sizeof(uint32_t) +
            slots_.capacity() * sizeof(ClassRec) + free_slots_.capacity() * sizeof(uint32_t) +

@@ -215,7 +215,8 @@ class EGraph {
   // Provenance: every node records the origin that was set when it was
   // created (the runner sets the rule's name and location around each
   // rule's actions). Origin 0 is "input": the original graph, or nodes the
-  // analysis adds. Four bytes per node; kept through compaction.
+  // analysis adds. Two bytes per node (at most 65,536 origins, far more
+  // than any rule set names); kept through compaction.
   uint32_t intern_origin(std::string_view name);
   void set_origin(uint32_t origin) { origin_ = origin; }
   uint32_t origin() const { return origin_; }
@@ -336,7 +337,7 @@ class EGraph {
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;
   uint32_t generation_ = 0;
-  std::vector<uint32_t> node_origin_;  // per node, an index into origin_names_
+  std::vector<uint16_t> node_origin_;  // per node, an index into origin_names_
   std::vector<std::string> origin_names_{"input"};
   uint32_t origin_ = 0;
 
