@@ -9,6 +9,10 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+#include <string>
+#include <vector>
+
 using namespace spool::egraph;
 
 namespace {
@@ -228,4 +232,124 @@ TEST_CASE("extraction: a class reachable only through a cycle is never chosen") 
   g3->rebuild();
   (void)q;
   CHECK(Extractor(*g3, size).extractable(sp));
+}
+
+TEST_CASE("DAG extraction picks the shared form where tree extraction does not") {
+  auto L = math::make_language();
+  auto g = math::make_egraph(*L);
+  // s = (+ (+ x y) (+ z w)) has 7 nodes. (* s s): tree cost 15, DAG cost 8.
+  // (- (+ (+ a b) (+ c u)) e): 9 either way. Same class.
+  const ClassId shared = add_expr(*g, "(* (+ (+ x y) (+ z w)) (+ (+ x y) (+ z w)))");
+  const ClassId flat = add_expr(*g, "(- (+ (+ a b) (+ c u)) e)");
+  g->merge(shared, flat);
+  g->rebuild();
+  const ClassId root = g->find(shared);
+  AstSize size;
+  const Extractor tree(*g, size);
+  CHECK(tree.extract(root).term.str(L->language) == "(- (+ (+ a b) (+ c u)) e)");
+  CHECK(tree.cost(root) == 9);
+  const DagExtractor dag(*g, size);
+  const Extraction e = dag.extract(root);
+  CHECK(e.term.str(L->language) == "(* (+ (+ x y) (+ z w)) (+ (+ x y) (+ z w)))");
+  CHECK(e.dag_cost == 8);
+  CHECK(e.tree_cost == 15);
+  CHECK(e.term.nodes.size() == 8);
+  CHECK(dag.cost(root) == 8);
+  // The cost of a node over the chosen children: the flat form's 9.
+  for (const NodeId n : g->class_nodes(root))
+    if (g->node(n).op == L->sub) CHECK(dag.node_cost(n) == 9);
+}
+
+TEST_CASE("DAG extraction: a deep chain of shared values stays linear") {
+  // v(i+1) = (* v(i) v(i)) | (+ v(i) t(i)), t(i) a fresh 3-node term. The
+  // tree cost of the product doubles per level and the sum wins on tree
+  // cost from level 3 on; by DAG cost the product (1 new node) always wins.
+  auto L = math::make_language();
+  auto g = math::make_egraph(*L);
+  ClassId v = add_expr(*g, "x");
+  for (int i = 0; i < 40; ++i) {
+    const ClassId sq = g->add(L->mul, AttrId{}, std::vector<ClassId>{v, v});
+    const ClassId t = add_expr(*g, "(+ p" + std::to_string(i) + " q" + std::to_string(i) + ")");
+    const ClassId sum = g->add(L->add, AttrId{}, std::vector<ClassId>{v, t});
+    g->merge(sq, sum);
+    g->rebuild();
+    v = g->find(sq);
+  }
+  AstSize size;
+  const DagExtractor dag(*g, size);
+  const Extraction e = dag.extract(v);
+  CHECK(e.dag_cost == 41);
+  CHECK(dag.cost(v) == 41);
+  CHECK(e.term.nodes.size() == 41);
+  CHECK(g->node(dag.best_node(v)).op == L->mul);
+  const Extractor tree(*g, size);
+  CHECK(g->node(tree.best_node(v)).op == L->add);
+  CHECK(tree.extract(v).dag_cost > 41);
+}
+
+TEST_CASE("DAG extraction: ties by (op, node id), and the same graph gives the same term") {
+  auto L = math::make_language();
+  auto build = [&] {
+    auto g = math::make_egraph(*L);
+    const ClassId a = add_expr(*g, "(cos x)");
+    const ClassId b = add_expr(*g, "(sin x)");
+    const ClassId c = add_expr(*g, "(+ (ln y) z)");
+    const ClassId d = add_expr(*g, "(+ z (ln y))");
+    g->merge(a, b);
+    g->merge(c, d);
+    const ClassId top = g->add(L->mul, AttrId{}, std::vector<ClassId>{a, c});
+    g->rebuild();
+    const ClassId canonical = g->find(top);
+    return std::make_pair(std::move(g), canonical);
+  };
+  auto [g1, top1] = build();
+  auto [g2, top2] = build();
+  AstSize size;
+  const DagExtractor d1(*g1, size), d2(*g2, size);
+  const Extractor t1(*g1, size);
+  CHECK(d1.extract(top1).term == d2.extract(top2).term);
+  CHECK(d1.cost(top1) == 7);
+  // Equal costs everywhere: the DAG extractor keeps the tree extractor's
+  // (op, node id) choice in every class.
+  for (const ClassId c : g1->classes()) CHECK(d1.best_node(c) == t1.best_node(c));
+}
+
+TEST_CASE("DAG extraction: a class reachable only through a cycle is never chosen") {
+  auto L = math::make_language();
+  AstSize size;
+  auto g = math::make_egraph(*L);
+  const ClassId x = add_expr(*g, "x");
+  const ClassId c = g->add(L->ln, AttrId{}, std::span<const ClassId>(&x, 1));
+  const ClassId cc = g->add(L->sqrt, AttrId{}, std::span<const ClassId>(&c, 1));
+  g->merge(c, cc);  // sqrt(c) = c = ln(x)
+  g->rebuild();
+  const DagExtractor ex(*g, size);
+  CHECK(ex.extract(c).term.str(L->language) == "(ln x)");
+  for (const NodeId n : g->class_nodes(g->find(c)))
+    if (g->node(n).op == L->sqrt) CHECK(ex.node_cost(n) == std::numeric_limits<double>::infinity());
+
+  auto g2 = math::make_egraph(*L);
+  const ClassId a = add_expr(*g2, "a");
+  const ClassId sa = g2->add(L->sin, AttrId{}, std::span<const ClassId>(&a, 1));
+  const ClassId ca = g2->add(L->cos, AttrId{}, std::span<const ClassId>(&sa, 1));
+  g2->merge(sa, ca);  // sin(a) = cos(sin(a))
+  g2->rebuild();
+  const ClassId top = g2->add(L->ln, AttrId{}, std::span<const ClassId>(&sa, 1));
+  g2->rebuild();
+  const DagExtractor ex2(*g2, size);
+  CHECK(ex2.extract(top).term.str(L->language) == "(ln (sin a))");
+  CHECK(ex2.cost(top) == 3);
+
+  // A node reading its own class is never chosen.
+  auto g3 = math::make_egraph(*L);
+  const ClassId p = add_expr(*g3, "p");
+  const ClassId sp = g3->add(L->sin, AttrId{}, std::span<const ClassId>(&p, 1));
+  const ClassId q = add_expr(*g3, "q");
+  const ClassId cq = g3->add(L->cos, AttrId{}, std::span<const ClassId>(&q, 1));
+  const ClassId loop = g3->add(L->ln, AttrId{}, std::span<const ClassId>(&cq, 1));
+  g3->merge(cq, loop);  // cos(q) = ln(cos(q)): still has cos(q)
+  g3->rebuild();
+  const DagExtractor ex3(*g3, size);
+  CHECK(ex3.extractable(sp));
+  CHECK(ex3.extract(cq).term.str(L->language) == "(cos q)");
 }

@@ -2,12 +2,14 @@
 // Extraction: the cheapest term of an e-class under a cost function.
 //
 // Greedy bottom-up: every class gets the cost of its cheapest node, found by
-// sweeping the classes until no cost improves. A class that can only be
-// reached through a cycle never gets a finite cost and is never chosen; a
-// class with no finite cost cannot be extracted. Ties keep the first node in
-// (op, node id) order, so the result is deterministic. The extracted term is
-// a DAG (one node per class); its tree cost (shared sub-terms counted once
-// per use) and DAG cost (counted once) are both reported.
+// sweeping the classes until no cost improves. `Extractor` weighs a node by
+// its tree cost (a shared sub-term counted once per use); `DagExtractor` by
+// its DAG cost (each distinct node of the sub-term counted once), which is
+// what a program pays. A class that can only be reached through a cycle
+// never gets a finite cost and is never chosen; a class with no finite cost
+// cannot be extracted. Ties keep the first node in (op, node id) order, so
+// the result is deterministic. The extracted term is a DAG (one node per
+// class); its tree cost and DAG cost are both reported.
 
 #include <spool/egraph/egraph.hpp>
 
@@ -83,6 +85,51 @@ class Extractor {
   const CostFunction& cost_fn_;
   std::vector<double> best_cost_;
   std::vector<NodeId> best_node_;
+};
+
+// Greedy extraction by DAG cost (the "greedy-dag" extractor of the e-graph
+// extraction literature). A node's own cost is the cost function at zero
+// child costs, so the cost must be additive: own cost plus the children's
+// (AstSize and hlir::HlirCost are). Each class keeps, for its best node, the
+// set of e-nodes of that node's sub-term and its cost, the sum of their own
+// costs, each once; a node's candidate set is the union of its children's
+// sets plus itself. Sweeps run until no class improves strictly. A candidate
+// whose set holds a node of its own class would close a cycle and is never
+// taken. Sets are bitsets over the live nodes: memory is classes x nodes
+// bits, about 5 MB for a 32-layer llama e-graph (4.8k classes, 8.7k nodes).
+class DagExtractor {
+ public:
+  // The graph must be clean and must not change while the extractor is used.
+  DagExtractor(const EGraph& graph, const CostFunction& cost);
+
+  // The DAG cost of the term `extract(c)` gives (infinity: not extractable).
+  double cost(ClassId c) const;
+  bool extractable(ClassId c) const { return cost(c) < std::numeric_limits<double>::infinity(); }
+  NodeId best_node(ClassId c) const;
+  // The DAG cost of the term of node `n` with every child class taken as the
+  // extractor chose it (infinity if a child is not extractable or the term
+  // would use `n`'s own class below `n`).
+  double node_cost(NodeId n) const;
+
+  // Throws spool::Error if a root cannot be extracted.
+  Extraction extract(ClassId root) const;
+  Extraction extract(std::span<const ClassId> roots) const;
+
+ private:
+  // The cost of node `n` over the children's current sets, its set left in
+  // `set`; infinity if a child has no term or the set holds a node of `n`'s
+  // own class.
+  double candidate(NodeId n, std::vector<uint64_t>& set) const;
+
+  const EGraph& graph_;
+  const CostFunction& cost_fn_;
+  std::vector<uint32_t> class_index_;  // class id -> dense class index; UINT32_MAX: not canonical
+  std::vector<uint32_t> node_index_;   // node id -> dense node index (bit); UINT32_MAX: dead
+  std::vector<double> own_;            // dense node -> own cost
+  size_t words_ = 0;                   // 64-bit words per set
+  std::vector<uint64_t> sets_;         // dense class -> the nodes of its term (words_ words each)
+  std::vector<double> best_cost_;      // dense class -> DAG cost of its term
+  std::vector<NodeId> best_node_;      // dense class -> chosen node
 };
 
 }  // namespace spool::egraph
