@@ -191,8 +191,8 @@ std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const re
   return home;
 }
 
-// The greedy term of a region under `cost`, whose extractor is given.
-egraph::Term greedy_term(const Region& region, const egraph::CostFunction& cost, const egraph::Extractor& extractor);
+// The greedy term of a region, whose extractor is given.
+egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extractor);
 
 // The placeholder K of a region's e-graph node, if it is one.
 std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
@@ -205,9 +205,11 @@ std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egr
 }
 
 // A region's cost with its placeholders priced as what they stand for: the
-// cost of the value in the region computing it. In one e-graph for the
-// whole graph a class reading that value carries its cost; greedy choices
-// (which weigh a term by the costs under it) then agree with that e-graph's.
+// DAG cost of the value in the region computing it, as the placeholder's own
+// cost. In one e-graph for the whole graph a term reading that value holds
+// its sub-term, counted once however often it is read; greedy choices (which
+// weigh a term by the distinct nodes under it) then agree with that
+// e-graph's.
 class PlaceholderCost : public egraph::CostFunction {
  public:
   PlaceholderCost(const Region& region, const egraph::CostFunction& base, const std::vector<double>& leaf_costs)
@@ -250,13 +252,13 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   // The cost and extractor of each region under its current prices;
   // rebuilt only for regions whose prices changed.
   std::vector<std::unique_ptr<PlaceholderCost>> cost(n);
-  std::vector<std::unique_ptr<egraph::Extractor>> extractor(n);
+  std::vector<std::unique_ptr<egraph::DagExtractor>> extractor(n);
   std::vector<bool> stale(n, true);
   auto refresh = [&](size_t d) {
     if (!stale[d]) return;
     extractor[d].reset();
     cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], *base[d], leaf[d]);
-    extractor[d] = std::make_unique<egraph::Extractor>(*s.regions[d].egraph, *cost[d]);
+    extractor[d] = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *cost[d]);
   };
   // One region reads no other region's values: its placeholders are graph
   // inputs and weights, priced as themselves.
@@ -281,7 +283,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   std::vector<egraph::Term> terms(n);
   parallel_indices(n, threads, [&](size_t d) {
     refresh(d);
-    terms[d] = greedy_term(s.regions[d], *cost[d], *extractor[d]);
+    terms[d] = greedy_term(s.regions[d], *extractor[d]);
   });
   return terms;
 }
@@ -373,13 +375,13 @@ std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region) {
 }
 
 egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost) {
-  const egraph::Extractor extractor(*region.egraph, cost);
-  return greedy_term(region, cost, extractor);
+  const egraph::DagExtractor extractor(*region.egraph, cost);
+  return greedy_term(region, extractor);
 }
 
 namespace {
 
-egraph::Term greedy_term(const Region& region, const egraph::CostFunction& cost, const egraph::Extractor& extractor) {
+egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extractor) {
   const egraph::EGraph& eg = *region.egraph;
   const egraph::hlir::HlirLanguage& lang = *region.lang;
   std::map<uint32_t, egraph::NodeId> chosen_instead;  // class -> node, overriding the extractor's choice
@@ -446,9 +448,7 @@ egraph::Term greedy_term(const Region& region, const egraph::CostFunction& cost,
           const egraph::ENodeRef node = eg.node(n);
           const std::optional<LoopAttr> m = marker_of(lang, node);
           if (m && m->loop == u.loop) continue;
-          std::vector<double> child_costs;
-          for (const egraph::ClassId child : node.children) child_costs.push_back(extractor.cost(child));
-          const double cst = cost.cost(eg, n, child_costs);
+          const double cst = extractor.node_cost(n);
           if (cst < best) {
             best = cst;
             pick = n;

@@ -122,14 +122,15 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options = {});
 // The cost compile extracts by, for one region's e-graph.
 std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region);
 
-// Greedy extraction of one region under `cost`, with the unioned loops made
+// Greedy extraction of one region under `cost` by DAG cost (each distinct
+// node once, egraph::DagExtractor), with the unioned loops made
 // consistent (a loop whose rolled form is used with a loop_end left out is
 // taken unrolled instead).
 egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost);
 
 // The terms compile extracts: extract_greedy of every region under
 // extraction_cost, with each placeholder leaf priced as the value it stands
-// for (its cost in the region computing it), as one e-graph for the whole
+// for (its DAG cost in the region computing it), as one e-graph for the whole
 // graph would price it, so that greedy choices agree with that e-graph's.
 std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads = 0);
 
