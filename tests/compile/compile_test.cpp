@@ -237,7 +237,7 @@ TEST_CASE("a 3-trip chain of scalar multiplies followed by an exp2 fuses through
 
 TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules") {
   const std::string loops = std::string(SPOOL_SOURCE_DIR) + "/rules/loops.rules";
-  for (int layers : {2, 4, 8}) {
+  for (int layers : {2, 4, 8, 16}) {
     INFO(layers << " layers");
     examples::LlamaConfig config = examples::LlamaConfig::tiny();
     config.layers = layers;
