@@ -67,6 +67,7 @@ void run_fuzz(const FuzzCommandOptions& o) {
   fo.threads = o.threads;
   fo.shrink = !o.no_shrink;
   fo.tolerance = tolerance;
+  fo.lowered_config = config;
   const search::FuzzReport report = search::fuzz(space, reference, check, fo);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -5,6 +5,7 @@
 #include <spool/ir/tensor.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/search/fitness.hpp>
+#include <spool/search/fuzz.hpp>
 #include <spool/search/genetic.hpp>
 #include <spool/sim/config.hpp>
 
@@ -85,4 +86,22 @@ TEST_CASE("genetic search on simulated cycles: no worse than greedy, same result
   CHECK(one.best == two.best);
   CHECK(one.best_cycles == two.best_cycles);
   CHECK(one.genomes == two.genomes);
+}
+
+TEST_CASE("every kernel of a correct program, lowered alone on the interpreter's inputs, agrees with it") {
+  const Graph g = two_layer_mlp();
+  const Saturated sat = saturate(g, shipped_rules());
+  const SearchSpace space = search_space(sat);
+  const Reference ref = make_reference(g, 4);
+  const sim::NpuConfig config = sim::load_config("toy");
+  Rng rng(9);
+  for (int i = 0; i < 3; ++i) {
+    const Graph program = space.program(space.genomes().mutate(space.greedy(), rng, 2));
+    const std::optional<std::string> d = first_lowered_divergence(program, ref, config, 1e-4);
+    CHECK_MESSAGE(!d.has_value(), d.value_or(""));
+  }
+  // A tolerance nothing meets: the first kernel is reported, with its error.
+  const std::optional<std::string> all = first_lowered_divergence(space.program(space.greedy()), ref, config, -1);
+  REQUIRE(all.has_value());
+  CHECK(all->find("lowered alone it differs by") != std::string::npos);
 }

@@ -49,6 +49,10 @@ struct FuzzOptions {
   int threads = 0;       // 0: TBB's default; the report never depends on it
   bool shrink = true;
   double tolerance = 1e-5;  // of the divergence search
+  // When the check lowers and simulates: the config, so that a program
+  // whose LLIR is right on the interpreter is searched kernel by kernel for
+  // the first one that goes wrong when lowered (first_lowered_divergence).
+  std::optional<sim::NpuConfig> lowered_config;
 };
 
 struct FuzzFailure {
@@ -101,5 +105,13 @@ struct Suspect {
 std::optional<std::string> first_divergence(const Graph& program, const Reference& reference,
                                             std::span<const Graph> reference_programs,
                                             std::span<const Suspect> suspects, double tolerance);
+
+// The first kernel node (in topological order) of `program` that computes
+// another value when lowered and run in functional simulation alone, on the
+// interpreter's values of its inputs, than the interpreter computes for it
+// (or that cannot be lowered); nullopt if every kernel agrees. Returns its
+// text line and the error.
+std::optional<std::string> first_lowered_divergence(const Graph& program, const Reference& reference,
+                                                    const sim::NpuConfig& config, double tolerance);
 
 }  // namespace spool::search
