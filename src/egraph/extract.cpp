@@ -5,7 +5,8 @@
 // replaces the current choice only if it is strictly cheaper. A node with a
 // child of infinite cost is never chosen, which is what keeps classes that
 // are reachable only through a cycle out of every extracted term. The DAG
-// extractor re-examines only classes whose children's choices changed.
+// extractor instead makes classes final cheapest first (Knuth's algorithm),
+// so each node is priced once, when its children are final.
 
 #include <spool/egraph/extract.hpp>
 #include <spool/support/error.hpp>
@@ -14,7 +15,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <optional>
+#include <queue>
 
 namespace spool::egraph {
 
@@ -188,11 +191,13 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
   const size_t nc = classes.size();
   class_index_.assign(graph.class_id_bound(), UINT32_MAX);
   node_index_.assign(graph.node_id_bound(), UINT32_MAX);
+  std::vector<NodeId> nodes;  // dense node -> node
   boost::container::small_vector<double, 8> zeros;
   for (size_t i = 0; i < nc; ++i) {
     class_index_[classes[i].value] = static_cast<uint32_t>(i);
     for (NodeId n : graph.class_nodes(classes[i])) {
-      node_index_[n.value] = static_cast<uint32_t>(own_.size());
+      node_index_[n.value] = static_cast<uint32_t>(nodes.size());
+      nodes.push_back(n);
       zeros.assign(graph.node(n).children.size(), 0.0);
       own_.push_back(cost_fn_.cost(graph, n, span_of(zeros)));
     }
@@ -202,74 +207,53 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
   best_cost_.assign(nc, inf);
   best_node_.assign(nc, NodeId{});
 
-  // Dense class -> the classes with a node reading it, each once, ascending.
-  std::vector<std::vector<uint32_t>> parents(nc);
-  for (size_t i = 0; i < nc; ++i)
-    for (NodeId n : graph.class_nodes(classes[i]))
-      for (ClassId child : graph.node(n).children) parents[class_index_[graph.find_const(child).value]].push_back(i);
-  for (std::vector<uint32_t>& p : parents) {
-    std::sort(p.begin(), p.end());
-    p.erase(std::unique(p.begin(), p.end()), p.end());
+  // Dense class -> the dense nodes reading it, once per child slot; and per
+  // node, its child slots whose class is not final yet.
+  std::vector<std::vector<uint32_t>> readers(nc);
+  std::vector<uint32_t> waiting(nodes.size());
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const ENodeRef node = graph.node(nodes[k]);
+    waiting[k] = static_cast<uint32_t>(node.children.size());
+    for (ClassId child : node.children)
+      readers[class_index_[graph.find_const(child).value]].push_back(static_cast<uint32_t>(k));
   }
 
-  // Sweeps in class order over the classes whose children changed. A class
-  // changes only to a strictly cheaper set, so this ends; and a class's
-  // cost exceeds that of every class its choice reads when chosen (costs
-  // are positive), so the choices never form a cycle.
-  std::vector<uint8_t> dirty(nc, 1);
+  // Knuth's generalisation of Dijkstra: take the class of least tentative
+  // cost and make it final; a node is priced once all its children are
+  // final. A node's set holds each child's, so it costs more than any child
+  // (own costs are positive): no node cheaper than a final class can still
+  // be waiting for a child, each class is final at its cheapest node over
+  // its children's final terms, and a node under its own class is never
+  // priced before that class is final, so no choice closes a cycle. Equal
+  // costs keep the first node in (op, node id) order.
+  std::vector<uint8_t> done(nc, 0);
   std::vector<uint64_t> set(words_);
-  for (bool again = true; again;) {
-    again = false;
-    for (size_t i = 0; i < nc; ++i) {
-      if (!dirty[i]) continue;
-      dirty[i] = 0;
-      bool improved = false;
-      for (NodeId n : graph.class_nodes(classes[i])) {
-        const double c = candidate(n, set);
-        if (c < best_cost_[i]) {
-          best_cost_[i] = c;
-          best_node_[i] = n;
-          std::copy(set.begin(), set.end(), sets_.begin() + static_cast<ptrdiff_t>(i * words_));
-          improved = true;
-        }
-      }
-      if (!improved) continue;
-      for (uint32_t p : parents[i]) {
-        dirty[p] = 1;
-        if (p <= i) again = true;  // not visited again in this sweep
-      }
-    }
-  }
-
-  // A set is exact when taken, but the classes under it may have improved
-  // since. Recompute every set from the final choices, children first, so
-  // that cost(c) is the DAG cost of the term extract(c) gives.
-  std::vector<uint8_t> state(nc, 0);  // 0: to do, 1: on the stack, 2: exact
-  std::vector<std::pair<uint32_t, size_t>> stack;  // dense class, next child
-  for (size_t start = 0; start < nc; ++start) {
-    if (state[start] || best_cost_[start] == inf) continue;
-    stack.push_back({static_cast<uint32_t>(start), 0});
-    state[start] = 1;
-    while (!stack.empty()) {
-      auto& [i, next] = stack.back();
-      const ENodeRef node = graph.node(best_node_[i]);
-      if (next < node.children.size()) {
-        const uint32_t child = class_index_[graph.find_const(node.children[next++]).value];
-        SPOOL_ASSERT(state[child] != 1, "DAG extraction: the chosen nodes form a cycle through c{}",
-                     classes[child].value);
-        if (state[child] == 0) {
-          state[child] = 1;
-          stack.push_back({child, 0});
-        }
-        continue;
-      }
-      const double c = candidate(best_node_[i], set);
-      SPOOL_ASSERT(c < inf, "DAG extraction: the term of c{} uses its own class", classes[i].value);
-      best_cost_[i] = c;
-      std::copy(set.begin(), set.end(), sets_.begin() + static_cast<ptrdiff_t>(i * words_));
-      state[i] = 2;
-      stack.pop_back();
-    }
+  using Entry = std::pair<double, uint32_t>;  // tentative cost, dense class
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
+  auto price = [&](uint32_t k) {
+    const NodeId n = nodes[k];
+    const uint32_t c = class_index_[graph.class_of(n).value];
+    if (done[c]) return;
+    const double cost = candidate(n, set);
+    if (cost == inf) return;
+    const bool better = cost < best_cost_[c] || (cost == best_cost_[c] && node_index_[n.value] < node_index_[best_node_[c].value]);
+    if (!better) return;
+    best_cost_[c] = cost;
+    best_node_[c] = n;
+    queue.push({cost, c});
+  };
+  for (size_t k = 0; k < nodes.size(); ++k)
+    if (waiting[k] == 0) price(static_cast<uint32_t>(k));
+  while (!queue.empty()) {
+    const auto [cost, c] = queue.top();
+    queue.pop();
+    if (done[c] || cost != best_cost_[c]) continue;  // a stale entry
+    done[c] = 1;
+    const double again = candidate(best_node_[c], set);
+    SPOOL_ASSERT(again == cost, "DAG extraction: c{} priced twice differently", classes[c].value);
+    std::copy(set.begin(), set.end(), sets_.begin() + static_cast<ptrdiff_t>(c * words_));
+    for (uint32_t k : readers[c])
+      if (--waiting[k] == 0) price(k);
   }
 }
 
