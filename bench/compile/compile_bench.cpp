@@ -4,8 +4,9 @@
 // (rules/default.rules) unless rule files are given. Prints per-stage times,
 // the e-graphs (count, nodes, classes), the unrolled/rolled ratio of
 // roll+saturate+extract+unroll, whether both give the same program, and the
-// extraction cost of each program. Each figure is the best of a few runs,
-// all measured in this one process.
+// extraction cost of each program; then greedy extraction alone (tree cost
+// against DAG cost) on the largest unrolled e-graph. Each figure is the best
+// of a few runs, all measured in this one process.
 
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/hlir_cost.hpp>
@@ -14,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -38,6 +40,42 @@ double program_cost(const Graph& program) {
   eg->rebuild();
   const egraph::hlir::HlirCost cost(lang);
   return egraph::Extractor(*eg, cost).extract(roots).dag_cost;
+}
+
+// Best-of-`runs` milliseconds of `f()`.
+template <typename F>
+double best_ms(int runs, F f) {
+  double best = 1e300;
+  for (int i = 0; i < runs; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+  }
+  return best;
+}
+
+// Tree-cost and DAG-cost greedy extraction alone on the unrolled e-graph of
+// `layers` layers: time, and the DAG cost of the term each extracts.
+void extraction_alone(int layers, const CompileOptions& base) {
+  examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+  config.layers = layers;
+  const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+  CompileOptions options = base;
+  options.roll = false;
+  const Saturated s = saturate(g, options);
+  if (s.regions.size() != 1) return;
+  const Region& region = s.regions[0];
+  const std::unique_ptr<egraph::CostFunction> cost = extraction_cost(region);
+  double tree_cost = 0, dag_cost = 0;
+  const double tree_ms = best_ms(5, [&] {
+    tree_cost = egraph::Extractor(*region.egraph, *cost).extract(region.roots).dag_cost;
+  });
+  const double dag_ms = best_ms(5, [&] {
+    dag_cost = egraph::DagExtractor(*region.egraph, *cost).extract(region.roots).dag_cost;
+  });
+  std::printf("extraction alone, %d layers unrolled (%zu e-nodes, %zu classes): tree %.2f ms (term cost %.4g), "
+              "DAG %.2f ms (term cost %.4g)\n",
+              layers, region.egraph->num_nodes(), region.egraph->num_classes(), tree_ms, tree_cost, dag_ms, dag_cost);
 }
 
 }  // namespace
@@ -130,5 +168,13 @@ int main(int argc, char** argv) {
   }
   if (rolled_at_2 > 0 && max_layers >= 32)
     std::printf("rolled at 32 layers / rolled at 2 layers: %.2fx\n", rolled_last / rolled_at_2);
+  {
+    CompileOptions options;
+    options.rule_files = rules;
+    options.runner.node_limit = 2'000'000;
+    options.runner.scheduler = scheduler;
+    options.runner.threads = runner_threads;
+    extraction_alone(std::min(max_layers, 32), options);
+  }
   return 0;
 }
