@@ -64,6 +64,14 @@ class GemmKernel {
     const int64_t TM = t_.TM, TN = t_.TN, TK = t_.TK;
     a_mode_ = operand_mode(j_.a, j_.a_program, rank_ - 2, rank_ - 1);
     b_mode_ = operand_mode(j_.b, j_.b_program, rank_ - 2, rank_ - 1);
+    // A prologue over B inputs that are all stored k-contiguous (a K^T read
+    // through views, e.g. the attention scores' keys behind a concat) loads
+    // its tiles as rows of k, runs on the [n, k] layout (elementwise, so any
+    // layout will do) and feeds the array with trans_b: loaded as [k, n]
+    // every element would be its own strided request.
+    b_prologue_t_ = b_mode_ == OperandLoad::Prologue && N_ > 1;
+    for (const Access& b : j_.b)
+      b_prologue_t_ = b_prologue_t_ && b.index_buffer < 0 && b.strides[rank_ - 2] == 1 && b.strides[rank_ - 1] != 1;
     // Operand buffers (the matmul's), then the prologue inputs.
     A_ = kb_.spad("A", j_.dtype, TM * TK, 2);
     B_ = kb_.spad("B", j_.dtype, TK * TN, 2);
@@ -261,15 +269,22 @@ class GemmKernel {
         case OperandLoad::Direct: load_tile(j_.b[0], rank_ - 2, rank_ - 1, k0, n0, ke, Extent::of(W), B_, slot, TN); break;
         case OperandLoad::Transposed: load_tile(j_.b[0], rank_ - 1, rank_ - 2, n0, k0, Extent::of(W), ke, B_, slot, TK); break;
         case OperandLoad::Prologue:
-          for (size_t i = 0; i < j_.b.size(); ++i)
-            load_tile(j_.b[i], rank_ - 2, rank_ - 1, k0, n0, ke, Extent::of(W), b_in_[i], slot, TN);
+          for (size_t i = 0; i < j_.b.size(); ++i) {
+            if (b_prologue_t_)
+              load_tile(j_.b[i], rank_ - 1, rank_ - 2, n0, k0, Extent::of(W), ke, b_in_[i], slot, TK);
+            else
+              load_tile(j_.b[i], rank_ - 2, rank_ - 1, k0, n0, ke, Extent::of(W), b_in_[i], slot, TN);
+          }
           break;
       }
     };
     auto k_run = [&](const Affine& kidx, bool accumulate, const Affine& slot) {
       const Extent ke = ragged(TK, K_, kidx, KT_);
       if (a_mode_ == OperandLoad::Prologue) prologue(a_in_, j_.a, j_.a_program, A_, slot, me, ke, TK, "prologue.a");
-      if (b_mode_ == OperandLoad::Prologue) prologue(b_in_, j_.b, j_.b_program, B_, slot, ke, Extent::of(W), TN, "prologue.b");
+      if (b_mode_ == OperandLoad::Prologue && b_prologue_t_)
+        prologue(b_in_, j_.b, j_.b_program, B_, slot, Extent::of(W), ke, TK, "prologue.b");
+      else if (b_mode_ == OperandLoad::Prologue)
+        prologue(b_in_, j_.b, j_.b_program, B_, slot, ke, Extent::of(W), TN, "prologue.b");
       // Array steps: k chunks of the array's rows, column chunks of its columns.
       const int64_t chunks = ceil_div(TK, Nr_);
       for (int64_t kc = 0; kc < chunks; ++kc) {
@@ -287,7 +302,7 @@ class GemmKernel {
           } else {
             mm.a = SpadRef{A_, slot, Affine::of(kc * Nr_), TK};
           }
-          if (b_mode_ == OperandLoad::Transposed) {
+          if (b_mode_ == OperandLoad::Transposed || b_prologue_t_) {
             mm.b = SpadRef{B_, slot, Affine::of(Nc_ * u * TK + kc * Nr_), TK};
             mm.trans_b = true;
           } else {
@@ -355,6 +370,7 @@ class GemmKernel {
   size_t rank_ = 2;
   int64_t M_ = 0, K_ = 0, N_ = 0, Nr_ = 0, Nc_ = 0, MT_ = 0, KT_ = 0;
   OperandLoad a_mode_ = OperandLoad::Direct, b_mode_ = OperandLoad::Direct;
+  bool b_prologue_t_ = false;  // B's prologue runs on [n, k] tiles (see build)
   int A_ = -1, B_ = -1, C_ = -1, O_ = -1;
   std::vector<int> a_in_, b_in_, epi_buf_;
   std::vector<EpiKind> epi_kind_;
