@@ -203,7 +203,7 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
     }
   }
   words_ = (own_.size() + 63) / 64;
-  sets_.assign(nc * words_, 0);
+  sets_.resize(nc);
   best_cost_.assign(nc, inf);
   best_node_.assign(nc, NodeId{});
 
@@ -211,12 +211,15 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
   // node, its child slots whose class is not final yet.
   std::vector<std::vector<uint32_t>> readers(nc);
   std::vector<uint32_t> waiting(nodes.size());
+  // A class's set is kept while a node reading it is still to be priced.
   for (size_t k = 0; k < nodes.size(); ++k) {
     const ENodeRef node = graph.node(nodes[k]);
     waiting[k] = static_cast<uint32_t>(node.children.size());
     for (ClassId child : node.children)
       readers[class_index_[graph.find_const(child).value]].push_back(static_cast<uint32_t>(k));
   }
+  std::vector<uint32_t> unread(nc);
+  for (size_t c = 0; c < nc; ++c) unread[c] = static_cast<uint32_t>(readers[c].size());
 
   // Knuth's generalisation of Dijkstra: take the class of least tentative
   // cost and make it final; a node is priced once all its children are
@@ -240,6 +243,7 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
     if (!better) return;
     best_cost_[c] = cost;
     best_node_[c] = n;
+    sets_[c] = set;
     queue.push({cost, c});
   };
   for (size_t k = 0; k < nodes.size(); ++k)
@@ -249,11 +253,16 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
     queue.pop();
     if (done[c] || cost != best_cost_[c]) continue;  // a stale entry
     done[c] = 1;
-    const double again = candidate(best_node_[c], set);
-    SPOOL_ASSERT(again == cost, "DAG extraction: c{} priced twice differently", classes[c].value);
-    std::copy(set.begin(), set.end(), sets_.begin() + static_cast<ptrdiff_t>(c * words_));
-    for (uint32_t k : readers[c])
-      if (--waiting[k] == 0) price(k);
+    if (readers[c].empty()) std::vector<uint64_t>().swap(sets_[c]);
+    for (uint32_t k : readers[c]) {
+      if (--waiting[k] != 0) continue;
+      price(k);
+      // Node k is priced: its children's sets have one reader less.
+      for (ClassId child : graph.node(nodes[k]).children) {
+        const uint32_t d = class_index_[graph.find_const(child).value];
+        if (--unread[d] == 0) std::vector<uint64_t>().swap(sets_[d]);
+      }
+    }
   }
 }
 
@@ -272,14 +281,16 @@ double DagExtractor::candidate(NodeId n, std::vector<uint64_t>& set) const {
   if (base == UINT32_MAX) {
     std::fill(set.begin(), set.end(), 0);
   } else {
-    const uint64_t* b = sets_.data() + base * words_;
+    SPOOL_ASSERT(sets_[base].size() == words_, "DAG extraction: the set of a class still read was dropped");
+    const uint64_t* b = sets_[base].data();
     std::copy(b, b + words_, set.begin());
     total = best_cost_[base];
   }
   for (ClassId child : node.children) {
     const uint32_t k = class_index_[graph_.find_const(child).value];
     if (k == base) continue;
-    const uint64_t* s = sets_.data() + k * words_;
+    SPOOL_ASSERT(sets_[k].size() == words_, "DAG extraction: the set of a class still read was dropped");
+    const uint64_t* s = sets_[k].data();
     for (size_t w = 0; w < words_; ++w) {
       uint64_t extra = s[w] & ~set[w];
       if (!extra) continue;
@@ -310,8 +321,30 @@ NodeId DagExtractor::best_node(ClassId c) const {
 }
 
 double DagExtractor::node_cost(NodeId n) const {
-  std::vector<uint64_t> set(words_);
-  return candidate(n, set);
+  // The sets are gone: walk the chosen terms under the children instead.
+  const double inf = std::numeric_limits<double>::infinity();
+  const ClassId own_class = graph_.class_of(n);
+  std::vector<uint8_t> seen(best_node_.size(), 0);
+  std::vector<uint32_t> stack;
+  auto visit = [&](ClassId child) {
+    const uint32_t k = class_index_[graph_.find_const(child).value];
+    if (seen[k]) return true;
+    if (best_cost_[k] == inf) return false;
+    seen[k] = 1;
+    stack.push_back(k);
+    return true;
+  };
+  for (ClassId child : graph_.node(n).children)
+    if (!visit(child)) return inf;
+  double total = own_[node_index_[n.value]];
+  while (!stack.empty()) {
+    const NodeId m = best_node_[stack.back()];
+    stack.pop_back();
+    if (graph_.class_of(m) == own_class) return inf;
+    total += own_[node_index_[m.value]];
+    for (ClassId child : graph_.node(m).children) visit(child);
+  }
+  return total;
 }
 
 Extraction DagExtractor::extract(ClassId root) const { return extract(std::span<const ClassId>(&root, 1)); }

@@ -282,6 +282,10 @@ TEST_CASE("DAG extraction: a deep chain of shared values stays linear") {
   CHECK(dag.cost(v) == 41);
   CHECK(e.term.nodes.size() == 41);
   CHECK(g->node(dag.best_node(v)).op == L->mul);
+  CHECK(dag.node_cost(dag.best_node(v)) == 41);
+  // The sum at the top: the product chain below (40 nodes) plus t(39) (3).
+  for (const NodeId n : g->class_nodes(v))
+    if (g->node(n).op == L->add) CHECK(dag.node_cost(n) == 44);
   const Extractor tree(*g, size);
   CHECK(g->node(tree.best_node(v)).op == L->add);
   CHECK(tree.extract(v).dag_cost > 41);

@@ -95,9 +95,10 @@ class Extractor {
 // cost, the sum of their own costs, each once; a node's set is the union of
 // its children's sets plus itself. Classes are made final cheapest first, so
 // every class ends at its cheapest node over its children's final terms and
-// no choice closes a cycle. Sets are bitsets over the live nodes: memory is
-// classes x nodes bits, about 5 MB for a 32-layer llama e-graph (4.8k
-// classes, 8.7k nodes).
+// no choice closes a cycle. Sets are bitsets over the live nodes, each kept
+// only while a node reading its class is still to be priced; so each node is
+// priced in time linear in the graph's size, and the sets alive at once are
+// the frontier of the sweep, not every class.
 class DagExtractor {
  public:
   // The graph must be clean and must not change while the extractor is used.
@@ -128,7 +129,7 @@ class DagExtractor {
   std::vector<uint32_t> node_index_;   // node id -> dense node index (bit); UINT32_MAX: dead
   std::vector<double> own_;            // dense node -> own cost
   size_t words_ = 0;                   // 64-bit words per set
-  std::vector<uint64_t> sets_;         // dense class -> the nodes of its term (words_ words each)
+  std::vector<std::vector<uint64_t>> sets_;  // dense class -> the nodes of its term, while still read
   std::vector<double> best_cost_;      // dense class -> DAG cost of its term
   std::vector<NodeId> best_node_;      // dense class -> chosen node
 };
