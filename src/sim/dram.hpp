@@ -15,6 +15,15 @@
 // bank r' % banks, row r' / banks. Each bank keeps its open row across
 // descriptors (row-buffer hit/miss).
 //
+// touch() gives exactly the counts and row-buffer states of touch_reference()
+// (the granule-by-granule walk above, kept as the specification and checked
+// against it in tests/sim/dram_fast_test.cpp), faster: with power-of-two
+// geometry the divisions are shifts, and a run covering whole stripes of
+// channels * row_bytes bytes (aligned) is accounted one (channel, row) at a
+// time: such a stripe maps every channel's share to one row of one bank
+// (row_bytes / interleave_bytes granules per channel), so per channel the
+// first granule decides hit or miss and the others hit.
+//
 // Service time of one descriptor on channel c, in DRAM cycles:
 //   bus_c  = requests_c * request_bytes / bytes_per_cycle
 //   bank_b = misses_b * (t_rp + t_rcd) + requests_b * request_bytes / bytes_per_cycle
@@ -48,6 +57,8 @@ class DramModel {
   void begin();
   // Adds a contiguous run of `bytes` bytes at DRAM byte address `addr`.
   void touch(int64_t addr, int64_t bytes);
+  // The same, one interleave granule at a time: the model's definition.
+  void touch_reference(int64_t addr, int64_t bytes);
   // Serves the descriptor whose first request reaches the channels at
   // `arrival` and whose last request reaches them at `last_arrival`.
   // Returns when the last channel finished serving it (before the return
@@ -74,6 +85,14 @@ class DramModel {
   std::vector<int64_t> channel_req_; // per descriptor
   std::vector<int64_t> worst_;        // per channel, scratch
   int channel_bits_ = 0;
+  // Power-of-two geometry (every size below a power of two, row_bytes a
+  // multiple of interleave_bytes, interleave_bytes of request_bytes): log2s.
+  bool pow2_ = false;
+  int il_shift_ = 0, rb_shift_ = 0, row_shift_ = 0, bank_bits_ = 0;
+  int channel_of(int64_t granule) const;
+  void account(int ch, int idx, int64_t row, int64_t requests);
+  void touch_granules(int64_t addr, int64_t bytes);
+  void touch_stripes(int64_t first, int64_t count);
   std::vector<int> touched_banks_;
   std::vector<int> touched_channels_;
   DmaCost cost_;
