@@ -67,15 +67,14 @@ void extraction_alone(int layers, const CompileOptions& base) {
   const Region& region = s.regions[0];
   const std::unique_ptr<egraph::CostFunction> cost = extraction_cost(region);
   double tree_cost = 0, dag_cost = 0;
-  const double tree_ms = best_ms(5, [&] {
-    tree_cost = egraph::Extractor(*region.egraph, *cost).extract(region.roots).dag_cost;
-  });
-  const double dag_ms = best_ms(5, [&] {
-    dag_cost = egraph::DagExtractor(*region.egraph, *cost).extract(region.roots).dag_cost;
-  });
-  std::printf("extraction alone, %d layers unrolled (%zu e-nodes, %zu classes): tree %.2f ms (term cost %.4g), "
-              "DAG %.2f ms (term cost %.4g)\n",
-              layers, region.egraph->num_nodes(), region.egraph->num_classes(), tree_ms, tree_cost, dag_ms, dag_cost);
+  const double tree_ms =
+      best_ms(5, [&] { tree_cost = egraph::Extractor(*region.egraph, *cost).extract(region.roots).dag_cost; });
+  const double dag_ms =
+      best_ms(5, [&] { dag_cost = egraph::DagExtractor(*region.egraph, *cost).extract(region.roots).dag_cost; });
+  std::printf(
+      "extraction alone, %d layers unrolled (%zu e-nodes, %zu classes): tree %.2f ms (term cost %.4g), "
+      "DAG %.2f ms (term cost %.4g)\n",
+      layers, region.egraph->num_nodes(), region.egraph->num_classes(), tree_ms, tree_cost, dag_ms, dag_cost);
 }
 
 }  // namespace
@@ -160,7 +159,8 @@ int main(int argc, char** argv) {
                   rep.times.unroll_ms, rep.times.total_ms, rep.egraph.egraphs, rep.egraph.nodes, rep.egraph.classes,
                   g.num_live(), r->program.num_live());
       if (r == &unrolled)
-        std::printf(" %6.1fx | %6s", unrolled.report.times.total_ms / rolled.report.times.total_ms, same ? "yes" : "no");
+        std::printf(" %6.1fx | %6s", unrolled.report.times.total_ms / rolled.report.times.total_ms,
+                    same ? "yes" : "no");
       else
         std::printf(" %7s | %6s", "", "");
       std::printf(" %9.4g\n", program_cost(r->program));

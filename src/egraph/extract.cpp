@@ -73,8 +73,7 @@ std::vector<ClassId> add_term(EGraph& graph, const Term& term) {
   return roots;
 }
 
-Extractor::Extractor(const EGraph& graph, const CostFunction& cost)
-    : graph_(graph), cost_fn_(cost) {
+Extractor::Extractor(const EGraph& graph, const CostFunction& cost) : graph_(graph), cost_fn_(cost) {
   SPOOL_ASSERT(graph.clean(), "extraction needs a rebuilt e-graph");
   const double inf = std::numeric_limits<double>::infinity();
   best_cost_.assign(graph.class_id_bound(), inf);
@@ -144,8 +143,7 @@ Extraction extract_chosen(const EGraph& graph, const CostFunction& cost_fn, std:
           if (index[child.value] != UINT32_MAX) continue;
           SPOOL_ASSERT(!on_stack[child.value], "extraction: the chosen nodes form a cycle through c{}", child.value);
           const std::optional<NodeId> child_node = choice(child);
-          SPOOL_ASSERT(child_node.has_value(), "extraction: a chosen node has a child c{} without a term",
-                       child.value);
+          SPOOL_ASSERT(child_node.has_value(), "extraction: a chosen node has a child c{} without a term", child.value);
           on_stack[child.value] = 1;
           stack.push_back({child, *child_node, 0});
           continue;
@@ -211,13 +209,13 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
   // node, its child slots whose class is not final yet.
   std::vector<std::vector<uint32_t>> readers(nc);
   std::vector<uint32_t> waiting(nodes.size());
-  // A class's set is kept while a node reading it is still to be priced.
   for (size_t k = 0; k < nodes.size(); ++k) {
     const ENodeRef node = graph.node(nodes[k]);
     waiting[k] = static_cast<uint32_t>(node.children.size());
     for (ClassId child : node.children)
       readers[class_index_[graph.find_const(child).value]].push_back(static_cast<uint32_t>(k));
   }
+  // A class's set is kept while a node reading it is still to be priced.
   std::vector<uint32_t> unread(nc);
   for (size_t c = 0; c < nc; ++c) unread[c] = static_cast<uint32_t>(readers[c].size());
 
@@ -239,7 +237,8 @@ DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : grap
     if (done[c]) return;
     const double cost = candidate(n, set);
     if (cost == inf) return;
-    const bool better = cost < best_cost_[c] || (cost == best_cost_[c] && node_index_[n.value] < node_index_[best_node_[c].value]);
+    const bool better =
+        cost < best_cost_[c] || (cost == best_cost_[c] && node_index_[n.value] < node_index_[best_node_[c].value]);
     if (!better) return;
     best_cost_[c] = cost;
     best_node_[c] = n;

@@ -125,13 +125,13 @@ class DagExtractor {
 
   const EGraph& graph_;
   const CostFunction& cost_fn_;
-  std::vector<uint32_t> class_index_;  // class id -> dense class index; UINT32_MAX: not canonical
-  std::vector<uint32_t> node_index_;   // node id -> dense node index (bit); UINT32_MAX: dead
-  std::vector<double> own_;            // dense node -> own cost
-  size_t words_ = 0;                   // 64-bit words per set
+  std::vector<uint32_t> class_index_;        // class id -> dense class index; UINT32_MAX: not canonical
+  std::vector<uint32_t> node_index_;         // node id -> dense node index (bit); UINT32_MAX: dead
+  std::vector<double> own_;                  // dense node -> own cost
+  size_t words_ = 0;                         // 64-bit words per set
   std::vector<std::vector<uint64_t>> sets_;  // dense class -> the nodes of its term, while still read
-  std::vector<double> best_cost_;      // dense class -> DAG cost of its term
-  std::vector<NodeId> best_node_;      // dense class -> chosen node
+  std::vector<double> best_cost_;            // dense class -> DAG cost of its term
+  std::vector<NodeId> best_node_;            // dense class -> chosen node
 };
 
 }  // namespace spool::egraph
