@@ -40,12 +40,11 @@ void DramModel::begin() {
 int DramModel::channel_of(int64_t granule) const {
   const int64_t channels = config_.dram.channels;
   if (!config_.dram.xor_hash || channels == 1) return static_cast<int>(granule & (channels - 1));
-  uint64_t g = static_cast<uint64_t>(granule), x = 0;
-  while (g != 0) {
-    x ^= g & static_cast<uint64_t>(channels - 1);
-    g >>= channel_bits_;
-  }
-  return static_cast<int>(x);
+  // The XOR of every channel_bits-wide group, by doubling: after the shift
+  // by w * channel_bits, group i holds the XOR of groups i .. i + 2w - 1.
+  uint64_t g = static_cast<uint64_t>(granule);
+  for (int shift = channel_bits_; shift < 64; shift *= 2) g ^= g >> shift;
+  return static_cast<int>(g & static_cast<uint64_t>(channels - 1));
 }
 
 void DramModel::account(int ch, int idx, int64_t row, int64_t requests) {
@@ -110,9 +109,14 @@ void DramModel::touch(int64_t addr, int64_t bytes) {
     return;
   }
   cost_.useful_bytes += bytes;
-  const int64_t stripe = config_.dram.channels * config_.dram.row_bytes;
+  const int shift = channel_bits_ + row_shift_;  // stripe = channels * row_bytes bytes
+  const int64_t stripe = int64_t{1} << shift;
+  if (bytes < stripe) {
+    touch_granules(addr, bytes);
+    return;
+  }
   const int64_t end = addr + bytes;
-  const int64_t first = (addr + stripe - 1) / stripe, last = end / stripe;  // whole stripes [first, last)
+  const int64_t first = (addr + stripe - 1) >> shift, last = end >> shift;  // whole stripes [first, last)
   if (first >= last) {
     touch_granules(addr, bytes);
     return;
