@@ -209,7 +209,9 @@ std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egr
 // cost. In one e-graph for the whole graph a term reading that value holds
 // its sub-term, counted once however often it is read; greedy choices (which
 // weigh a term by the distinct nodes under it) then agree with that
-// e-graph's.
+// e-graph's. Where two placeholders' values share a sub-term, each price
+// holds it, while one e-graph would count it once: a term reading both is
+// priced a little high.
 class PlaceholderCost : public egraph::CostFunction {
  public:
   PlaceholderCost(const Region& region, const egraph::CostFunction& base, const std::vector<double>& leaf_costs)
