@@ -8,6 +8,7 @@
 //
 //   search_bench [MODEL] [--size tiny|real] [--layers L] [--seq S]
 //                [--genomes N] [--seconds T] [--seed S] [--npu NAME] [--threads T]
+//                [--whole]   rank by whole-program cycles (slower: no memo)
 
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
@@ -39,6 +40,7 @@ int run(int argc, char** argv) {
   mo.seq = 512;
   search::SearchOptions so;
   so.max_genomes = 200;
+  bool whole = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -53,6 +55,7 @@ int run(int argc, char** argv) {
     else if (a == "--seed") so.seed = std::stoull(value());
     else if (a == "--npu") npu = value();
     else if (a == "--threads") so.threads = std::stoi(value());
+    else if (a == "--whole") whole = true;
     else if (!a.empty() && a[0] != '-') model = a;
     else fail("unknown option {}", a);
   }
@@ -75,9 +78,19 @@ int run(int argc, char** argv) {
 
   const search::SimulatedCycles fitness(config);
   t = std::chrono::steady_clock::now();
-  const search::SearchResult r = search::genetic(space, [&](const Graph& p) { return fitness(p); }, so);
-  std::printf("search       %s\n", r.summary().c_str());
+  const search::SearchResult r = search::genetic(
+      space, [&](const Graph& p) { return whole ? fitness.whole(p) : fitness.kernels(p); }, so);
+  std::printf("search       %s (ranked by %s)\n", r.summary().c_str(),
+              whole ? "whole-program cycles" : "per-kernel cycles");
   std::printf("memo         %zu kernels simulated, %zu memo hits\n", fitness.simulations(), fitness.memo_hits());
+  const std::vector<uint32_t> changed = search::differing_genes(space.genomes(), r.best, space.greedy());
+  std::printf("changes      %zu choices differ from greedy\n", changed.size());
+  for (size_t i = 0; i < changed.size() && i < 12; ++i) {
+    const uint32_t g = changed[i];
+    std::printf("  e-class c%u (region %u)\n    best    %s\n    greedy  %s\n", space.genomes().gene(g).cls.value,
+                space.genomes().gene(g).region, space.describe(g, r.best[g]).c_str(),
+                space.describe(g, space.greedy()[g]).c_str());
+  }
   t = std::chrono::steady_clock::now();
   const int64_t greedy_whole = fitness.whole(space.program(space.greedy()));
   const int64_t best_whole = fitness.whole(r.best_program);
