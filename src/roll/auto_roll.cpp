@@ -151,7 +151,7 @@ class Roller {
   // out: sources, and a loop's own entry markers, which are its body's
   // outside inputs just as sources are the top level's.
   std::vector<std::vector<NodeId>> context_orders() {
-    const std::vector<NodeId> topo = g_.topo_order();
+    const std::vector<NodeId> topo = topo_order(g_);
     const std::vector<Loop> loops = find_loops(g_, topo);
     std::vector<int64_t> context(g_.id_bound(), -1);
     // Outermost first, so inner loops overwrite: the innermost wins.

@@ -20,7 +20,43 @@ bool is_exit(Op op) { return op == Op::LoopEnd || op == Op::LoopOutput; }
 
 }  // namespace
 
-std::vector<Loop> find_loops(const Graph& graph) { return find_loops(graph, graph.topo_order()); }
+std::vector<NodeId> topo_order(const Graph& graph) {
+  // Graph::topo_order's walk: roots in id order, inputs in input order (a
+  // repeated input is looked at again), each node emitted when it finishes.
+  enum : uint8_t { kUnseen, kOnPath, kDone };
+  const size_t n = graph.id_bound();
+  std::vector<uint8_t> state(n, kUnseen);
+  std::vector<std::pair<uint32_t, uint32_t>> stack;  // node, next input to look at
+  std::vector<NodeId> order;
+  order.reserve(graph.num_live());
+  for (uint32_t root = 0; root < n; ++root) {
+    if (state[root] != kUnseen || !graph.contains(NodeId{root})) continue;  // deleted ids have no edges
+    state[root] = kOnPath;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      const uint32_t id = stack.back().first;
+      const Node& node = graph.node(NodeId{id});
+      const uint32_t next = stack.back().second;
+      if (next < node.inputs.size()) {
+        ++stack.back().second;
+        const uint32_t src = node.inputs[next].src.value;
+        if (state[src] == kUnseen) {
+          state[src] = kOnPath;
+          stack.push_back({src, 0});
+        } else if (state[src] == kOnPath) {
+          return graph.topo_order();  // a cycle: reported as topo_order reports it
+        }
+        continue;
+      }
+      state[id] = kDone;
+      order.push_back(NodeId{id});
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+std::vector<Loop> find_loops(const Graph& graph) { return find_loops(graph, topo_order(graph)); }
 
 std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& order) {
   std::map<int64_t, Loop> loops;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace spool::roll {
 namespace {
@@ -36,6 +37,12 @@ void unroll_loop(Graph& g, const Loop& loop) {
   for (const NodeId exit : loop.exits)
     if (g.node(exit).op == Op::LoopEnd) end_of[static_cast<size_t>(position[g.node(exit).inputs[1].src.value])] = exit;
 
+  // plain[p][i]: input i of body node p seen through its own view alone,
+  // composed onto the identity as resolve() would. A clone's value carries no
+  // view, so this is what the input reads in every iteration where its
+  // producer is a clone; composing it once instead of once per iteration is
+  // the bulk of unrolling a long loop.
+  std::vector<std::vector<std::optional<View>>> plain(loop.body.size());
   // iterations[k][p]: the value of body node p in iteration k.
   std::vector<std::vector<Edge>> iterations;
   iterations.reserve(static_cast<size_t>(loop.trips));
@@ -63,7 +70,21 @@ void unroll_loop(Graph& g, const Loop& loop) {
         default: {
           std::vector<Edge> inputs;
           inputs.reserve(node.inputs.size());
-          for (const Edge& edge : node.inputs) inputs.push_back(resolve(g, edge, position, values));
+          std::vector<std::optional<View>>& own_views = plain[p];
+          own_views.resize(node.inputs.size());
+          for (size_t i = 0; i < node.inputs.size(); ++i) {
+            const Edge& edge = node.inputs[i];
+            const int q = edge.src.value < position.size() ? position[edge.src.value] : -1;
+            const Edge* value = q < 0 ? nullptr : &values[static_cast<size_t>(q)];
+            if (!value || !value->src.valid() || edge.view.is_identity() || !value->view.is_identity()) {
+              inputs.push_back(resolve(g, edge, position, values));
+              continue;
+            }
+            // The producer's value has the type of the original producer, so
+            // the original's shape is the one the view reads.
+            if (!own_views[i]) own_views[i] = compose_views(View{}, edge.view, g.node(edge.src).shape);
+            inputs.push_back(Edge{value->src, *own_views[i]});
+          }
           // A clone reads values of the types the original reads: its type is the original's.
           const Op op = node.op;
           Attr attr = node.attr;

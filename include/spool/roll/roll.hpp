@@ -31,6 +31,11 @@ std::vector<Loop> find_loops(const Graph& graph);
 // The same, given the graph's topo_order().
 std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& order);
 
+// Exactly graph.topo_order() (the same order, the same error on a cycle),
+// by a plain depth-first walk over the arena instead of a Boost adjacency
+// list built per call: the roll passes order the graph once per search.
+std::vector<NodeId> topo_order(const Graph& graph);
+
 struct RollReport {
   int64_t loops = 0;
   std::vector<int64_t> trips;     // per loop, in the order rolled
