@@ -223,12 +223,21 @@ class GemmKernel {
     kb_.emit(std::move(s));
   }
 
+  // An A prologue input constant along k (a norm's per-row scale): loaded at
+  // its logical shape, one value per row, and broadcast by the vector unit;
+  // expanded to the tile, its DMA would fetch the same element TK times.
+  bool row_broadcast(const Access& a) const { return a.index_buffer < 0 && K_ > 1 && a.strides[rank_ - 1] == 0; }
+
   void prologue(const std::vector<int>& in_bufs, const std::vector<Access>& ins, const ProgramAttr& p, int dst,
                 const Affine& slot, const Extent& re, const Extent& ce, int64_t ld, const char* label) {
     VecBuilder vb(label, re, ce);
     std::vector<int> values;
-    for (size_t i = 0; i < ins.size(); ++i)
-      values.push_back(vb.load(value_type(ins[i].dtype), SpadRef{in_bufs[i], slot, Affine::of(0), ld}, LoadBroadcast::Full));
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (dst == A_ && row_broadcast(ins[i]))
+        values.push_back(vb.load(value_type(ins[i].dtype), SpadRef{in_bufs[i], slot, Affine::of(0), 1}, LoadBroadcast::Row));
+      else
+        values.push_back(vb.load(value_type(ins[i].dtype), SpadRef{in_bufs[i], slot, Affine::of(0), ld}, LoadBroadcast::Full));
+    }
     int v = vb.full(emit_program(vb, p, values, {}));
     if (vb.type(v) != value_type(j_.dtype)) v = vb.op(VecOp::Cast, value_type(j_.dtype), {v});
     vb.store(SpadRef{dst, slot, Affine::of(0), ld}, v);
@@ -262,7 +271,14 @@ class GemmKernel {
         case OperandLoad::Direct: load_tile(j_.a[0], rm, rk, m0, k0, me, ke, A_, slot, TK); break;
         case OperandLoad::Transposed: load_tile(j_.a[0], rk, rm, k0, m0, ke, me, A_, slot, TM); break;
         case OperandLoad::Prologue:
-          for (size_t i = 0; i < j_.a.size(); ++i) load_tile(j_.a[i], rm, rk, m0, k0, me, ke, a_in_[i], slot, TK);
+          for (size_t i = 0; i < j_.a.size(); ++i) {
+            const Access& a = j_.a[i];
+            if (row_broadcast(a))
+              kb_.emit(dma(true, a.buffer, base(a) + m0 * a.strides[rm], {M_ == 1 ? 0 : a.strides[rm]},
+                           SpadRef{a_in_[i], slot, Affine::of(0), 0}, {1}, {me}, kLoadTag));
+            else
+              load_tile(a, rm, rk, m0, k0, me, ke, a_in_[i], slot, TK);
+          }
           break;
       }
       switch (b_mode_) {
