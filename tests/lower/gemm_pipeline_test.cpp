@@ -1,8 +1,9 @@
 // GEMM operand loads: the k loop is software pipelined (tile i + 1's loads
 // come before tile i's array steps), and a prologue over a K^T operand (keys
 // read through a transposed view, as in decode attention) loads rows of k
-// contiguously and feeds the array with trans_b. Both compared with the
-// interpreter, and asserted on the generated kernels.
+// contiguously and feeds the array with trans_b; a prologue input constant
+// along k (a norm's per-row scale) is loaded one value per row. All compared
+// with the interpreter, and asserted on the generated kernels.
 
 #include "lower_test_util.hpp"
 
@@ -85,5 +86,35 @@ TEST_CASE("gemm: a prologue over K^T operands loads rows of k and uses trans_b")
     CHECK(o.matmuls > 0);
     CHECK(o.all_trans_b);
     CHECK(o.all_unit_stride);
+  }
+}
+
+TEST_CASE("gemm: an A prologue input broadcast along k is loaded one value per row") {
+  for (const char* cfg : {"toy", "tpuv3"}) {
+    CAPTURE(cfg);
+    const int64_t M = 45, K = 300, N = 24;
+    Graph g("row_scaled");
+    Tensor x = input(g, "x", DType::F32, {M, K});
+    Tensor scale = input(g, "row_scale", DType::F32, {M, 1});
+    Tensor w = weight(g, "w", DType::F32, {N, K});
+    GemmAttr attr;  // (x * scale) w^T
+    attr.a.instrs = {ProgramInstr{}};
+    attr.a.instrs[0].op = Op::Mul;
+    attr.a.instrs[0].args = {0, 1, 0};
+    attr.a_inputs = 2;
+    output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), scale.broadcast_to({M, K}).edge(), w.transpose(0, 1).edge()},
+                                 attr)));
+    lower::Lowered l;
+    CHECK(check_against_interp(g, cfg, 9, 2, &l) < 1e-5);
+    // Every load of the scale moves at most one tile's rows, never a column per k.
+    int loads = 0;
+    for (const npu::Kernel& k : l.program.kernels)
+      npu::for_each_stmt(k.body, [&](const npu::Stmt& s) {
+        const auto* d = std::get_if<npu::DmaOp>(&s.node);
+        if (!d || !d->load || l.program.buffers[d->dram].name.rfind("row_scale", 0) != 0) return;
+        ++loads;
+        CHECK(d->dims.size() == 1);
+      });
+    CHECK(loads > 0);
   }
 }
