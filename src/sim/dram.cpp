@@ -81,7 +81,7 @@ void DramModel::touch_granules(int64_t addr, int64_t bytes) {
 }
 
 // Stripes [first, first + count) of channels * row_bytes bytes each. Stripe
-// S holds granules S * G .. (S + 1) * G * channels - 1 (G = row_bytes /
+// S holds granules S * G * channels .. (S + 1) * G * channels - 1 (G = row_bytes /
 // interleave_bytes granules per channel); each aligned group of `channels`
 // granules maps onto every channel once (the hash XORs the group's higher
 // bits into the low ones: a permutation), always at local row S, so bank
