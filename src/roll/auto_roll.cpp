@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 namespace spool::roll {
@@ -128,9 +129,8 @@ class Roller {
 
   // Rolls the best candidate of any context; false if nothing rolls.
   bool roll_once(int64_t loop_id, RollReport& report) {
-    users_.assign(g_.id_bound(), {});
-    for (const NodeId id : g_.live_ids())
-      for (const Edge& e : g_.node(id).inputs) users_[e.src.value].push_back(id);
+    index_users();
+    where_.assign(g_.id_bound(), {kNowhere, 0});
     std::optional<Candidate> best;
     std::vector<NodeId> best_order;
     for (const std::vector<NodeId>& order : context_orders()) {
@@ -146,13 +146,36 @@ class Roller {
     return true;
   }
 
+  // The loops of the graph as the last search found them: after a search
+  // that rolled nothing, the loops of the final graph.
+  const std::vector<Loop>& loops() const { return loops_; }
+
  private:
+  // Readers of every node (one entry per reading edge, readers in id order),
+  // as one flat array: a search reads them, and a vector per node would be
+  // thousands of allocations per search.
+  void index_users() {
+    user_begin_.assign(g_.id_bound() + 1, 0);
+    const std::vector<NodeId> live = g_.live_ids();
+    for (const NodeId id : live)
+      for (const Edge& e : g_.node(id).inputs) ++user_begin_[e.src.value + 1];
+    for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
+    user_list_.resize(user_begin_.back());
+    std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
+    for (const NodeId id : live)
+      for (const Edge& e : g_.node(id).inputs) user_list_[next[e.src.value]++] = id;
+  }
+  std::span<const NodeId> users(NodeId id) const {
+    return {user_list_.data() + user_begin_[id.value], user_list_.data() + user_begin_[id.value + 1]};
+  }
+
   // Nodes grouped by their innermost loop, each in topological order. Left
   // out: sources, and a loop's own entry markers, which are its body's
   // outside inputs just as sources are the top level's.
   std::vector<std::vector<NodeId>> context_orders() {
     const std::vector<NodeId> topo = topo_order(g_);
-    const std::vector<Loop> loops = find_loops(g_, topo);
+    loops_ = find_loops(g_, topo);
+    const std::vector<Loop>& loops = loops_;
     std::vector<int64_t> context(g_.id_bound(), -1);
     // Outermost first, so inner loops overwrite: the innermost wins.
     for (const Loop& loop : loops)
@@ -246,28 +269,25 @@ class Roller {
       }
     }
 
-    Where where(g_.id_bound(), {kNowhere, 0});  // node -> (occurrence, position)
+    // node -> (occurrence, position): the search's scratch map, marked for
+    // this check and cleared on every way out (one check per candidate
+    // phase and count, so a map per check would cost more than the check).
+    Where& where = where_;
     for (size_t k = 0; k < count; ++k)
       for (size_t j = 0; j < period; ++j) where[order[start + k * period + j].value] = {k, j};
+    struct Unmark {
+      Where& where;
+      const NodeId* first;
+      size_t size;
+      ~Unmark() {
+        for (size_t i = 0; i < size; ++i) where[first[i].value] = {kNowhere, 0};
+      }
+    } unmark{where, order.data() + start, count * period};
     auto at = [&](size_t k, size_t j) { return order[start + k * period + j]; };
 
-    // Nodes downstream of any occurrence (excluding occurrences): an outside
-    // input from there would close a cycle once the occurrences merge.
-    std::vector<bool> downstream(g_.id_bound(), false);
-    {
-      std::vector<NodeId> stack;
-      for (size_t k = 0; k < count; ++k)
-        for (size_t j = 0; j < period; ++j) stack.push_back(at(k, j));
-      while (!stack.empty()) {
-        const NodeId cur = stack.back();
-        stack.pop_back();
-        for (const NodeId u : users_[cur.value])
-          if (where[u.value].first == kNowhere && !downstream[u.value]) {
-            downstream[u.value] = true;
-            stack.push_back(u);
-          }
-      }
-    }
+    // Computed nodes read from outside the occurrences; checked below for
+    // reading an occurrence themselves (sources read nothing).
+    std::vector<NodeId> outside_reads;
 
     Candidate cand{start, period, count, 0, {}, {}};
     cand.plans.resize(period);
@@ -282,7 +302,7 @@ class Roller {
           InputPlan::Kind kind;
           size_t position = 0;
           if (it->first == kNowhere) {
-            if (downstream[e.src.value]) return std::nullopt;  // would form a cycle
+            if (!is_source(g_.node(e.src))) outside_reads.push_back(e.src);
             kind = InputPlan::PerIteration;
           } else if (it->first == k) {
             kind = InputPlan::Internal;
@@ -322,6 +342,26 @@ class Roller {
       }
     }
     if (slots.empty()) return std::nullopt;  // no loop-carried state: independent repeats, not a loop
+
+    // Nodes downstream of any occurrence (excluding occurrences): an outside
+    // input from there would close a cycle once the occurrences merge.
+    if (!outside_reads.empty()) {
+      std::vector<bool> downstream(g_.id_bound(), false);
+      std::vector<NodeId> stack;
+      for (size_t k = 0; k < count; ++k)
+        for (size_t j = 0; j < period; ++j) stack.push_back(at(k, j));
+      while (!stack.empty()) {
+        const NodeId cur = stack.back();
+        stack.pop_back();
+        for (const NodeId u : users(cur))
+          if (where[u.value].first == kNowhere && !downstream[u.value]) {
+            downstream[u.value] = true;
+            stack.push_back(u);
+          }
+      }
+      for (const NodeId id : outside_reads)
+        if (downstream[id.value]) return std::nullopt;  // would form a cycle
+    }
     cand.slot_positions.assign(slots.begin(), slots.end());
 
     // One slot position can be carried into several inputs; each position
@@ -356,7 +396,7 @@ class Roller {
   }
 
   bool read_outside(NodeId id, const Where& where) const {
-    for (const NodeId u : users_[id.value])
+    for (const NodeId u : users(id))
       if (where[u.value].first == kNowhere) return true;
     for (const Output& o : g_.outputs())
       if (o.edge.src == id) return true;
@@ -418,10 +458,10 @@ class Roller {
     for (size_t k = 0; k < c.count; ++k) {
       for (size_t j = 0; j < c.period; ++j) {
         const NodeId node = at(k, j);
-        // users_ lists the readers from before the rewrite; readers rewired
+        // users() lists the readers from before the rewrite; readers rewired
         // since then are skipped by the edge check below.
         const bool outside_reader = [&] {
-          for (const NodeId u : users_[node.value])
+          for (const NodeId u : users(node))
             if (where[u.value].first == kNowhere && !markers.count(u.value)) return true;
           for (const Output& o : g_.outputs())
             if (o.edge.src == node) return true;
@@ -436,7 +476,7 @@ class Roller {
           markers.insert(exit.value);
         }
         // Rewire outside readers only (not the occurrences, not the markers).
-        for (const NodeId u : users_[node.value]) {
+        for (const NodeId u : users(node)) {
           if (where[u.value].first != kNowhere || markers.count(u.value)) continue;
           const Node& user = g_.node(u);
           for (size_t i = 0; i < user.inputs.size(); ++i)
@@ -461,8 +501,11 @@ class Roller {
   }
 
   Graph& g_;
-  std::vector<std::vector<NodeId>> users_;  // of the graph as it is during one search
+  std::vector<uint32_t> user_begin_;        // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
+  std::vector<NodeId> user_list_;           // of the graph as it is during one search
+  std::vector<Loop> loops_;                 // found by the last search
   std::vector<bool> outside_like_;          // entry markers: outside inputs of their loop's body
+  mutable Where where_;                     // check()'s scratch: all kNowhere between checks
 };
 
 // Equal constants and iotas become one node, so that every occurrence reads
@@ -516,7 +559,8 @@ RollResult auto_roll(const Graph& graph) {
   Roller roller(result.graph);
   while (roller.roll_once(next_loop_id(result.graph), result.report)) ++result.report.loops;
   result.report.hlir_nodes_after = result.graph.num_live();
-  for (const Loop& loop : find_loops(result.graph))
+  // The last search rolled nothing: its loops are the final graph's.
+  for (const Loop& loop : roller.loops())
     if (loop.parent < 0) result.report.body_nodes += static_cast<int64_t>(loop.body.size());
   return result;
 }
