@@ -501,11 +501,11 @@ class Roller {
   }
 
   Graph& g_;
-  std::vector<uint32_t> user_begin_;        // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
-  std::vector<NodeId> user_list_;           // of the graph as it is during one search
-  std::vector<Loop> loops_;                 // found by the last search
-  std::vector<bool> outside_like_;          // entry markers: outside inputs of their loop's body
-  mutable Where where_;                     // check()'s scratch: all kNowhere between checks
+  std::vector<uint32_t> user_begin_;  // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
+  std::vector<NodeId> user_list_;     // of the graph as it is during one search
+  std::vector<Loop> loops_;           // found by the last search
+  std::vector<bool> outside_like_;    // entry markers: outside inputs of their loop's body
+  mutable Where where_;               // check()'s scratch: all kNowhere between checks
 };
 
 // Equal constants and iotas become one node, so that every occurrence reads
