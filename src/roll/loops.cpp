@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 namespace spool::roll {
 namespace {
@@ -75,10 +76,22 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
     (is_entry(node.op) ? loop.entries : loop.exits).push_back(id);
   }
 
-  // Users of every node, once.
-  std::vector<std::vector<NodeId>> users(graph.id_bound());
+  // Users of every node, once, in one flat array: readers of node i are
+  // user_list[user_begin[i], user_begin[i+1]), in `order`.
+  std::vector<uint32_t> user_begin(graph.id_bound() + 1, 0);
   for (const NodeId id : order)
-    for (const Edge& edge : graph.node(id).inputs) users[edge.src.value].push_back(id);
+    for (const Edge& edge : graph.node(id).inputs) ++user_begin[edge.src.value + 1];
+  for (size_t i = 1; i < user_begin.size(); ++i) user_begin[i] += user_begin[i - 1];
+  std::vector<NodeId> user_list(user_begin.back());
+  {
+    std::vector<uint32_t> next(user_begin.begin(), user_begin.end() - 1);
+    for (const NodeId id : order)
+      for (const Edge& edge : graph.node(id).inputs) user_list[next[edge.src.value]++] = id;
+  }
+  auto users = [&](NodeId id) {
+    return std::span<const NodeId>(user_list.data() + user_begin[id.value],
+                                   user_list.data() + user_begin[id.value + 1]);
+  };
 
   std::vector<int> position(graph.id_bound(), -1);
   for (size_t i = 0; i < order.size(); ++i) position[order[i].value] = static_cast<int>(i);
@@ -90,7 +103,7 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
     while (!stack.empty()) {
       const NodeId current = stack.back();
       stack.pop_back();
-      for (const NodeId user : users[current.value]) {
+      for (const NodeId user : users(current)) {
         const Node& u = graph.node(user);
         if (is_exit(u.op) && std::get<LoopAttr>(u.attr).loop == id) continue;
         if (in_body[user.value]) continue;
@@ -113,7 +126,7 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
     for (const NodeId entry : loop.entries) {
       const Node& n = graph.node(entry);
       if (n.op != Op::LoopStart) continue;
-      const auto& slot_users = users[entry.value];
+      const std::span<const NodeId> slot_users = users(entry);
       const auto ends = std::count_if(slot_users.begin(), slot_users.end(),
                                       [&](NodeId u) { return graph.node(u).op == Op::LoopEnd; });
       if (ends != 1) fail("loop {}: loop_start %{} has {} loop_ends, not 1", id, entry.value, ends);
