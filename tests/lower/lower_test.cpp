@@ -15,21 +15,11 @@
 
 using namespace spool;
 using spool::lower_test::check_against_interp;
+using spool::lower_test::constant_instr;
+using spool::lower_test::instr;
 
 namespace {
 
-ProgramInstr instr(Op op, uint16_t a = 0, uint16_t b = 0, uint16_t c = 0) {
-  ProgramInstr in;
-  in.op = op;
-  in.args = {a, b, c};
-  return in;
-}
-ProgramInstr constant_instr(double v, DType dtype = DType::F32) {
-  ProgramInstr in;
-  in.op = Op::Constant;
-  in.value = Scalar::of(dtype, v);
-  return in;
-}
 
 const char* const kConfigs[] = {"toy", "tpuv3"};
 

@@ -15,6 +15,21 @@
 
 namespace spool::lower_test {
 
+// One instruction of an elementwise program: an op over earlier values.
+inline ProgramInstr instr(Op op, uint16_t a = 0, uint16_t b = 0, uint16_t c = 0) {
+  ProgramInstr in;
+  in.op = op;
+  in.args = {a, b, c};
+  return in;
+}
+// A constant instruction of the given dtype.
+inline ProgramInstr constant_instr(double v, DType dtype = DType::F32) {
+  ProgramInstr in;
+  in.op = Op::Constant;
+  in.value = Scalar::of(dtype, v);
+  return in;
+}
+
 // Largest error over the outputs, relative to each output's largest |value|
 // (integer and bool outputs: any difference counts as 1). Also returns the
 // lowering through `lowered` when asked.
