@@ -75,11 +75,7 @@ void add_compile_command(CLI::App& app) {
   auto o = std::make_shared<CompileCommandOptions>();
   CLI::App* cmd = app.add_subcommand("compile", "Roll, saturate, extract and unroll an example model; print the stages");
   cmd->add_option("model", o->model, "Model name (see `spool models`)")->required();
-  cmd->add_option("--size", o->model_options.size, "tiny or real")->check(CLI::IsMember({"tiny", "real"}))->capture_default_str();
-  cmd->add_option("--layers", o->model_options.layers, "Number of layers")->check(CLI::PositiveNumber);
-  cmd->add_option("--phase", o->model_options.phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}))->capture_default_str();
-  cmd->add_option("--seq", o->model_options.seq, "Prefill tokens")->check(CLI::PositiveNumber);
-  cmd->add_option("--context", o->model_options.context, "Decode KV length")->check(CLI::PositiveNumber);
+  add_model_options(cmd, o->model_options);
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   cmd->add_option("--json", o->json, "Write the compile report (roll, egraph, compile keys) as JSON");

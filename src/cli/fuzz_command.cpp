@@ -89,11 +89,7 @@ void add_fuzz_command(CLI::App& app) {
   auto o = std::make_shared<FuzzCommandOptions>();
   CLI::App* cmd = app.add_subcommand("fuzz", "Check random extractions of an example model against the interpreter");
   cmd->add_option("model", o->model, "Model name (see `spool models`)")->required();
-  cmd->add_option("--size", o->model_options.size, "tiny or real")->check(CLI::IsMember({"tiny", "real"}))->capture_default_str();
-  cmd->add_option("--layers", o->model_options.layers, "Number of layers")->check(CLI::PositiveNumber);
-  cmd->add_option("--phase", o->model_options.phase, "prefill or decode")->check(CLI::IsMember({"prefill", "decode"}))->capture_default_str();
-  cmd->add_option("--seq", o->model_options.seq, "Prefill tokens")->check(CLI::PositiveNumber);
-  cmd->add_option("--context", o->model_options.context, "Decode KV length")->check(CLI::PositiveNumber);
+  add_model_options(cmd, o->model_options);
   cmd->add_option("--genomes", o->genomes, "Distinct genomes to check")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the genome draws")->capture_default_str();
   cmd->add_option("--input-seed", o->input_seed, "Seed of the random inputs")->capture_default_str();

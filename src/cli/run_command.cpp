@@ -379,19 +379,7 @@ void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run_cmd = app.add_subcommand("run", "Build an example model and run it");
   run_cmd->add_option("model", options->model, "Model name, or NAME:VARIANT (see `spool models`)")->required();
-  run_cmd->add_option("--size", options->model_options.size, "tiny or real")
-      ->check(CLI::IsMember({"tiny", "real"}))
-      ->capture_default_str();
-  run_cmd->add_option("--layers", options->model_options.layers, "Number of layers (default: the size's own)")
-      ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--phase", options->model_options.phase, "prefill, or decode (one token after a KV cache)")
-      ->check(CLI::IsMember({"prefill", "decode"}))
-      ->capture_default_str();
-  run_cmd->add_option("--seq", options->model_options.seq, "Prefill tokens (default: 8 tiny, 512 real)")
-      ->check(CLI::PositiveNumber);
-  run_cmd->add_option("--context", options->model_options.context,
-                      "Decode: KV cache length (default: 8 tiny, 512 real)")
-      ->check(CLI::PositiveNumber);
+  add_model_options(run_cmd, options->model_options);
   run_cmd->add_option("--weights", options->weights_dir,
                       "Hugging Face model folder (config.json, model.safetensors); shapes come from it");
   run_cmd->add_option("--tokens", options->tokens,
