@@ -154,20 +154,7 @@ void DramModel::touch_reference(int64_t addr, int64_t bytes) {
     const int64_t row_global = local / config_.dram.row_bytes;
     const int idx = static_cast<int>(ch * banks + row_global % banks);
     const int64_t row = row_global / banks;
-    const int64_t requests = (addr + piece - 1) / rb - addr / rb + 1;
-    if (channel_req_[ch] == 0) touched_channels_.push_back(ch);
-    if (bank_req_[idx] == 0 && bank_miss_[idx] == 0) touched_banks_.push_back(idx);
-    int64_t misses = 0;
-    if (open_row_[idx] != row) {
-      open_row_[idx] = row;
-      misses = 1;
-    }
-    bank_miss_[idx] += misses;
-    bank_req_[idx] += requests;
-    channel_req_[ch] += requests;
-    row_misses_ += misses;
-    row_hits_ += requests - misses;
-    cost_.requests += requests;
+    account(ch, idx, row, (addr + piece - 1) / rb - addr / rb + 1);
     addr += piece;
     bytes -= piece;
   }
