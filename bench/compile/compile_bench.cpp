@@ -34,12 +34,7 @@ CompileResult best_of(const Graph& g, const CompileOptions& options, int runs) {
 
 // The extraction cost of a program's own nodes (each distinct node once).
 double program_cost(const Graph& program) {
-  egraph::hlir::HlirLanguage lang;
-  const std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
-  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, program);
-  eg->rebuild();
-  const egraph::hlir::HlirCost cost(lang);
-  return egraph::Extractor(*eg, cost).extract(roots).dag_cost;
+  return egraph::hlir::program_cost(program);
 }
 
 // Best-of-`runs` milliseconds of `f()`.

@@ -127,4 +127,13 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
          vector_ops / config_.vector_ops_per_cycle;
 }
 
+double program_cost(const spool::Graph& program) {
+  HlirLanguage lang;
+  const std::unique_ptr<EGraph> eg = make_egraph(lang);
+  const std::vector<ClassId> roots = add_graph(*eg, lang, program);
+  eg->rebuild();
+  const HlirCost cost(lang);
+  return Extractor(*eg, cost).extract(roots).dag_cost;
+}
+
 }  // namespace spool::egraph::hlir

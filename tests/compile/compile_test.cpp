@@ -39,12 +39,7 @@ const std::string kRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules
 // The extraction cost of a program's own nodes (each distinct node once),
 // under the cost compile extracts by.
 double program_cost(const Graph& program) {
-  egraph::hlir::HlirLanguage lang;
-  const std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
-  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, program);
-  eg->rebuild();
-  const egraph::hlir::HlirCost cost(lang);
-  return egraph::Extractor(*eg, cost).extract(roots).dag_cost;
+  return egraph::hlir::program_cost(program);
 }
 
 // saturate + greedy extraction, stopping before the stitched program is unrolled.

@@ -36,4 +36,8 @@ class HlirCost : public CostFunction {
   HlirCostConfig config_;
 };
 
+// The cost of a kernel-level program as HlirCost prices it, each distinct
+// node counted once (the DAG cost of the program added to a fresh e-graph).
+double program_cost(const spool::Graph& program);
+
 }  // namespace spool::egraph::hlir
