@@ -55,10 +55,14 @@ Tensor llama4_moe_block(const Llama4Config& c, const Tensor& x, const std::strin
   const RoutedPairs pairs = route_pairs(x, sigmoid_topk_routing(logits, c.top_k));
   // The router score scales the expert's input, not its output.
   const Tensor rows = pairs.rows * pairs.weights.unsqueeze(1);
-  const Tensor gate_up = expert_matmul(rows, w("experts.gate_up_proj", {c.experts, c.hidden, 2 * c.ffn}), pairs.experts);
+  const ExpertBlocks blocks =
+      expert_blocks(rows, pairs.experts, c.experts, choose_expert_block(pairs.experts.dim(0), c.experts));
+  const Tensor gate_up =
+      expert_matmul(blocks.rows, w("experts.gate_up_proj", {c.experts, c.hidden, 2 * c.ffn}), blocks.experts);
   const std::vector<Tensor> halves = gate_up.chunk(2, -1);
   const Tensor act = nn::swiglu(halves[0], halves[1]);
-  const Tensor down = expert_matmul(act, w("experts.down_proj", {c.experts, c.ffn, c.hidden}), pairs.experts);
+  const Tensor down =
+      pair_rows(expert_matmul(act, w("experts.down_proj", {c.experts, c.ffn, c.hidden}), blocks.experts), blocks);
   return gated_mlp(x, prefix + "shared_expert.", c.ffn) + combine_pairs(down, pairs, /*weighted=*/false);
 }
 

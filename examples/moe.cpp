@@ -5,6 +5,7 @@
 #include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace spool::examples {
@@ -90,24 +91,86 @@ RoutedPairs route_pairs(const Tensor& x, const Routing& routing) {
 
 namespace {
 
-// w [E, a, b] gathered per pair: [P, a, b].
+// w [E, a, b] gathered per block: [NB, a, b].
 Tensor gather_experts(const Tensor& w, const Tensor& experts, std::string_view op) {
   if (w.rank() != 3) fail("{}: expert weights must be [experts, a, b], got {}", op, shape_str(w.shape()));
-  if (experts.rank() != 1) fail("{}: expert ids must be [pairs], got {}", op, shape_str(experts.shape()));
-  const int64_t pairs = experts.dim(0);
-  return gather(w, experts.reshape({pairs, 1, 1}).expand({pairs, w.dim(1), w.dim(2)}), 0);
+  if (experts.rank() != 1) fail("{}: expert ids must be [blocks], got {}", op, shape_str(experts.shape()));
+  const int64_t blocks = experts.dim(0);
+  return gather(w, experts.reshape({blocks, 1, 1}).expand({blocks, w.dim(1), w.dim(2)}), 0);
+}
+
+// rows [NB*B, in] as [NB, B, in] for the NB blocks of `experts`.
+Tensor as_blocks(const Tensor& rows, const Tensor& experts, std::string_view op) {
+  if (rows.rank() != 2) fail("{}: rows must be [rows, features], got {}", op, shape_str(rows.shape()));
+  const int64_t blocks = experts.rank() == 1 ? experts.dim(0) : 0;
+  if (blocks < 1 || rows.dim(0) % blocks != 0)
+    fail("{}: {} rows do not form the blocks of expert ids {}", op, rows.dim(0), shape_str(experts.shape()));
+  return rows.reshape({blocks, rows.dim(0) / blocks, rows.dim(1)});
 }
 
 }  // namespace
 
+int64_t choose_expert_block(int64_t pairs, int64_t experts) {
+  if (pairs < 1 || experts < 1) fail("choose_expert_block: {} pairs over {} experts", pairs, experts);
+  if (pairs < 2 * experts) return 1;
+  int64_t block = 1;
+  while (block < 128 && 2 * block * experts <= 4 * pairs) block *= 2;
+  return block;
+}
+
+ExpertBlocks expert_blocks(const Tensor& rows, const Tensor& experts, int64_t num_experts, int64_t block) {
+  if (rows.rank() != 2) fail("expert_blocks: rows must be [pairs, features], got {}", shape_str(rows.shape()));
+  if (experts.rank() != 1 || experts.dim(0) != rows.dim(0))
+    fail("expert_blocks: expert ids {} do not match rows {}", shape_str(experts.shape()), shape_str(rows.shape()));
+  if (num_experts < 1) fail("expert_blocks: {} experts", num_experts);
+  if (block < 1) fail("expert_blocks: the block size must be positive, got {}", block);
+  if (block == 1) return {rows, experts, {}, 1};
+  Graph& g = rows.graph();
+  const int64_t pairs = rows.dim(0), width = rows.dim(1), E = num_experts;
+  const int64_t blocks = (pairs + std::min(E, pairs) * (block - 1)) / block;
+  const double B = static_cast<double>(block);
+  // Rows per expert, and padded up to whole blocks.
+  const Tensor counts = scatter_add(constant(g, 0.0, DType::F32, {E}), experts, constant(g, 1.0, DType::F32, {pairs}), 0);
+  const Tensor padded = counts + (-counts % B);
+  // Exclusive prefix sums over the experts: sum of v[e'] for e' < e.
+  const Tensor before = less_than(iota(g, {E, E}, 1, DType::F32), iota(g, {E, E}, 0, DType::F32));
+  auto exclusive = [&](const Tensor& v) { return where(before, v.reshape({1, E}).expand({E, E}), 0.0).sum(1); };
+  const Tensor first = exclusive(counts);  // the first pair of each expert
+  const Tensor start = exclusive(padded);  // the first block row of each expert
+  // Pair p (the p-th in expert order) goes to start[e_p] + (p - first[e_p]).
+  const Tensor slots = (gather(start - first, experts, 0) + iota(g, {pairs}, 0, DType::F32)).cast(DType::I64);
+  ExpertBlocks out;
+  out.block = block;
+  out.slots = slots;
+  out.rows = scatter_add(constant(g, 0.0, rows.dtype(), {blocks * block, width}),
+                         slots.reshape({pairs, 1}).expand({pairs, width}), rows, 0);
+  // Block b starts at row b*B: its expert is the number of experts whose
+  // padded run ends at or before that row (empty experts included), and the
+  // unused blocks past the last run take the last expert.
+  const Tensor end = (start + padded).reshape({1, E}).expand({blocks, E});
+  const Tensor ended = 1.0 - less_than(iota(g, {blocks, E}, 0, DType::F32) * B, end).cast(DType::F32);
+  out.experts = (-maximum(-ended.sum(1), -static_cast<double>(E - 1))).cast(DType::I64);
+  return out;
+}
+
+Tensor pair_rows(const Tensor& y, const ExpertBlocks& blocks) {
+  if (blocks.block == 1) return y;
+  if (y.rank() != 2 || y.dim(0) != blocks.rows.dim(0))
+    fail("pair_rows: {} is not the block rows [{}, *]", shape_str(y.shape()), blocks.rows.dim(0));
+  const int64_t pairs = blocks.slots.dim(0);
+  return gather(y, blocks.slots.reshape({pairs, 1}).expand({pairs, y.dim(1)}), 0);
+}
+
 Tensor expert_linear(const Tensor& rows, const Tensor& w, const Tensor& experts) {
-  const Tensor per_pair = gather_experts(w, experts, "expert_linear");  // [P, out, in]
-  return nn::bmm(rows.unsqueeze(1), per_pair.transpose(1, 2)).squeeze(1);
+  const Tensor per_block = gather_experts(w, experts, "expert_linear");  // [NB, out, in]
+  const Tensor x = as_blocks(rows, experts, "expert_linear");            // [NB, B, in]
+  return nn::bmm(x, per_block.transpose(1, 2)).reshape({rows.dim(0), w.dim(1)});
 }
 
 Tensor expert_matmul(const Tensor& rows, const Tensor& w, const Tensor& experts) {
-  const Tensor per_pair = gather_experts(w, experts, "expert_matmul");  // [P, in, out]
-  return nn::bmm(rows.unsqueeze(1), per_pair).squeeze(1);
+  const Tensor per_block = gather_experts(w, experts, "expert_matmul");  // [NB, in, out]
+  const Tensor x = as_blocks(rows, experts, "expert_matmul");            // [NB, B, in]
+  return nn::bmm(x, per_block).reshape({rows.dim(0), w.dim(2)});
 }
 
 Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted) {

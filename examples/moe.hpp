@@ -5,23 +5,33 @@
 //
 // Formulation. With T tokens, top-k routing and E experts there are P = T*k
 // routed pairs. The pairs are sorted by expert (a TopK over the P integer
-// keys expert*P + pair, i.e. a stable counting order), the routed rows are
-// gathered ([P, hidden]), and each expert projection is a batched GEMM over
-// the pairs whose right operand is the pair's expert matrix:
-//     y[p] = x[p] · W[e_p]ᵀ   as   bmm(x[P,1,in], gather(W[E,out,in], e, axis 0)ᵀ)
-// Because the pairs are sorted, equal expert ids form contiguous runs: each
-// run is one expert's GEMM over its routed tokens, i.e. a grouped GEMM, which
-// a lowering can recognise from gather(W, sorted ids) feeding a bmm. The
-// results are weighted and scatter-added back to their tokens (in expert
-// order, as Hugging Face's index_add_ loop over experts does).
+// keys expert*P + pair, i.e. a stable counting order) and the routed rows are
+// gathered ([P, hidden]). Because the pairs are sorted, equal expert ids form
+// contiguous runs: each run is one expert's GEMM over its routed tokens.
 //
-// Cost: the expert GEMMs do exactly the active FLOPs, 2·P·in·out per
-// projection — never E/k times more as a dense all-experts formulation would.
-// Extra work is a TopK over P keys, gathers of P rows (in, out) and P routing
-// weights, and one scatter-add of [P, hidden]. A naive lowering that
-// materialises gather(W, e) reads P expert matrices ([P, out, in]); a grouped
-// lowering reads each routed expert once per run. In decode (T = 1) both read
-// exactly the k routed experts.
+// Expert blocks (expert_blocks). Each run is padded with zero rows to a
+// multiple of a block of B rows, so that every block of B rows belongs to one
+// expert; each expert projection is then a batched GEMM over the blocks whose
+// right operand is the block's expert matrix:
+//     y[b] = x[b] · W[e_b]ᵀ   as   bmm(x[NB,B,in], gather(W[E,out,in], e, axis 0)ᵀ)
+// The number of blocks is static: NB = floor((P + n·(B-1)) / B) with
+// n = min(E, P) the most experts that can be routed to, which bounds
+// Σ_e ceil(count_e / B) whatever the routing; blocks past the used ones are
+// zero rows of the last expert. Block offsets come from the expert counts
+// (a scatter-add) and exclusive prefix sums over the E experts, all exact
+// small integers in f32. With B = 1 there is no padding and the blocks are
+// the pairs themselves (no dispatch is built).
+//
+// Cost: an expert matrix is read once per block, NB times in all, instead of
+// once per pair (P times): on qwen3-30B-A3B prefill of 512 tokens (P = 4096,
+// E = 128) B = 128 reads 159 expert matrices per projection, not 4096. The
+// padded GEMMs do 2·NB·B·in·out FLOPs against the active 2·P·in·out;
+// choose_expert_block picks B so that the blocks stay memory-bound. Extra
+// work is the TopK over P keys, the dispatch (a scatter of P rows into the
+// NB·B block rows and the gather back), and one scatter-add of [P, hidden]
+// into the tokens (in expert order, as Hugging Face's index_add_ loop over
+// experts does). In decode (T = 1, P = k < E) B = 1: exactly the k routed
+// experts are read.
 
 #include <spool/ir/tensor.hpp>
 
@@ -60,10 +70,30 @@ struct RoutedPairs {
 };
 RoutedPairs route_pairs(const Tensor& x, const Routing& routing);
 
-// y[p] = rows[p] · w[experts[p]]ᵀ for w [E, out, in] (linear layout, as the
-// per-expert nn.Linear weights are stored).
+// The block size B for P routed pairs over E experts: 1 while there are
+// fewer than two pairs per expert (decode), else the largest power of two
+// not above 4·P/E, at most 128 (one systolic tile of rows: larger blocks pad more rows
+// than they save expert reads).
+int64_t choose_expert_block(int64_t pairs, int64_t experts);
+
+// Sorted routed rows [P, d] (d any width) grouped into blocks of B rows of
+// one expert each.
+struct ExpertBlocks {
+  Tensor rows;     // [NB*B, d]: the pairs' rows at their slots, zero rows elsewhere
+  Tensor experts;  // i64 [NB]: the expert of each block
+  Tensor slots;    // i64 [P]: the row of each pair in `rows` (not built when B = 1)
+  int64_t block = 1;
+};
+// `experts` are the sorted pairs' expert ids (RoutedPairs::experts).
+ExpertBlocks expert_blocks(const Tensor& rows, const Tensor& experts, int64_t num_experts, int64_t block);
+// The pairs' rows [P, d] of block rows y [NB*B, d].
+Tensor pair_rows(const Tensor& y, const ExpertBlocks& blocks);
+
+// Block rows rows [NB*B, in] of blocks.experts [NB]: y[r] = rows[r] · w[e(r)]ᵀ
+// for w [E, out, in] (linear layout, as the per-expert nn.Linear weights are
+// stored); [NB*B, out].
 Tensor expert_linear(const Tensor& rows, const Tensor& w, const Tensor& experts);
-// y[p] = rows[p] · w[experts[p]] for w [E, in, out] (llama4's fused layout).
+// The same for w [E, in, out] (llama4's fused layout): y[r] = rows[r] · w[e(r)].
 Tensor expert_matmul(const Tensor& rows, const Tensor& w, const Tensor& experts);
 
 // out[t] = sum over the pairs p of token t of (weighted ? weights[p] : 1) * y[p].

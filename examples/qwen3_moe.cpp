@@ -57,10 +57,13 @@ Tensor qwen3_moe_block(const Qwen3MoeConfig& c, const Tensor& x, const std::stri
   auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
   const Tensor logits = nn::linear(x, w("gate.weight", {c.experts, c.hidden}));
   const RoutedPairs pairs = route_pairs(x, softmax_topk_routing(logits, c.top_k, c.norm_topk_prob));
-  const Tensor gate = expert_linear(pairs.rows, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}), pairs.experts);
-  const Tensor up = expert_linear(pairs.rows, w("experts.up_proj.weight", {c.experts, c.moe_ffn, c.hidden}), pairs.experts);
-  const Tensor down =
-      expert_linear(nn::swiglu(gate, up), w("experts.down_proj.weight", {c.experts, c.hidden, c.moe_ffn}), pairs.experts);
+  const ExpertBlocks blocks =
+      expert_blocks(pairs.rows, pairs.experts, c.experts, choose_expert_block(pairs.experts.dim(0), c.experts));
+  const Tensor gate = expert_linear(blocks.rows, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}), blocks.experts);
+  const Tensor up = expert_linear(blocks.rows, w("experts.up_proj.weight", {c.experts, c.moe_ffn, c.hidden}), blocks.experts);
+  const Tensor down = pair_rows(
+      expert_linear(nn::swiglu(gate, up), w("experts.down_proj.weight", {c.experts, c.hidden, c.moe_ffn}), blocks.experts),
+      blocks);
   return combine_pairs(down, pairs, /*weighted=*/true);
 }
 
