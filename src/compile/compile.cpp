@@ -485,6 +485,9 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   const auto home = home_of(rolled, split);
 
   Graph out(rolled.name());
+  size_t bound = rolled.id_bound();  // copied sources, and each instance's program at most once
+  for (const region::Instance& inst : instances) bound += programs[inst.region].id_bound();
+  out.reserve(bound);
   std::vector<NodeId> source_copy(rolled.id_bound());
   auto copy_source = [&](NodeId id) {
     if (!source_copy[id.value].valid()) {

@@ -227,6 +227,11 @@ TensorType Graph::infer(Op op, const std::vector<Edge>& inputs, const Attr& attr
   return infer_type(op, types, attr);
 }
 
+void Graph::reserve(size_t nodes) {
+  nodes_.reserve(nodes);
+  use_count_.reserve(nodes);
+}
+
 NodeId Graph::push(Node node) {
   SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "graph exceeds 2^32 node ids");
   for (const Edge& e : node.inputs) ++use_count_[e.src.value];

@@ -97,6 +97,7 @@ struct Candidate {
   int64_t saving = 0;
   std::vector<std::vector<InputPlan>> plans;  // [position][input]
   std::vector<size_t> slot_positions;         // body positions whose value is carried
+  size_t markers = 0;                         // marker nodes the rewrite adds (at most)
 };
 
 // Periods worth scanning. If period-P windows repeat, every signature in a
@@ -108,15 +109,16 @@ struct Candidate {
 std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
   constexpr size_t kMaxPerWindow = 16;
   const size_t n = sig.size();
-  std::unordered_map<size_t, std::vector<size_t>> positions;
-  for (size_t i = 0; i < n; ++i) positions[sig[i]].push_back(i);
-  std::vector<bool> wanted(n / 2 + 1, false);
-  for (const auto& [key, pos] : positions)
-    for (size_t a = 0; a < pos.size(); ++a)
-      for (size_t b = a + 1; b < pos.size() && b <= a + kMaxPerWindow; ++b) {
-        const size_t gap = pos[b] - pos[a];
-        if (gap * 2 <= n) wanted[gap] = true;
-      }
+  // Positions grouped by signature, each group in position order.
+  std::vector<std::pair<size_t, size_t>> by_sig(n);
+  for (size_t i = 0; i < n; ++i) by_sig[i] = {sig[i], i};
+  std::sort(by_sig.begin(), by_sig.end());
+  std::vector<uint8_t> wanted(n / 2 + 1, 0);
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = a + 1; b < n && b <= a + kMaxPerWindow && by_sig[b].first == by_sig[a].first; ++b) {
+      const size_t gap = by_sig[b].second - by_sig[a].second;
+      if (gap * 2 <= n) wanted[gap] = 1;
+    }
   std::vector<size_t> periods;
   for (size_t p = 1; p < wanted.size(); ++p)
     if (wanted[p]) periods.push_back(p);
@@ -164,6 +166,8 @@ class Roller {
     std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
     for (const NodeId id : live)
       for (const Edge& e : g_.node(id).inputs) user_list_[next[e.src.value]++] = id;
+    is_output_.assign(g_.id_bound(), false);
+    for (const Output& o : g_.outputs()) is_output_[o.edge.src.value] = true;
   }
   std::span<const NodeId> users(NodeId id) const {
     return {user_list_.data() + user_begin_[id.value], user_list_.data() + user_begin_[id.value + 1]};
@@ -391,6 +395,7 @@ class Roller {
     const int64_t removed = static_cast<int64_t>((count - 1) * period);
     const int64_t added = static_cast<int64_t>(2 * slots.size() + entries.size()) + outputs;
     cand.saving = removed - added;
+    cand.markers = static_cast<size_t>(added);
     if (cand.saving <= 0) return std::nullopt;
     return cand;
   }
@@ -398,9 +403,7 @@ class Roller {
   bool read_outside(NodeId id, const Where& where) const {
     for (const NodeId u : users(id))
       if (where[u.value].first == kNowhere) return true;
-    for (const Output& o : g_.outputs())
-      if (o.edge.src == id) return true;
-    return false;
+    return is_output_[id.value];
   }
 
   void rewrite(const std::vector<NodeId>& order, const Candidate& c, int64_t loop_id) {
@@ -409,6 +412,7 @@ class Roller {
     for (size_t k = 0; k < c.count; ++k)
       for (size_t j = 0; j < c.period; ++j) where[at(k, j).value] = {k, j};
     const int64_t trips = static_cast<int64_t>(c.count);
+    g_.reserve(g_.id_bound() + c.markers);
 
     // Entry markers, one per slot and per distinct outside input.
     std::map<size_t, NodeId> start_of;  // slot position -> loop_start
@@ -453,37 +457,33 @@ class Roller {
     for (const auto& [position, start] : start_of)
       end_of[position] = g_.add(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
                                 LoopAttr{loop_id, trips, std::get<LoopAttr>(g_.node(start).attr).index});
-    std::set<uint32_t> markers;
-    for (const auto& [p, id] : end_of) markers.insert(id.value);
+    // users() and is_output_ describe the graph from before the rewrite:
+    // the markers added here are never among the readers it lists (their ids
+    // are newer), and an output is rewired only while its own node is.
     for (size_t k = 0; k < c.count; ++k) {
       for (size_t j = 0; j < c.period; ++j) {
         const NodeId node = at(k, j);
-        // users() lists the readers from before the rewrite; readers rewired
-        // since then are skipped by the edge check below.
         const bool outside_reader = [&] {
           for (const NodeId u : users(node))
-            if (where[u.value].first == kNowhere && !markers.count(u.value)) return true;
-          for (const Output& o : g_.outputs())
-            if (o.edge.src == node) return true;
-          return false;
+            if (where[u.value].first == kNowhere) return true;
+          return static_cast<bool>(is_output_[node.value]);
         }();
         if (!outside_reader) continue;
         NodeId exit;
-        if (k + 1 == c.count && end_of.count(j)) {
+        if (k + 1 == c.count && end_of.count(j))
           exit = end_of.at(j);
-        } else {
+        else
           exit = g_.add(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
-          markers.insert(exit.value);
-        }
         // Rewire outside readers only (not the occurrences, not the markers).
         for (const NodeId u : users(node)) {
-          if (where[u.value].first != kNowhere || markers.count(u.value)) continue;
+          if (where[u.value].first != kNowhere) continue;
           const Node& user = g_.node(u);
           for (size_t i = 0; i < user.inputs.size(); ++i)
             if (g_.node(u).inputs[i].src == node) g_.set_input(u, i, Edge{exit, g_.node(u).inputs[i].view});
         }
-        for (size_t o = 0; o < g_.outputs().size(); ++o)
-          if (g_.outputs()[o].edge.src == node) g_.set_output(o, Edge{exit, g_.outputs()[o].edge.view});
+        if (is_output_[node.value])
+          for (size_t o = 0; o < g_.outputs().size(); ++o)
+            if (g_.outputs()[o].edge.src == node) g_.set_output(o, Edge{exit, g_.outputs()[o].edge.view});
       }
     }
 
@@ -503,6 +503,7 @@ class Roller {
   Graph& g_;
   std::vector<uint32_t> user_begin_;  // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
   std::vector<NodeId> user_list_;     // of the graph as it is during one search
+  std::vector<bool> is_output_;       // nodes a graph output reads, during one search
   std::vector<Loop> loops_;           // found by the last search
   std::vector<bool> outside_like_;    // entry markers: outside inputs of their loop's body
   mutable Where where_;               // check()'s scratch: all kNowhere between checks
@@ -514,7 +515,11 @@ class Roller {
 // first layer with nodes the others lack, and the layers would no longer
 // line up as occurrences.
 Graph merge_value_sources(const Graph& graph) {
-  Graph g = graph;
+  // The copy the roll passes edit, with room for the markers they add: the
+  // node array then never regrows, which would copy every node.
+  Graph g;
+  g.reserve(graph.id_bound() + graph.id_bound() / 8 + 64);
+  g = graph;
   std::vector<NodeId> canonical(g.id_bound());
   std::map<size_t, std::vector<NodeId>> by_key;
   std::vector<NodeId> duplicates;

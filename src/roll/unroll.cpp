@@ -46,6 +46,13 @@ void unroll_loop(Graph& g, const Loop& loop) {
   // iterations[k][p]: the value of body node p in iteration k.
   std::vector<std::vector<Edge>> iterations;
   iterations.reserve(static_cast<size_t>(loop.trips));
+  // Every body node but the entry markers is cloned once per iteration.
+  size_t cloned = 0;
+  for (const NodeId id : loop.body) {
+    const Op op = g.node(id).op;
+    cloned += op != Op::LoopStart && op != Op::LoopInput && op != Op::LoopInputStatic;
+  }
+  g.reserve(g.id_bound() + cloned * static_cast<size_t>(loop.trips));
   for (int64_t k = 0; k < loop.trips; ++k) {
     std::vector<Edge> values(loop.body.size());
     for (size_t p = 0; p < loop.body.size(); ++p) {

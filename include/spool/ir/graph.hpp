@@ -82,6 +82,11 @@ class Graph {
   // handed out again.
   void remove(NodeId id);
 
+  // Room for `nodes` ids in all without reallocating: a pass that knows how
+  // many nodes it adds avoids regrowing the node array, which copies every
+  // node (their small_vector inputs have no noexcept move).
+  void reserve(size_t nodes);
+
   void add_output(std::string name, Edge edge);
   const std::vector<Output>& outputs() const { return outputs_; }
   // Points output `index` at another edge of the same type.
