@@ -19,13 +19,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 
 namespace spool {
 namespace {
@@ -38,12 +37,19 @@ double ms_since(Clock::time_point start) {
 // The guards and appliers rule files may call, for one region's language.
 egraph::Registry registry_for(egraph::hlir::HlirLanguage& lang) { return rules::hlir_registry(lang); }
 
+// A file's bytes (stdio: every compile reads its rule files again to see
+// whether they changed, and a stream per file costs more than the reading).
 std::optional<std::string> file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  std::string text;
+  char buffer[16384];
+  size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, got);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return std::nullopt;
+  return text;
 }
 
 // Reads a rule file and everything it includes, and checks that its rules
@@ -237,10 +243,15 @@ class PlaceholderCost : public egraph::CostFunction {
 };
 
 // Greedy terms for every region, with placeholder prices found by passes
-// over the regions: each pass prices every placeholder at the cost of its
-// value in the previous pass, until no price changes (the values form an
-// acyclic graph, so this takes at most one pass per region boundary on the
-// longest path, plus one).
+// over the regions: each region's placeholders are priced at the cost of
+// their values under the freshest extractors (a region's extractor is rebuilt
+// just before the regions after it read it, if its prices changed), until a
+// whole pass changes no price. The values form an acyclic graph, so the prices
+// settle on the one assignment where every placeholder costs what its value
+// costs, whatever the order; in region order it takes a pass per region
+// boundary on the longest path that runs against that order, plus one. (A
+// prologue and epilogue around one loop: three extractors, where rebuilding
+// every stale region once per pass takes five.)
 std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   const size_t n = s.regions.size();
   std::vector<std::unique_ptr<egraph::CostFunction>> base(n);
@@ -261,26 +272,32 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
     extractor[d].reset();
     cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], *base[d], leaf[d]);
     extractor[d] = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *cost[d]);
+    stale[d] = false;
   };
   // One region reads no other region's values: its placeholders are graph
   // inputs and weights, priced as themselves.
   for (size_t pass = 0; n > 1 && pass <= n + 1; ++pass) {
-    parallel_indices(n, threads, refresh);
-    std::fill(stale.begin(), stale.end(), false);
+    bool changed = false;
     for (size_t d = 0; d < n; ++d) {
       const region::Instance& inst = s.split.instances[first_instance[d]];
       for (size_t k = 0; k < inst.inputs.size(); ++k) {
         const auto [j, r] = home[inst.inputs[k].value];
         if (j == UINT32_MAX) continue;  // a graph input or weight: priced as itself
-        const Region& from = s.regions[s.split.instances[j].region];
-        const double c = extractor[s.split.instances[j].region]->cost(from.roots[r]);
+        const size_t from = s.split.instances[j].region;
+        if (!extractor[from]) {  // not built yet: priced in the next pass
+          changed = true;
+          continue;
+        }
+        const double c = extractor[from]->cost(s.regions[from].roots[r]);
         if (c != leaf[d][k]) {
           leaf[d][k] = c;
           stale[d] = true;
+          changed = true;
         }
       }
+      refresh(d);
     }
-    if (std::none_of(stale.begin(), stale.end(), [](bool b) { return b; })) break;
+    if (!changed) break;
   }
   std::vector<egraph::Term> terms(n);
   parallel_indices(n, threads, [&](size_t d) {
