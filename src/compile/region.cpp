@@ -102,7 +102,9 @@ class Builder {
         loop.loop = canonical_loop(loop.loop);
         attr = loop;
       }
-      mapped_[id.value] = graph_.add(n.op, std::move(inputs), attr);
+      // The inputs have the types the rolled node reads (built nodes, and
+      // placeholders or copies typed as what they stand for): so has the node.
+      mapped_[id.value] = graph_.add_known(n.op, std::move(inputs), attr, TensorType{n.dtype, n.shape});
       stack.pop_back();
     }
     return mapped_[root.value];

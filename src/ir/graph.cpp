@@ -5,6 +5,7 @@
 #include <spool/support/error.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <boost/container_hash/hash.hpp>
 #include <unordered_map>
 
@@ -444,9 +445,9 @@ Graph cse(const Graph& graph) {
   return out;
 }
 
-const Node& Graph::node(NodeId id) const {
-  SPOOL_ASSERT(contains(id), "node %{} is not live", id.value);
-  return nodes_[id.value];
+void Graph::not_live(NodeId id) const {
+  SPOOL_ASSERT(false, "node %{} is not live", id.value);
+  std::abort();
 }
 
 std::vector<NodeId> Graph::live_ids() const {

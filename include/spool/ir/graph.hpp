@@ -96,7 +96,12 @@ class Graph {
   // The types must agree.
   void replace_uses(NodeId old, const Edge& replacement);
 
-  const Node& node(NodeId id) const;
+  // Inline: the graph passes read nodes in their innermost loops.
+  const Node& node(NodeId id) const {
+    if (!contains(id)) [[unlikely]]
+      not_live(id);
+    return nodes_[id.value];
+  }
   bool contains(NodeId id) const { return id.value < nodes_.size() && nodes_[id.value].alive; }
   // Number of ids handed out so far (live and deleted).
   size_t id_bound() const { return nodes_.size(); }
@@ -126,6 +131,7 @@ class Graph {
 
  private:
   NodeId push(Node node);
+  [[noreturn]] void not_live(NodeId id) const;  // node() of a dead or unknown id: a compiler bug
   TensorType infer(Op op, const std::vector<Edge>& inputs, const Attr& attr) const;
 
   std::string name_ = "graph";
