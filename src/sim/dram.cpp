@@ -2,6 +2,7 @@
 
 #include "dram.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace spool::sim::detail {
@@ -9,13 +10,18 @@ namespace spool::sim::detail {
 DramModel::DramModel(const NpuConfig& config)
     : config_(config),
       period_(static_cast<Time>(std::llround(1e9 / config.dram.clock_mhz))),
+      channels_(config.dram.channels),
+      banks_(config.dram.banks),
       channel_free_(config.dram.channels, 0),
       channel_busy_(config.dram.channels, 0),
       open_row_(static_cast<size_t>(config.dram.channels) * config.dram.banks, -1),
       bank_req_(open_row_.size(), 0),
       bank_miss_(open_row_.size(), 0),
       channel_req_(config.dram.channels, 0),
-      worst_(config.dram.channels, 0) {
+      worst_(config.dram.channels, 0),
+      words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
+      bank_touched_(static_cast<size_t>(config.dram.banks) * words_, 0),
+      channel_touched_(words_, 0) {
   while ((int64_t{1} << channel_bits_) < config.dram.channels) ++channel_bits_;
   auto log2_exact = [](int64_t v, int& bits) {
     bits = 0;
@@ -30,10 +36,17 @@ DramModel::DramModel(const NpuConfig& config)
 }
 
 void DramModel::begin() {
-  for (int idx : touched_banks_) bank_req_[idx] = bank_miss_[idx] = 0;
-  for (int ch : touched_channels_) channel_req_[ch] = 0;
-  touched_banks_.clear();
-  touched_channels_.clear();
+  const size_t channels = static_cast<size_t>(channels_);
+  for (int bank = 0; bank < banks_; ++bank) {
+    uint64_t* touched = &bank_touched_[static_cast<size_t>(bank) * words_];
+    for_each_bit(touched, [&](int ch) {
+      const size_t idx = static_cast<size_t>(bank) * channels + static_cast<size_t>(ch);
+      bank_req_[idx] = bank_miss_[idx] = 0;
+    });
+    std::fill(touched, touched + words_, uint64_t{0});
+  }
+  for_each_bit(channel_touched_.data(), [&](int ch) { channel_req_[ch] = 0; });
+  std::fill(channel_touched_.begin(), channel_touched_.end(), uint64_t{0});
   cost_ = DmaCost{};
 }
 
@@ -47,9 +60,11 @@ int DramModel::channel_of(int64_t granule) const {
   return static_cast<int>(g & static_cast<uint64_t>(channels - 1));
 }
 
-void DramModel::account(int ch, int idx, int64_t row, int64_t requests) {
-  if (channel_req_[ch] == 0) touched_channels_.push_back(ch);
-  if (bank_req_[idx] == 0 && bank_miss_[idx] == 0) touched_banks_.push_back(idx);
+void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
+  const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
+  const uint64_t bit = uint64_t{1} << (ch & 63);
+  bank_touched_[static_cast<size_t>(bank) * words_ + static_cast<size_t>(ch >> 6)] |= bit;
+  channel_touched_[static_cast<size_t>(ch >> 6)] |= bit;
   int64_t misses = 0;
   if (open_row_[idx] != row) {
     open_row_[idx] = row;
@@ -63,20 +78,77 @@ void DramModel::account(int ch, int idx, int64_t row, int64_t requests) {
   cost_.requests += requests;
 }
 
-// Power-of-two geometry only: the reference walk with shifts for divisions.
+void DramModel::account_block(int first, int count, int bank, int64_t row, int64_t requests) {
+  const size_t base = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(first);
+  int64_t* open = &open_row_[base];
+  int64_t* bank_req = &bank_req_[base];
+  int64_t* bank_miss = &bank_miss_[base];
+  int64_t* channel_req = &channel_req_[static_cast<size_t>(first)];
+  int64_t misses = 0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t miss = open[i] != row ? 1 : 0;
+    open[i] = row;
+    bank_miss[i] += miss;
+    bank_req[i] += requests;
+    channel_req[i] += requests;
+    misses += miss;
+  }
+  // count is a power of two and first a multiple of it: one word holds the bits.
+  const uint64_t bits = count >= 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << (first & 63);
+  for (int w = first >> 6; w < ((first + count + 63) >> 6); ++w) {
+    bank_touched_[static_cast<size_t>(bank) * words_ + static_cast<size_t>(w)] |= bits;
+    channel_touched_[static_cast<size_t>(w)] |= bits;
+  }
+  const int64_t total = requests * count;
+  row_misses_ += misses;
+  row_hits_ += total - misses;
+  cost_.requests += total;
+}
+
+// Power-of-two geometry only. Every granule of a stripe (channels *
+// row_bytes bytes) lies in the same local row, so one bank and one row serve
+// the part of the run inside a stripe. The channel of granule g is
+// (g mod channels) XOR the channel of its aligned group's first granule (the
+// hash XORs the higher bit groups into the low ones), so an aligned block of
+// 2^m whole granules of one group maps onto the aligned block of 2^m
+// channels that holds (first granule's channel); such blocks are accounted
+// at once, partial granules one by one.
 void DramModel::touch_granules(int64_t addr, int64_t bytes) {
-  const int64_t il = config_.dram.interleave_bytes;
-  const int64_t banks = config_.dram.banks;
-  while (bytes > 0) {
-    const int64_t in_granule = addr & (il - 1);
-    const int64_t piece = std::min(bytes, il - in_granule);
-    const int64_t granule = addr >> il_shift_;
-    const int ch = channel_of(granule);
-    const int64_t row_global = (((granule >> channel_bits_) << il_shift_) + in_granule) >> row_shift_;
-    account(ch, static_cast<int>(ch * banks + (row_global & (banks - 1))), row_global >> bank_bits_,
-            ((addr + piece - 1) >> rb_shift_) - (addr >> rb_shift_) + 1);
-    addr += piece;
-    bytes -= piece;
+  const int64_t low = (int64_t{1} << channel_bits_) - 1;
+  const int64_t il = int64_t{1} << il_shift_;
+  const int stripe_shift = channel_bits_ + row_shift_;
+  const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);  // requests of a whole granule
+  const int64_t end = addr + bytes;
+  while (addr < end) {
+    const int64_t stripe = addr >> stripe_shift;
+    const int bank = static_cast<int>(stripe & (banks_ - 1));
+    const int64_t row = stripe >> bank_bits_;
+    const int64_t stripe_stop = std::min(end, (stripe + 1) << stripe_shift);
+    while (addr < stripe_stop) {
+      const int64_t group = (addr >> il_shift_) & ~low;  // first granule of the group
+      const int hash = channel_of(group);
+      const int64_t stop = std::min(stripe_stop, (group + low + 1) << il_shift_);
+      while (addr < stop) {
+        const int64_t granule = addr >> il_shift_;
+        if ((addr & (il - 1)) != 0 || stop - addr < il) {  // a partial granule
+          const int64_t next = std::min(stop, (granule + 1) << il_shift_);
+          account(static_cast<int>(granule & low) ^ hash, bank, row,
+                  ((next - 1) >> rb_shift_) - (addr >> rb_shift_) + 1);
+          addr = next;
+          continue;
+        }
+        // Whole granules j0 .. j1 - 1 of the group, in aligned power-of-two blocks.
+        int64_t j0 = granule & low;
+        const int64_t j1 = j0 + ((stop - addr) >> il_shift_);
+        addr += (j1 - j0) << il_shift_;
+        while (j0 < j1) {
+          int64_t size = j0 == 0 ? low + 1 : (j0 & -j0);
+          while (j0 + size > j1) size >>= 1;
+          account_block(static_cast<int>((j0 ^ hash) & ~(size - 1)), static_cast<int>(size), bank, row, full);
+          j0 += size;
+        }
+      }
+    }
   }
 }
 
@@ -85,22 +157,11 @@ void DramModel::touch_granules(int64_t addr, int64_t bytes) {
 // interleave_bytes granules per channel); each aligned group of `channels`
 // granules maps onto every channel once (the hash XORs the group's higher
 // bits into the low ones: a permutation), always at local row S, so bank
-// S % banks, row S / banks. The walk would meet the channels first in the
-// order of the stripe's first group, which is the order used here, so even
-// the touched lists come out the same.
+// S % banks, row S / banks: every channel gets G granules' requests there.
 void DramModel::touch_stripes(int64_t first, int64_t count) {
-  const int64_t channels = config_.dram.channels;
-  const int64_t banks = config_.dram.banks;
   const int64_t per_row = config_.dram.row_bytes >> rb_shift_;  // requests per channel per stripe
-  const int64_t groups = config_.dram.row_bytes >> il_shift_;
-  for (int64_t s = first; s < first + count; ++s) {
-    const int64_t group = s * groups * channels;  // the stripe's first granule
-    const int64_t bank = s & (banks - 1), row = s >> bank_bits_;
-    for (int64_t j = 0; j < channels; ++j) {
-      const int ch = channel_of(group + j);
-      account(ch, static_cast<int>(ch * banks + bank), row, per_row);
-    }
-  }
+  for (int64_t s = first; s < first + count; ++s)
+    account_block(0, channels_, static_cast<int>(s & (banks_ - 1)), s >> bank_bits_, per_row);
 }
 
 void DramModel::touch(int64_t addr, int64_t bytes) {
@@ -124,6 +185,31 @@ void DramModel::touch(int64_t addr, int64_t bytes) {
   touch_granules(addr, first * stripe - addr);
   touch_stripes(first, last - first);
   touch_granules(last * stripe, end - last * stripe);
+}
+
+void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
+  const int64_t il = int64_t{1} << il_shift_;
+  const int64_t granules = bytes >> il_shift_;
+  const int64_t group_bytes = il << channel_bits_;
+  // Rows of 2^m whole granules, each aligned to its own size, lie in one
+  // group of one stripe and map onto one aligned block of 2^m channels.
+  const bool blocks = pow2_ && (bytes & (il - 1)) == 0 && granules > 0 && (granules & (granules - 1)) == 0 &&
+                      bytes <= group_bytes && (addr & (bytes - 1)) == 0 && (stride & (bytes - 1)) == 0;
+  if (!blocks) {
+    for (int64_t i = 0; i < count; ++i) touch(addr + i * stride, bytes);
+    return;
+  }
+  cost_.useful_bytes += bytes * count;
+  const int64_t low = (int64_t{1} << channel_bits_) - 1;
+  const int stripe_shift = channel_bits_ + row_shift_;
+  const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);
+  for (int64_t i = 0; i < count; ++i, addr += stride) {
+    const int64_t granule = addr >> il_shift_;
+    const int64_t stripe = addr >> stripe_shift;
+    const int first = static_cast<int>(((granule & low) ^ channel_of(granule & ~low)) & ~(granules - 1));
+    account_block(first, static_cast<int>(granules), static_cast<int>(stripe & (banks_ - 1)), stripe >> bank_bits_,
+                  full);
+  }
 }
 
 void DramModel::touch_reference(int64_t addr, int64_t bytes) {
@@ -152,9 +238,7 @@ void DramModel::touch_reference(int64_t addr, int64_t bytes) {
     }
     const int64_t local = (granule / channels) * il + in_granule;
     const int64_t row_global = local / config_.dram.row_bytes;
-    const int idx = static_cast<int>(ch * banks + row_global % banks);
-    const int64_t row = row_global / banks;
-    account(ch, idx, row, (addr + piece - 1) / rb - addr / rb + 1);
+    account(ch, static_cast<int>(row_global % banks), row_global / banks, (addr + piece - 1) / rb - addr / rb + 1);
     addr += piece;
     bytes -= piece;
   }

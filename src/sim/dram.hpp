@@ -22,7 +22,13 @@
 // channels * row_bytes bytes (aligned) is accounted one (channel, row) at a
 // time: such a stripe maps every channel's share to one row of one bank
 // (row_bytes / interleave_bytes granules per channel), so per channel the
-// first granule decides hit or miss and the others hit.
+// first granule decides hit or miss and the others hit. Shorter runs are
+// accounted in aligned power-of-two blocks of granules of one stripe: such a
+// block maps onto a block of as many consecutive channels of one bank
+// (the hash XORs one value into the granule's low bits), updated at once.
+// Neither the counts nor the row states depend on the order in which a
+// descriptor's (channel, bank) pairs are met, and channels are served in
+// index order, so both paths give the same times.
 //
 // Service time of one descriptor on channel c, in DRAM cycles:
 //   bus_c  = requests_c * request_bytes / bytes_per_cycle
@@ -57,6 +63,9 @@ class DramModel {
   void begin();
   // Adds a contiguous run of `bytes` bytes at DRAM byte address `addr`.
   void touch(int64_t addr, int64_t bytes);
+  // touch(addr + i * stride, bytes) for i = 0 .. count - 1 (the rows of a
+  // strided descriptor), with the common row shape handled inline.
+  void touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride);
   // The same, one interleave granule at a time: the model's definition.
   void touch_reference(int64_t addr, int64_t bytes);
   // Serves the descriptor whose first request reaches the channels at
@@ -77,24 +86,38 @@ class DramModel {
  private:
   const NpuConfig& config_;
   Time period_;
+  int channels_ = 0, banks_ = 0;
   std::vector<Time> channel_free_;
   std::vector<Time> channel_busy_;
-  std::vector<int64_t> open_row_;    // per channel * banks + bank; -1 closed
+  // Per bank * channels + channel (bank-major, so that the channels of one
+  // bank are contiguous for account_block).
+  std::vector<int64_t> open_row_;    // -1 closed
   std::vector<int64_t> bank_req_;    // per descriptor
   std::vector<int64_t> bank_miss_;   // per descriptor
   std::vector<int64_t> channel_req_; // per descriptor
-  std::vector<int64_t> worst_;        // per channel, scratch
+  std::vector<int64_t> worst_;       // per channel, scratch
+  // Touched by the descriptor: channel bits per bank, and channel bits.
+  size_t words_ = 1;                 // 64-bit words of channel bits
+  std::vector<uint64_t> bank_touched_;     // per bank * words_ + word
+  std::vector<uint64_t> channel_touched_;  // per word
   int channel_bits_ = 0;
   // Power-of-two geometry (every size below a power of two, row_bytes a
   // multiple of interleave_bytes, interleave_bytes of request_bytes): log2s.
   bool pow2_ = false;
   int il_shift_ = 0, rb_shift_ = 0, row_shift_ = 0, bank_bits_ = 0;
   int channel_of(int64_t granule) const;
-  void account(int ch, int idx, int64_t row, int64_t requests);
+  void account(int ch, int bank, int64_t row, int64_t requests);
+  // `requests` on each of the channels [first, first + count) (count a power
+  // of two, first a multiple of it) of one bank, all at `row`.
+  void account_block(int first, int count, int bank, int64_t row, int64_t requests);
   void touch_granules(int64_t addr, int64_t bytes);
   void touch_stripes(int64_t first, int64_t count);
-  std::vector<int> touched_banks_;
-  std::vector<int> touched_channels_;
+  template <typename F>
+  void for_each_bit(const uint64_t* words, F&& f) const {
+    for (size_t w = 0; w < words_; ++w)
+      for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
+        f(static_cast<int>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+  }
   DmaCost cost_;
   int64_t row_hits_ = 0;
   int64_t row_misses_ = 0;
@@ -110,13 +133,15 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
   auto transfer_cycles = [&](int64_t requests) { return (requests * rb + bpc - 1) / bpc; };
   // Per-channel worst bank, from the banks this descriptor touched.
   std::vector<int64_t>& worst = worst_;
-  for (int idx : touched_banks_) {
-    const int ch = idx / config_.dram.banks;
-    const int64_t t = bank_miss_[idx] * miss_cycles + transfer_cycles(bank_req_[idx]);
-    if (t > worst[ch]) worst[ch] = t;
-  }
+  for (int bank = 0; bank < banks_; ++bank)
+    for_each_bit(&bank_touched_[static_cast<size_t>(bank) * words_], [&](int ch) {
+      const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
+      const int64_t t = bank_miss_[idx] * miss_cycles + transfer_cycles(bank_req_[idx]);
+      if (t > worst[ch]) worst[ch] = t;
+    });
   Time finish = arrival;
-  for (int ch : touched_channels_) {
+  // Channels in index order (each is served independently of the others).
+  for_each_bit(channel_touched_.data(), [&](int ch) {
     const int64_t svc = std::max(transfer_cycles(channel_req_[ch]), worst[ch]);
     worst[ch] = 0;
     const Time start = std::max(channel_free_[ch], arrival);
@@ -127,7 +152,7 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
     on_busy(ch, start, svc * period_);
     finish = std::max(finish, end);
     (write ? write_bytes_ : read_bytes_) += channel_req_[ch] * rb;
-  }
+  });
   return finish;
 }
 

@@ -463,12 +463,16 @@ class TimingSim {
       const bool contiguous = strides[nd - 1] == elem;
       const int64_t run = contiguous ? dims[nd - 1] * elem : elem;
       const int outer = contiguous ? nd - 1 : nd;
+      // The innermost outer dimension's runs go to the DRAM model at once.
+      const int64_t rows = outer > 0 ? dims[outer - 1] : 1;
+      const int64_t row_stride = outer > 0 ? strides[outer - 1] : 0;
+      const int rest = std::max(outer - 1, 0);
       int64_t idx[4] = {0, 0, 0, 0};
       for (;;) {
         int64_t addr = base;
-        for (int i = 0; i < outer; ++i) addr += idx[i] * strides[i];
-        dram_.touch(addr, run);
-        int i = outer - 1;
+        for (int i = 0; i < rest; ++i) addr += idx[i] * strides[i];
+        dram_.touch_rows(addr, run, rows, row_stride);
+        int i = rest - 1;
         for (; i >= 0; --i) {
           if (++idx[i] < dims[i]) break;
           idx[i] = 0;

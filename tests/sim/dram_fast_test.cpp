@@ -1,9 +1,10 @@
 // The DRAM model's fast path (shifts for power-of-two geometry, whole
 // stripes of channels * row_bytes accounted per channel) against the
 // granule-by-granule walk that defines the model: on mixed sequences of
-// descriptors (long unaligned contiguous runs, strided row runs, single
-// elements) both give the same request counts, row hits and misses, channel
-// service times and busy intervals, in the same order.
+// descriptors (long unaligned contiguous runs, strided row runs, power-of-two
+// rows aligned to their size, single elements) touch() run by run and
+// touch_rows() per descriptor give the same request counts, row hits and
+// misses, channel service times and busy intervals, in the same order.
 
 #include "dram.hpp"
 
@@ -21,62 +22,81 @@ using spool::sim::detail::Time;
 
 namespace {
 
-struct Run {
-  int64_t addr, bytes;
+// One descriptor: runs of `bytes` bytes, `count` of them `stride` apart.
+struct Rows {
+  int64_t base, bytes, count, stride;
 };
 
-// One descriptor: runs of `bytes` bytes, `count` of them `stride` apart.
-std::vector<Run> runs(int64_t base, int64_t bytes, int64_t count, int64_t stride) {
-  std::vector<Run> out;
-  for (int64_t i = 0; i < count; ++i) out.push_back({base + i * stride, bytes});
-  return out;
+std::vector<Rows> runs(int64_t base, int64_t bytes, int64_t count, int64_t stride) {
+  return {Rows{base, bytes, count, stride}};
 }
 
-std::vector<std::vector<Run>> descriptors(uint32_t seed) {
+std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
   std::mt19937_64 rng(seed);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-  std::vector<std::vector<Run>> out;
+  std::vector<std::vector<Rows>> out;
   out.push_back(runs(0, 4 << 20, 1, 0));                          // aligned 4 MiB
   out.push_back(runs(4096 + 20, (3 << 20) + 77, 1, 0));           // unaligned both ends
   out.push_back(runs(1 << 24, 1024, 4096, 16384));                // weight rows (K^T tile)
   out.push_back(runs((1 << 24) + 512, 7168, 512, 57344));         // wide rows
   out.push_back(runs(1 << 20, 4, 300, 512));                      // one element per request
   out.push_back(runs(0, 4 << 20, 1, 0));                          // again: rows now open
+  out.push_back(runs(1 << 26, 512, 2048, 28672));                 // K^T tile rows of 128 f32
+  out.push_back(runs((1 << 26) + 2048, 2048, 512, 8192));         // half-group rows
+  out.push_back(runs(1 << 27, 4096, 256, 28672));                 // whole-group rows
+  out.push_back(runs((1 << 27) + 256, 256, 1000, 768));           // one granule per row
+  out.push_back(runs((1 << 27) + 512, 1024, 300, 1536));          // rows not aligned to their size
   for (int i = 0; i < 40; ++i) {
     const int64_t base = pick(0, int64_t{1} << 32) & ~int64_t{3};
     const int64_t bytes = 4 * pick(1, i % 3 == 0 ? (1 << 20) : 4096);
     out.push_back(runs(base, bytes, pick(1, 64), bytes + 4 * pick(0, 8192)));
+    // Power-of-two rows aligned to their size, at strides that keep them so.
+    const int64_t pow2 = int64_t{1} << pick(2, 13);
+    out.push_back(runs(base & ~(pow2 - 1), pow2, pick(1, 256), pow2 * pick(1, 40)));
   }
   return out;
 }
 
 using Busy = std::tuple<int, Time, Time>;
 
+// touch() run by run, touch_rows() per descriptor, and the reference walk.
 void check_same(const sim::NpuConfig& config) {
-  DramModel fast(config), reference(config);
+  DramModel fast(config), rows(config), reference(config);
   Time arrival = 0;
-  for (const std::vector<Run>& d : descriptors(7)) {
+  for (const std::vector<Rows>& d : descriptors(7)) {
     fast.begin();
+    rows.begin();
     reference.begin();
-    for (const Run& r : d) {
-      fast.touch(r.addr, r.bytes);
-      reference.touch_reference(r.addr, r.bytes);
+    for (const Rows& r : d) {
+      rows.touch_rows(r.base, r.bytes, r.count, r.stride);
+      for (int64_t i = 0; i < r.count; ++i) {
+        fast.touch(r.base + i * r.stride, r.bytes);
+        reference.touch_reference(r.base + i * r.stride, r.bytes);
+      }
     }
-    CHECK(fast.cost().requests == reference.cost().requests);
-    CHECK(fast.cost().useful_bytes == reference.cost().useful_bytes);
-    CHECK(fast.row_hits() == reference.row_hits());
-    CHECK(fast.row_misses() == reference.row_misses());
-    std::vector<Busy> busy_fast, busy_reference;
+    for (const DramModel* m : {&fast, &rows}) {
+      CHECK(m->cost().requests == reference.cost().requests);
+      CHECK(m->cost().useful_bytes == reference.cost().useful_bytes);
+      CHECK(m->row_hits() == reference.row_hits());
+      CHECK(m->row_misses() == reference.row_misses());
+    }
+    std::vector<Busy> busy_fast, busy_rows, busy_reference;
     const Time end_fast = fast.serve(arrival, arrival + 1000000, false,
                                      [&](int ch, Time s, Time t) { busy_fast.emplace_back(ch, s, t); });
+    const Time end_rows = rows.serve(arrival, arrival + 1000000, false,
+                                     [&](int ch, Time s, Time t) { busy_rows.emplace_back(ch, s, t); });
     const Time end_reference = reference.serve(
         arrival, arrival + 1000000, false, [&](int ch, Time s, Time t) { busy_reference.emplace_back(ch, s, t); });
     CHECK(end_fast == end_reference);
+    CHECK(end_rows == end_reference);
     CHECK(busy_fast == busy_reference);
+    CHECK(busy_rows == busy_reference);
     arrival += 500000;
   }
   CHECK(fast.read_bytes() == reference.read_bytes());
+  CHECK(rows.read_bytes() == reference.read_bytes());
   CHECK(fast.channel_busy() == reference.channel_busy());
+  CHECK(rows.channel_busy() == reference.channel_busy());
 }
 
 }  // namespace
