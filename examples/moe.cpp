@@ -114,7 +114,7 @@ int64_t choose_expert_block(int64_t pairs, int64_t experts) {
   if (pairs < 1 || experts < 1) fail("choose_expert_block: {} pairs over {} experts", pairs, experts);
   if (pairs < 2 * experts) return 1;
   int64_t block = 1;
-  while (block < 128 && 2 * block * experts <= 4 * pairs) block *= 2;
+  while (block < 128 && 2 * block * experts <= 8 * pairs) block *= 2;
   return block;
 }
 

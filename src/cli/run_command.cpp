@@ -18,11 +18,14 @@
 #include "hf_weights.hpp"
 #include "models.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 namespace spool::cli {
 namespace {
@@ -51,6 +54,7 @@ struct RunOptions {
   std::vector<std::string> rules;
   std::string json_file;
   std::string trace_file;
+  size_t top_kernels = 0;
   bool size_given = false;
 };
 
@@ -237,6 +241,44 @@ void print_report(const pipeline::Report& r, const sim::NpuConfig& config, const
   if (!r.outputs.empty()) print_outputs(r.outputs);
 }
 
+// Where the cycles go: the lowered kernels grouped by kind and tile, the
+// `top` groups with the most simulated cycles (launch to end).
+void print_top_kernels(const pipeline::Report& r, size_t top) {
+  struct Group {
+    std::string kind, tile, example;
+    size_t kernels = 0;
+    int64_t cycles = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Group> groups;
+  const std::vector<sim::KernelStats>& stats = r.sim.kernel_stats;
+  size_t k = 0;
+  int64_t total = 0;
+  for (const lower::KernelInfo& info : r.lowering.per_kernel) {
+    Group& g = groups[{info.kind, info.tile}];
+    g.kind = info.kind;
+    g.tile = info.tile;
+    if (g.example.empty()) g.example = info.name;
+    for (int i = 0; i < info.core_split && k < stats.size(); ++i, ++k) {
+      g.kernels += 1;
+      g.cycles += stats[k].end_cycle - stats[k].launch_cycle;
+      total += stats[k].end_cycle - stats[k].launch_cycle;
+    }
+  }
+  std::vector<Group> sorted;
+  for (auto& [key, g] : groups) sorted.push_back(std::move(g));
+  std::sort(sorted.begin(), sorted.end(), [](const Group& a, const Group& b) {
+    return a.cycles != b.cycles ? a.cycles > b.cycles : std::tie(a.kind, a.tile) < std::tie(b.kind, b.tile);
+  });
+  std::printf("kernels    by kind and tile, most cycles first (kernel launch to end; kernels may overlap):\n");
+  for (size_t i = 0; i < std::min(top, sorted.size()); ++i) {
+    const Group& g = sorted[i];
+    std::printf("  %5.1f%%  %14lld cycles  %5zu x %-10s %-18s e.g. %s\n",
+                total > 0 ? 100.0 * static_cast<double>(g.cycles) / static_cast<double>(total) : 0.0,
+                static_cast<long long>(g.cycles), g.kernels, g.kind.c_str(), g.tile.empty() ? "-" : g.tile.c_str(),
+                g.example.c_str());
+  }
+}
+
 void run(const RunOptions& options) {
   const examples::ModelRef ref = examples::find_model(options.model);
   const std::string& name = ref.entry->name;
@@ -323,6 +365,7 @@ void run(const RunOptions& options) {
 
     const pipeline::Report report = pipeline::run(built.graph, config, pipeline_options);
     print_report(report, config, phase, timing_only);
+    if (options.top_kernels > 0) print_top_kernels(report, options.top_kernels);
     if (!options.trace_file.empty()) {
       std::ofstream out(options.trace_file);
       if (!out) fail("cannot open '{}' for writing", options.trace_file);
@@ -397,6 +440,8 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   run_cmd->add_option("--json", options->json_file, "Write the report as JSON");
   run_cmd->add_option("--trace", options->trace_file, "Write the simulator's Chrome/Perfetto trace");
+  run_cmd->add_option("--kernels", options->top_kernels,
+                      "List the N kernel groups (by kind and tile) that take the most simulated cycles");
   run_cmd->add_flag("--interp", options->interp,
                     "Only run the HLIR on the reference interpreter (no compile, no simulation)");
   run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")->capture_default_str();
