@@ -176,3 +176,62 @@ TEST_CASE("the llama4 MoE block matches Hugging Face's Llama4TextMoe in PyTorch"
   output("y", llama4_moe_block(c, input(g, "x", DType::F32, {6, c.hidden}), "feed_forward."));
   check_block(g, golden, "llama4 MoE block");
 }
+
+TEST_CASE("choose_expert_block: one row per block in decode, up to 128 rows in prefill") {
+  CHECK(choose_expert_block(8, 128) == 1);         // qwen3-MoE decode
+  CHECK(choose_expert_block(255, 128) == 1);       // fewer than two pairs per expert
+  CHECK(choose_expert_block(256, 128) == 16);      // 8 * 256 / 128 = 16
+  CHECK(choose_expert_block(4096, 128) == 128);    // qwen3-MoE prefill 512
+  CHECK(choose_expert_block(4096, 256) == 128);    // deepseek-v3 prefill 512
+  CHECK(choose_expert_block(16, 8) == 16);         // tiny qwen3-MoE prefill 8
+  CHECK_THROWS(choose_expert_block(0, 8));
+}
+
+TEST_CASE("expert blocks hold each expert's rows in whole blocks and give the per-pair results back") {
+  // Sorted expert ids of P = 10 pairs over E = 4 experts, from one expert
+  // taking everything to every expert used.
+  const std::vector<std::vector<int64_t>> routings = {
+      {2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, {0, 0, 0, 1, 1, 2, 3, 3, 3, 3}, {0, 3, 3, 3, 3, 3, 3, 3, 3, 3}, {1, 1, 1, 1, 1, 2, 2, 2, 2, 2}};
+  const int64_t pairs = 10, experts = 4, in = 5, out = 3;
+  for (const std::vector<int64_t>& ids : routings)
+    for (const int64_t block : {2, 3, 4, 8}) {
+      CAPTURE(block);
+      Graph g;
+      const Tensor rows = input(g, "rows", DType::F32, {pairs, in});
+      const Tensor expert_ids = input(g, "experts", DType::I64, {pairs});
+      const Tensor w = weight(g, "w", DType::F32, {experts, out, in});
+      const ExpertBlocks b = expert_blocks(rows, expert_ids, experts, block);
+      REQUIRE(b.rows.dim(0) == b.experts.dim(0) * block);
+      CHECK(b.experts.dim(0) == (pairs + std::min(experts, pairs) * (block - 1)) / block);
+      output("block_rows", b.rows);
+      output("block_experts", b.experts);
+      output("blocked", pair_rows(expert_linear(b.rows, w, b.experts), b));
+      output("per_pair", expert_linear(rows, w, expert_ids));
+      interp::Env env = interp::random_inputs(g, 3);
+      env["experts"] = HostTensor::from_i64({pairs}, ids);
+      const auto res = interp::run(g, env);
+      // Every block holds rows of its own expert only, and pads with zero rows.
+      const HostTensor& block_rows = res.at("block_rows");
+      const HostTensor& block_experts = res.at("block_experts");
+      std::vector<int64_t> seen(static_cast<size_t>(b.rows.dim(0)), -1);
+      int64_t p = 0;
+      for (int64_t e = 0; e < experts; ++e) {
+        int64_t first_row = -1;
+        for (int64_t r = 0; r < b.rows.dim(0); ++r)
+          if (block_experts.get_int(r / block) == e && first_row < 0 && p < pairs && ids[static_cast<size_t>(p)] == e)
+            first_row = r;
+        for (int64_t k = 0; p < pairs && ids[static_cast<size_t>(p)] == e; ++p, ++k) {
+          REQUIRE(first_row >= 0);
+          CHECK(block_experts.get_int((first_row + k) / block) == e);
+          for (int64_t j = 0; j < in; ++j)
+            CHECK(block_rows.get((first_row + k) * in + j) == env.at("rows").get(p * in + j));
+          seen[static_cast<size_t>(first_row + k)] = p;
+        }
+      }
+      for (int64_t r = 0; r < b.rows.dim(0); ++r)
+        if (seen[static_cast<size_t>(r)] < 0)
+          for (int64_t j = 0; j < in; ++j) CHECK(block_rows.get(r * in + j) == 0.0);
+      const interp::Difference diff = interp::compare(res.at("blocked"), res.at("per_pair"));
+      CHECK(diff.max_abs == 0.0);
+    }
+}
