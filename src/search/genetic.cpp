@@ -1,10 +1,11 @@
-// The genetic extraction search.
+// The extraction search: a descent from the greedy genome, then a genetic
+// search, both ranked by the cheap fitness and decided by the exact measure.
 //
 // Determinism: every random draw comes from one generator seeded by the
-// options, in the main thread, in a fixed order; only the evaluation of a
-// generation's new genomes runs in parallel, each into its own slot, and the
-// de-duplication that decides what is measured runs sequentially in
-// candidate order. So the thread count changes only the speed.
+// options, in the main thread, in a fixed order; only the measurement of a
+// batch of new genomes runs in parallel, each into its own slot, and the
+// de-duplication that decides what is measured runs sequentially in batch
+// order. So the thread count changes only the speed.
 
 #include <spool/search/genetic.hpp>
 
@@ -15,11 +16,11 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
-#include <unistd.h>
 #include <unordered_map>
 
 namespace spool::search {
@@ -31,18 +32,20 @@ constexpr int64_t kFailed = std::numeric_limits<int64_t>::max();
 struct Scored {
   Genome genome;
   uint64_t hash = 0;
-  int64_t cycles = kFailed;
+  int64_t cycles = kFailed;  // by fitness
+  uint64_t print = 0;        // the program's fingerprint (0: no program)
+  int64_t exact = kFailed;   // by exact, once measured
 };
 
-bool better(const Scored& a, const Scored& b) {
-  return a.cycles != b.cycles ? a.cycles < b.cycles : a.hash < b.hash;
-}
+bool better(const Scored& a, const Scored& b) { return a.cycles != b.cycles ? a.cycles < b.cycles : a.hash < b.hash; }
+
+bool better_exact(const Scored& a, const Scored& b) { return a.exact != b.exact ? a.exact < b.exact : better(a, b); }
 
 // Measures genomes, each distinct genome and each distinct program once.
 class Evaluator {
  public:
-  Evaluator(const SearchSpace& space, const FitnessFn& fitness, tbb::task_arena& arena)
-      : space_(space), fitness_(fitness), arena_(arena) {}
+  Evaluator(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact, tbb::task_arena& arena)
+      : space_(space), fitness_(fitness), exact_(exact), arena_(arena) {}
 
   // Genomes whose estimate is above `limit` are pruned (0: none).
   void set_estimate_limit(double limit) { limit_ = limit; }
@@ -110,20 +113,63 @@ class Evaluator {
       } else if (c == kFailed) {
         ++failed_;
       }
-      by_genome_.emplace(batch[fresh[k]].hash, c);
+      by_genome_.emplace(batch[fresh[k]].hash, Known{c, built[k] ? prints[k] : 0});
     }
     genomes_ += fresh.size();
     std::vector<Scored> kept;
     for (size_t i = 0; i < batch.size(); ++i)
       if (keep[i]) {
-        batch[i].cycles = by_genome_.at(batch[i].hash);
+        const Known& known = by_genome_.at(batch[i].hash);
+        batch[i].cycles = known.cycles;
+        batch[i].print = known.print;
+        if (const auto it = exact_by_program_.find(known.print);
+            known.cycles != kFailed && it != exact_by_program_.end())
+          batch[i].exact = it->second;
         kept.push_back(std::move(batch[i]));
       }
     batch = std::move(kept);
     return fresh.size();
   }
 
+  // Measures by exact the scored genomes of `batch` (those fitness could
+  // measure) whose programs exact has not measured yet, in parallel; fills
+  // every one's exact. Without an exact measure, exact is the fitness.
+  void measure_exact(std::vector<Scored>& batch) {
+    std::vector<size_t> todo;
+    std::unordered_map<uint64_t, size_t> first;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].cycles == kFailed) continue;
+      if (!exact_) {
+        batch[i].exact = batch[i].cycles;
+        continue;
+      }
+      if (exact_by_program_.count(batch[i].print) || first.count(batch[i].print)) continue;
+      first.emplace(batch[i].print, i);
+      todo.push_back(i);
+    }
+    std::vector<int64_t> cycles(todo.size(), kFailed);
+    arena_.execute([&] {
+      tbb::parallel_for(size_t{0}, todo.size(), [&](size_t j) {
+        try {
+          cycles[j] = exact_(space_.program(batch[todo[j]].genome));
+        } catch (const Error&) {
+          cycles[j] = kFailed;
+        }
+      });
+    });
+    for (size_t j = 0; j < todo.size(); ++j) exact_by_program_.emplace(batch[todo[j]].print, cycles[j]);
+    exact_measured_ += todo.size();
+    for (Scored& s : batch)
+      if (s.cycles != kFailed && exact_) s.exact = exact_by_program_.at(s.print);
+  }
+  void measure_exact(Scored& one) {
+    std::vector<Scored> batch{std::move(one)};
+    measure_exact(batch);
+    one = std::move(batch[0]);
+  }
+
   bool seen(uint64_t hash) const { return by_genome_.count(hash) != 0; }
+  size_t exact_measured() const { return exact_measured_; }
   size_t genomes() const { return genomes_; }
   size_t programs() const { return programs_; }
   size_t failed() const { return failed_; }
@@ -132,11 +178,17 @@ class Evaluator {
  private:
   const SearchSpace& space_;
   const FitnessFn& fitness_;
+  const FitnessFn& exact_;
   tbb::task_arena& arena_;
+  struct Known {
+    int64_t cycles;
+    uint64_t print;
+  };
   // Looked up, never iterated: their order cannot leak into the result.
-  std::unordered_map<uint64_t, int64_t> by_genome_;
+  std::unordered_map<uint64_t, Known> by_genome_;
   std::unordered_map<uint64_t, int64_t> by_program_;
-  size_t genomes_ = 0, programs_ = 0, failed_ = 0, pruned_ = 0;
+  std::unordered_map<uint64_t, int64_t> exact_by_program_;
+  size_t genomes_ = 0, programs_ = 0, failed_ = 0, pruned_ = 0, exact_measured_ = 0;
   double limit_ = 0;
 };
 
@@ -145,7 +197,8 @@ class Progress {
   explicit Progress(bool wanted) : on_(wanted && isatty(STDERR_FILENO)) {}
   void update(const SearchResult& r, double seconds) {
     if (!on_) return;
-    std::fprintf(stderr, "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s",
+    std::fprintf(stderr,
+                 "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s",
                  r.generations, static_cast<long long>(r.best_cycles), static_cast<long long>(r.greedy_cycles),
                  r.ratio(), r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0);
     std::fflush(stderr);
@@ -172,24 +225,41 @@ const Scored& tournament(const std::vector<Scored>& pop, Rng& rng) {
 }  // namespace
 
 std::string SearchResult::summary() const {
-  return fmt::format("greedy {} cycles, best {} cycles (x{:.3f}) after {} genomes, {} programs, {} failed, {} "
-                     "pruned, {} generations, {} restarts, {:.1f} s{}",
-                     greedy_cycles, best_cycles, ratio(), genomes, programs, failed, pruned, generations, restarts,
-                     seconds, stopped_by_time ? " (stopped by the time budget)" : "");
+  return fmt::format(
+      "greedy {} cycles, best {} cycles (x{:.3f}; ranked {} -> {}) after {} genomes, {} programs, {} "
+      "measured exactly, {} failed, {} pruned, {} descent rounds keeping {} changes, {} generations, "
+      "{} restarts, {:.1f} s{}",
+      greedy_cycles, best_cycles, ratio(), greedy_rank_cycles, best_rank_cycles, genomes, programs, exact, failed,
+      pruned, descent_rounds, descent_steps, generations, restarts, seconds,
+      stopped_by_time ? " (stopped by the time budget)" : "");
 }
 
 nlohmann::json SearchResult::to_json() const {
-  return {{"genomes", genomes},         {"greedy_cycles", greedy_cycles}, {"best_cycles", best_cycles},
-          {"ratio", ratio()},           {"programs", programs},           {"failed", failed},
-          {"pruned", pruned},           {"generations", generations},     {"restarts", restarts},
-          {"seconds", seconds},         {"stopped_by_time", stopped_by_time}};
+  return {{"genomes", genomes},
+          {"greedy_cycles", greedy_cycles},
+          {"best_cycles", best_cycles},
+          {"ratio", ratio()},
+          {"greedy_rank_cycles", greedy_rank_cycles},
+          {"best_rank_cycles", best_rank_cycles},
+          {"programs", programs},
+          {"exact", exact},
+          {"failed", failed},
+          {"pruned", pruned},
+          {"descent_rounds", descent_rounds},
+          {"descent_steps", descent_steps},
+          {"generations", generations},
+          {"restarts", restarts},
+          {"seconds", seconds},
+          {"stopped_by_time", stopped_by_time}};
 }
 
-SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options) {
+SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact,
+                     const SearchOptions& options) {
   const auto start = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto out_of_time = [&] { return options.max_seconds > 0 && seconds() >= options.max_seconds; };
   tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
-  Evaluator eval(space, fitness, arena);
+  Evaluator eval(space, fitness, exact, arena);
   const GenomeSpace& genomes = space.genomes();
   Rng rng(options.seed);
   SearchResult result;
@@ -197,33 +267,111 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const S
   const size_t population = std::max<size_t>(options.population, 2);
   const size_t elite = std::min(std::max<size_t>(options.elite, 1), population - 1);
   const size_t budget = std::max<size_t>(options.max_genomes, 1);
+  const size_t confirm = std::max<size_t>(options.confirm, 1);
+  auto left = [&] { return budget - std::min(budget, eval.genomes()); };
 
   // The greedy genome first: it is the baseline and stays in the elite.
   Genome greedy = space.greedy();
   genomes.normalize(greedy);
-  std::vector<Scored> pop{Scored{greedy, 0, kFailed}};
+  std::vector<Scored> pop{Scored{greedy}};
   eval.evaluate(pop, budget);
   if (pop.empty() || pop[0].cycles == kFailed) fail("search: the greedy program cannot be measured");
-  result.greedy_cycles = pop[0].cycles;
-  Scored best = pop[0];
+  eval.measure_exact(pop[0]);
+  if (pop[0].exact == kFailed) fail("search: the greedy program cannot be measured");
+  result.greedy_cycles = pop[0].exact;
+  result.greedy_rank_cycles = pop[0].cycles;
+  // The best by fitness (ranks the genetic phase) and by exact (the result).
+  Scored best = pop[0], best_exact = pop[0];
+  auto consider = [&](const Scored& s) {
+    if (s.cycles != kFailed && better(s, best)) best = s;
+    if (s.exact != kFailed && better_exact(s, best_exact)) best_exact = s;
+  };
   if (options.prune_factor > 0) eval.set_estimate_limit(options.prune_factor * space.estimate(greedy));
+  auto report = [&] {
+    result.genomes = eval.genomes();
+    result.best_cycles = best_exact.exact;
+    result.best_rank_cycles = best_exact.cycles;
+    progress.update(result, seconds());
+  };
 
+  // The descent. `current` is measured by both measures.
+  Scored current = pop[0];
+  std::vector<Scored> near_best;  // the neighbours fitness ranks best, seeds of the genetic phase
+  for (size_t round = 0; round < options.descent_rounds && left() > 0; ++round) {
+    if (out_of_time()) {
+      result.stopped_by_time = true;
+      break;
+    }
+    std::vector<Scored> near;
+    for (Genome& g : genomes.neighbours(current.genome)) near.push_back(Scored{std::move(g)});
+    eval.evaluate(near, left());
+    ++result.descent_rounds;
+    for (const Scored& s : near) consider(s);
+    std::vector<Scored> improving;
+    for (const Scored& s : near)
+      if (s.cycles != kFailed && s.cycles < current.cycles) improving.push_back(s);
+    std::sort(improving.begin(), improving.end(), better);
+    near_best.insert(near_best.end(), improving.begin(), improving.end());
+    if (improving.size() > confirm) improving.resize(confirm);
+    eval.measure_exact(improving);
+    std::erase_if(improving, [&](const Scored& s) { return s.exact == kFailed || s.exact >= current.exact; });
+    std::sort(improving.begin(), improving.end(), better_exact);
+    for (const Scored& s : improving) consider(s);
+    report();
+    if (improving.empty()) break;
+    // The best confirmed change, then each other one on top of what is
+    // kept, kept only if exact improves.
+    Scored kept = improving[0];
+    size_t steps = 1;
+    for (size_t i = 1; i < improving.size() && left() > 0; ++i) {
+      const std::vector<uint32_t> genes = differing_genes(genomes, improving[i].genome, current.genome);
+      Genome trial = kept.genome;
+      for (uint32_t g : genes) trial[g] = improving[i].genome[g];
+      genomes.repair(trial, genes);
+      genomes.normalize(trial);
+      if (!genomes.valid(trial)) continue;
+      std::vector<Scored> one{Scored{std::move(trial)}};
+      eval.evaluate(one, left());
+      if (one.empty() || one[0].cycles == kFailed) continue;
+      eval.measure_exact(one[0]);
+      consider(one[0]);
+      if (one[0].exact != kFailed && one[0].exact < kept.exact) {
+        kept = std::move(one[0]);
+        ++steps;
+      }
+    }
+    result.descent_steps += steps;
+    current = std::move(kept);
+    near_best.push_back(current);
+    report();
+  }
+
+  // The genetic phase: greedy, the descent's result and its best
+  // neighbours, then random genomes, half of them near the descent's result.
+  const Genome& base = current.genome;
+  pop.push_back(current);
+  std::sort(near_best.begin(), near_best.end(), better);
+  for (const Scored& s : near_best) {
+    if (pop.size() >= population / 2) break;
+    if (std::none_of(pop.begin(), pop.end(), [&](const Scored& p) { return p.hash == s.hash; })) pop.push_back(s);
+  }
   auto fill_random = [&](std::vector<Scored>& into) {
     std::vector<Scored> fresh;
     for (size_t attempt = 0; into.size() + fresh.size() < population && attempt < 4 * population; ++attempt) {
       Genome g = rng.unit() < options.near_greedy
-                     ? genomes.mutate(greedy, rng, 1 + rng.below(std::max<size_t>(options.max_mutations, 1)))
+                     ? genomes.mutate(base, rng, 1 + rng.below(std::max<size_t>(options.max_mutations, 1)))
                      : genomes.random(rng);
-      fresh.push_back(Scored{std::move(g), 0, kFailed});
+      fresh.push_back(Scored{std::move(g)});
     }
-    eval.evaluate(fresh, budget - std::min(budget, eval.genomes()));
+    eval.evaluate(fresh, left());
     for (Scored& s : fresh) into.push_back(std::move(s));
   };
-  fill_random(pop);
+  if (left() > 0 && !result.stopped_by_time) fill_random(pop);
+  for (const Scored& s : pop) consider(s);
 
   size_t stale = 0, idle = 0;
-  while (eval.genomes() < budget) {
-    if (options.max_seconds > 0 && seconds() >= options.max_seconds) {
+  while (eval.genomes() < budget && !result.stopped_by_time) {
+    if (out_of_time()) {
       result.stopped_by_time = true;
       break;
     }
@@ -246,44 +394,49 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const S
       const uint64_t h = genomes.hash(child);
       if (in_next.count(h) || eval.seen(h)) continue;
       in_next.emplace(h, 1);
-      children.push_back(Scored{std::move(child), h, kFailed});
+      children.push_back(Scored{std::move(child), h});
     }
-    const size_t evaluated = eval.evaluate(children, budget - std::min(budget, eval.genomes()));
+    const size_t evaluated = eval.evaluate(children, left());
     for (Scored& c : children) next.push_back(std::move(c));
     pop = std::move(next);
     ++result.generations;
 
-    bool improved = false;
-    for (const Scored& s : pop)
-      if (s.cycles < best.cycles) {
-        best = s;
-        improved = true;
-      }
-    stale = improved ? 0 : stale + 1;
+    const int64_t before = best.cycles;
+    for (const Scored& s : pop) consider(s);
+    stale = best.cycles < before ? 0 : stale + 1;
     idle = evaluated == 0 ? idle + 1 : 0;
     if (stale >= options.stagnation || idle > 0) {
       // Restart: keep the elite, the rest random.
       std::sort(pop.begin(), pop.end(), better);
       pop.resize(std::min(pop.size(), elite));
-      const size_t before = eval.genomes();
+      const size_t before_genomes = eval.genomes();
       fill_random(pop);
+      for (const Scored& s : pop) consider(s);
       ++result.restarts;
       stale = 0;
       // A space too small to give new genomes: nothing left to search.
-      if (idle > 0 && eval.genomes() == before) break;
+      if (idle > 0 && eval.genomes() == before_genomes) break;
     }
-    result.genomes = eval.genomes();
-    result.best_cycles = best.cycles;
-    progress.update(result, seconds());
+    report();
   }
 
+  // The genomes fitness ranks best, measured by exact; the best by exact wins.
+  std::vector<Scored> finalists{best};
+  std::sort(pop.begin(), pop.end(), better);
   for (const Scored& s : pop)
-    if (s.cycles < best.cycles) best = s;
-  result.best_cycles = best.cycles;
-  result.best = best.genome;
-  result.best_program = space.program(best.genome);
+    if (finalists.size() < confirm && s.cycles != kFailed &&
+        std::none_of(finalists.begin(), finalists.end(), [&](const Scored& f) { return f.hash == s.hash; }))
+      finalists.push_back(s);
+  eval.measure_exact(finalists);
+  for (const Scored& s : finalists) consider(s);
+
+  result.best_cycles = best_exact.exact;
+  result.best_rank_cycles = best_exact.cycles;
+  result.best = best_exact.genome;
+  result.best_program = space.program(best_exact.genome);
   result.genomes = eval.genomes();
   result.programs = eval.programs();
+  result.exact = eval.exact_measured();
   result.failed = eval.failed();
   result.pruned = eval.pruned();
   result.seconds = seconds();

@@ -480,6 +480,32 @@ Genome GenomeSpace::mutate(const Genome& genome, Rng& rng, size_t count) const {
   return out;
 }
 
+std::vector<Genome> GenomeSpace::neighbours(const Genome& genome, std::vector<uint32_t>* changed) const {
+  const std::vector<uint8_t> seen = reachable(genome);
+  std::vector<Genome> out;
+  std::vector<uint64_t> hashes{hash(genome)};
+  if (changed) changed->clear();
+  for (size_t g = 0; g < genes_.size(); ++g) {
+    if (!seen[g] || genes_[g].count < 2) continue;
+    for (uint32_t c = 0; c < genes_[g].count; ++c) {
+      if (c == genome[g]) continue;
+      Genome n = genome;
+      n[g] = c;
+      const uint32_t keep = static_cast<uint32_t>(g);
+      repair(n, std::span<const uint32_t>(&keep, 1));
+      normalize(n);
+      if (!valid(n)) continue;
+      const uint64_t h = hash(n);
+      // Few neighbours per genome: a linear scan keeps the order plain.
+      if (std::find(hashes.begin(), hashes.end(), h) != hashes.end()) continue;
+      hashes.push_back(h);
+      out.push_back(std::move(n));
+      if (changed) changed->push_back(keep);
+    }
+  }
+  return out;
+}
+
 Genome GenomeSpace::crossover(const Genome& a, const Genome& b, Rng& rng) const {
   SPOOL_ASSERT(a.size() == genes_.size() && b.size() == genes_.size(), "crossover of genomes of another space");
   for (int attempt = 0; attempt < kMaxDraws; ++attempt) {

@@ -1,17 +1,27 @@
 #pragma once
-// search::genetic: a genetic search over genomes for the program with the
-// fewest cycles.
+// search::genetic: a search over genomes for the program with the fewest
+// cycles: a descent from the greedy genome, then a genetic search.
 //
-// The population starts from the greedy genome and random ones; each
-// generation keeps the elite, breeds the rest by tournament selection,
-// crossover and mutation, and evaluates the new genomes in parallel (TBB).
-// Genomes are de-duplicated by their hash and programs by their fingerprint,
-// so a program is measured once. After `stagnation` generations without a
-// better genome the population restarts from the elite and fresh random
-// genomes. The result depends only on the seed and the budgets in genomes,
-// never on the thread count; a time budget is checked only between
-// generations, so a search stopped by time depends on the machine's speed
-// (the result says when that happened).
+// Two measures of a program: `fitness`, cheap (simulated cycles of each
+// kernel alone, memoised), ranks every genome; `exact`, dear (the whole
+// program simulated), decides. The descent measures every single-choice
+// change of the current genome (first the greedy one) by fitness, measures
+// the best few that fitness says improve by exact, and combines those that
+// exact confirms, one at a time, each kept only if exact improves; it
+// repeats from the result while that improves. The genetic phase then
+// starts from the greedy genome, the descent's result, its best neighbours
+// and random genomes near it; each generation keeps the elite, breeds the
+// rest by tournament selection, crossover and mutation, and evaluates the
+// new genomes in parallel (TBB). At the end the best few genomes by fitness
+// are measured by exact, and the best by exact is the result, so it is never
+// worse than greedy under exact. Genomes are de-duplicated by their hash and
+// programs by their fingerprint, so a program is measured once by each
+// measure. After `stagnation` generations without a better genome the
+// population restarts from the elite and fresh random genomes. The result
+// depends only on the seed and the budgets in genomes, never on the thread
+// count; a time budget is checked only between generations and descent
+// rounds, so a search stopped by time depends on the machine's speed (the
+// result says when that happened).
 
 #include <spool/search/space.hpp>
 
@@ -32,9 +42,9 @@ using FitnessFn = std::function<int64_t(const Graph& program)>;
 struct SearchOptions {
   size_t population = 24;
   size_t elite = 4;
-  size_t max_genomes = 200;   // distinct genomes evaluated (the greedy one included)
-  double max_seconds = 0;     // 0: no time budget; checked between generations
-  size_t stagnation = 8;      // generations without improvement before a restart
+  size_t max_genomes = 200;  // distinct genomes evaluated (the greedy one included)
+  double max_seconds = 0;    // 0: no time budget; checked between generations
+  size_t stagnation = 8;     // generations without improvement before a restart
   double crossover_rate = 0.5;
   // Genomes whose analytic cost (SearchSpace::estimate) exceeds this many
   // times the greedy genome's are not measured (counted as pruned): uniform
@@ -45,18 +55,29 @@ struct SearchOptions {
   // Of the random genomes that start and restart the population, this
   // share are greedy mutated 1..max_mutations times; the rest uniform.
   double near_greedy = 0.5;
-  size_t max_mutations = 3;   // a child gets 1..max_mutations mutations
+  size_t max_mutations = 3;  // a child gets 1..max_mutations mutations
+  // Descent rounds before the genetic phase (0: none), and how many genomes
+  // that fitness ranks best are measured by exact per round and at the end.
+  size_t descent_rounds = 4;
+  size_t confirm = 6;
   uint64_t seed = 1;
-  int threads = 0;            // 0: TBB's default; the result never depends on it
-  bool progress = true;       // a progress line on stderr when it is a terminal
+  int threads = 0;       // 0: TBB's default; the result never depends on it
+  bool progress = true;  // a progress line on stderr when it is a terminal
 };
 
 struct SearchResult {
+  // Under exact (fitness when no exact measure is given).
   int64_t greedy_cycles = 0;
   int64_t best_cycles = 0;
+  // Under fitness, of the same two genomes.
+  int64_t greedy_rank_cycles = 0;
+  int64_t best_rank_cycles = 0;
   Genome best;
   Graph best_program;
   size_t genomes = 0;         // distinct genomes evaluated
+  size_t exact = 0;           // distinct programs measured by exact
+  size_t descent_rounds = 0;  // rounds of the descent that ran
+  size_t descent_steps = 0;   // single-choice changes the descent kept
   size_t programs = 0;        // distinct programs measured (by fingerprint)
   size_t failed = 0;          // genomes whose program could not be built or measured
   size_t pruned = 0;          // genomes not measured: estimate above prune_factor x greedy's
@@ -68,12 +89,18 @@ struct SearchResult {
   double ratio() const { return best_cycles > 0 ? static_cast<double>(greedy_cycles) / best_cycles : 1.0; }
   std::string summary() const;  // one line
   // The report's "search" object (DESIGN §7): {genomes, greedy_cycles,
-  // best_cycles, ratio, programs, failed, pruned, generations, restarts,
-  // seconds, stopped_by_time}.
+  // best_cycles, ratio, greedy_rank_cycles, best_rank_cycles, programs,
+  // exact, failed, pruned, descent_rounds, descent_steps, generations,
+  // restarts, seconds, stopped_by_time}.
   nlohmann::json to_json() const;
 };
 
-// Throws spool::Error if the greedy genome's program cannot be measured.
-SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options = {});
+// Throws spool::Error if the greedy genome's program cannot be measured (by
+// fitness or by exact). An empty `exact` is `fitness`.
+SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact,
+                     const SearchOptions& options = {});
+inline SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options = {}) {
+  return genetic(space, fitness, FitnessFn{}, options);
+}
 
 }  // namespace spool::search

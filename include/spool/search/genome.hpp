@@ -145,6 +145,12 @@ class GenomeSpace {
   // repaired, normalized and valid. Returns the genome unchanged when no
   // change gives another valid genome.
   Genome mutate(const Genome& genome, Rng& rng, size_t count = 1) const;
+  // Every genome one choice away from `genome` (a valid genome): for each
+  // reachable gene with several candidates and each other candidate, the
+  // genome with that one change, repaired keeping it where it can be,
+  // normalized and valid; in gene then candidate order, without duplicates
+  // and without `genome` itself. `changed[i]` is the gene of neighbour i.
+  std::vector<Genome> neighbours(const Genome& genome, std::vector<uint32_t>* changed = nullptr) const;
   // Each gene from `a` or `b` with equal odds, repaired and normalized;
   // redrawn when invalid (after 64 draws, `a`).
   Genome crossover(const Genome& a, const Genome& b, Rng& rng) const;
