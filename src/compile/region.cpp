@@ -13,7 +13,9 @@
 // of that source or cone rather than a
 // placeholder: one e-graph for the whole graph would see the cone through
 // `loop_input_static x == x` and could fuse it into the body's kernels, and
-// the body's region must be able to do the same.
+// the body's region must be able to do the same. A loop_input whose sources
+// are all one edge is static too (rules/loops.rules makes it so in the
+// e-graph), and is read the same way.
 
 #include <spool/compile/region.hpp>
 #include <spool/roll/roll.hpp>
@@ -186,7 +188,11 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   for (const roll::Loop& loop : loops)
     for (const NodeId entry : loop.entries) {
       const Node& e = rolled.node(entry);
-      if (e.op != Op::LoopInputStatic || !e.inputs[0].view.is_identity()) continue;
+      const bool one_source =
+          e.op == Op::LoopInputStatic ||
+          (e.op == Op::LoopInput &&
+           std::all_of(e.inputs.begin(), e.inputs.end(), [&](const Edge& in) { return in == e.inputs[0]; }));
+      if (!one_source || !e.inputs[0].view.is_identity()) continue;
       std::vector<bool> seen(rolled.id_bound(), false);
       std::vector<NodeId> stack{e.inputs[0].src};
       size_t size = 0;

@@ -45,7 +45,7 @@ std::optional<uint32_t> Vars::find_attr(std::string_view name) const {
 
 bool Pattern::ground() const {
   for (const PatternNode& n : nodes)
-    if (n.kind != PatternNode::Kind::Node || n.attr.kind != AttrPattern::Kind::Exact) return false;
+    if (n.kind != PatternNode::Kind::Node || n.attr.kind != AttrPattern::Kind::Exact || n.any_children) return false;
   return true;
 }
 
@@ -64,7 +64,7 @@ void print_node(const Pattern& p, uint32_t i, const Language& lang, const Vars& 
     out += lang.attrs.str(n.attr.id);
     return;
   }
-  const bool bare = n.arity == 0 && n.attr.kind == AttrPattern::Kind::Exact && n.attr.id.value == 0;
+  const bool bare = n.arity == 0 && !n.any_children && n.attr.kind == AttrPattern::Kind::Exact && n.attr.id.value == 0;
   if (!bare) out += "(";
   out += lang.ops.name(n.op);
   switch (n.attr.kind) {
@@ -78,6 +78,7 @@ void print_node(const Pattern& p, uint32_t i, const Language& lang, const Vars& 
     out += " ";
     print_node(p, k, lang, vars, out);
   }
+  if (n.any_children) out += " ...";
   if (!bare) out += ")";
 }
 
@@ -284,13 +285,27 @@ class Reader {
       tok = next();
     }
     boost::container::small_vector<uint32_t, 4> kids;
+    const int arity = lang_.ops[*op].arity;
+    if (tok.kind == Token::Atom && tok.text == "...") {
+      // Any number of children, none bound: only a variadic op has a
+      // number of children to leave open.
+      if (arity != kVariadic)
+        return set_error(tok, fmt::format("'...' stands for the children of a variadic op; '{}' takes {}", head.text,
+                                          arity));
+      tok = next();
+      if (tok.kind != Token::RParen) return set_error(tok, "'...' stands for all the children: write (op ...)");
+      node.any_children = true;
+      push(node, {});
+      return true;
+    }
     while (tok.kind != Token::RParen) {
       if (tok.kind == Token::End) return set_error(t, "unclosed '('");
+      if (tok.kind == Token::Atom && tok.text == "...")
+        return set_error(tok, "'...' stands for all the children: write (op ...)");
       if (!parse_expr(tok)) return false;
       kids.push_back(pattern_.root());
       tok = next();
     }
-    const int arity = lang_.ops[*op].arity;
     if (arity != kVariadic && static_cast<size_t>(arity) != kids.size())
       return set_error(head, fmt::format("op '{}' takes {} children, got {}", head.text, arity, kids.size()));
     push(node, span_of(kids));
@@ -365,6 +380,7 @@ ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classe
         AttrId attr = n.attr.id;
         if (n.attr.kind == AttrPattern::Kind::Var) attr = attrs[n.attr.var];
         SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+        SPOOL_ASSERT(!n.any_children, "(op ...) cannot be instantiated");
         scratch[i] = graph.add(n.op, attr, kids.span());
         break;
       }
@@ -387,6 +403,7 @@ bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* clas
       ChildBuf kids;
       for (uint32_t k : pattern.kids(n)) kids.push_back(scratch[k]);
       SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+      SPOOL_ASSERT(!n.any_children, "(op ...) cannot be instantiated");
       const AttrId attr = n.attr.kind == AttrPattern::Kind::Var ? attrs[n.attr.var] : n.attr.id;
       scratch[i] = graph.add(n.op, attr, kids.span());
     } else {
@@ -396,6 +413,7 @@ bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* clas
   ChildBuf kids;
   for (uint32_t k : pattern.kids(root)) kids.push_back(scratch[k]);
   SPOOL_ASSERT(root.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+  SPOOL_ASSERT(!root.any_children, "(op ...) cannot be instantiated");
   const AttrId attr = root.attr.kind == AttrPattern::Kind::Var ? attrs[root.attr.var] : root.attr.id;
   return graph.add_to_class(root.op, attr, kids.span(), target, reason);
 }
@@ -463,6 +481,7 @@ struct Compiler {
     b.reg = reg;
     b.other = q.num_regs;
     b.arity = n.arity;
+    b.any_arity = n.any_children;
     b.attr_kind = n.attr.kind;
     if (n.attr.kind == AttrPattern::Kind::Exact) b.attr = n.attr.id.value;
     if (n.attr.kind == AttrPattern::Kind::Var) {
@@ -556,7 +575,7 @@ class Machine {
         const bool now_fresh = fresh || changed(regs_[in.reg]);
         for (NodeId n : g_.class_nodes(regs_[in.reg], in.op)) {
           const ENodeRef node = g_.node(n);
-          if (node.children.size() != in.arity) continue;
+          if (!in.any_arity && node.children.size() != in.arity) continue;
           switch (in.attr_kind) {
             case AttrPattern::Kind::Any: break;
             case AttrPattern::Kind::Exact:

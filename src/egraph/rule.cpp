@@ -60,6 +60,10 @@ std::optional<Diagnostic> check_rhs(const Pattern& p, const Rule& rule, const So
     if (n.kind == PatternNode::Kind::Node && n.attr.kind == AttrPattern::Kind::Any)
       return diag(loc, fmt::format("rule '{}': an attribute wildcard cannot appear on the right-hand side",
                                    rule.name));
+    if (n.kind == PatternNode::Kind::Node && n.any_children)
+      return diag(loc, fmt::format("rule '{}': '...' cannot appear on the right-hand side (it leaves the children "
+                                   "unknown); an applier can build such a node",
+                                   rule.name));
   }
   return std::nullopt;
 }

@@ -692,6 +692,21 @@ std::optional<ClassId> layer_norm_kernel(EGraph& g, HlirLanguage& lang, const Ma
   return add_kernel(g, lang, Op::LayerNorm, attr, {g.find(x), g.find(w), g.find(b)});
 }
 
+// loop_input[l](x, x, ..., x): the same value in every iteration, which is
+// what loop_input_static[l](x) says (roll::unroll routes iteration k of
+// either to its k-th source, here always x). auto_roll writes the static
+// form when the sources are one node; this one catches sources that
+// saturation proved equal. nullopt when the class holds no loop_input with
+// attribute `l` whose sources are all one class.
+std::optional<ClassId> loop_input_static(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  for (const NodeCopy& n : nodes_with(g, m.root, lang.op(Op::LoopInput))) {
+    if (n.attr != m.attr_args[0] || n.kids.empty()) continue;
+    if (std::all_of(n.kids.begin(), n.kids.end(), [&](ClassId k) { return k == n.kids.front(); }))
+      return g.add(lang.op(Op::LoopInputStatic), n.attr, std::span<const ClassId>(n.kids.data(), 1));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 egraph::Registry hlir_registry(HlirLanguage& lang) {
@@ -718,6 +733,7 @@ egraph::Registry hlir_registry(HlirLanguage& lang) {
   add("reduce-epilogue", 2, 1, "apply reduce-epilogue ?root ?program ?x", reduce_epilogue);
   add("softmax-kernel", 3, 5, "apply softmax-kernel ?root ?x ?log2e ?axis ?v1 ?v2 ?v3 ?v4", softmax_kernel);
   add("rms-norm-kernel", 5, 4, "apply rms-norm-kernel ?root ?x ?w ?inv ?eps ?axis ?vb ?vk ?vw", rms_norm_kernel);
+  add("loop-input-static", 1, 1, "apply loop-input-static ?root ?loop of (loop_input[?loop] ...)", loop_input_static);
   add("layer-norm-kernel", 6, 7, "apply layer-norm-kernel ?root ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb",
       layer_norm_kernel);
   return r;

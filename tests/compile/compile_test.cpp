@@ -268,6 +268,60 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
   }
 }
 
+TEST_CASE("a loop input with one source in every iteration becomes static in the e-graph; the program is unchanged") {
+  // The tiny llama rolled, with every static input that reads a source
+  // rewritten as a loop_input listing that source once per trip (auto_roll
+  // writes the static form itself when the sources are one node).
+  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  config.layers = 8;
+  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const Graph rolled = roll::auto_roll(g).graph;
+  Graph marked = rolled;
+  size_t replaced = 0;
+  for (const NodeId id : rolled.live_ids()) {
+    const Node& n = rolled.node(id);
+    if (n.op != Op::LoopInputStatic || op_info(rolled.node(n.inputs[0].src).op).cls != OpClass::Source) continue;
+    const LoopAttr loop = std::get<LoopAttr>(n.attr);
+    const NodeId input = marked.add(Op::LoopInput, std::vector<Edge>(static_cast<size_t>(loop.trips), n.inputs[0]), loop);
+    marked.replace_uses(id, Edge{input, {}});
+    marked.remove(id);
+    ++replaced;
+  }
+  REQUIRE(replaced > 0);
+  CHECK(count_ops(marked, Op::LoopInputStatic) + replaced == count_ops(rolled, Op::LoopInputStatic));
+
+  CompileOptions options;
+  options.rule_files = {kRules};
+  options.roll = false;  // the markers as written
+  // Classes holding a loop_input, and those of them also holding a
+  // loop_input_static (built by loop-input-same-sources): exactly the
+  // rewritten ones, not the per-layer weights' loop inputs.
+  const Saturated s = saturate(marked, options);
+  size_t with_input = 0, with_both = 0;
+  for (const Region& region : s.regions) {
+    egraph::EGraph& eg = *region.egraph;
+    for (const egraph::ClassId c : eg.classes()) {
+      bool input = false, made_static = false;
+      for (const egraph::NodeId n : eg.class_nodes(c)) {
+        input |= eg.node(n).op == region.lang->op(Op::LoopInput);
+        made_static |= eg.node(n).op == region.lang->op(Op::LoopInputStatic);
+      }
+      with_input += input;
+      with_both += input && made_static;
+    }
+  }
+  CHECK(with_both == replaced);
+  CHECK(with_input > with_both);
+
+  const CompileResult from_marked = compile(marked, options);
+  const CompileResult unrolled = compile(g, options);
+  options.roll = true;
+  const CompileResult from_rolled = compile(g, options);
+  check_same_outputs(g, from_marked.program);
+  CHECK(compacted(cse(from_marked.program)) == compacted(cse(unrolled.program)));
+  CHECK(compacted(cse(from_marked.program)) == compacted(cse(from_rolled.program)));
+}
+
 TEST_CASE("a loop whose carried state resolves to a constant compiles, with and without the unroll-union") {
   // loop_end(next = a constant outside the body): after the first iteration
   // the state is that constant (the iteration-invariant slot of roll::unroll).

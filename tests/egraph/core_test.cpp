@@ -4,10 +4,12 @@
 #include <spool/egraph/dump.hpp>
 #include <spool/egraph/egraph.hpp>
 #include <spool/egraph/pattern.hpp>
+#include <spool/egraph/rule.hpp>
 #include <spool/support/error.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 
 using namespace spool::egraph;
@@ -199,6 +201,53 @@ TEST_CASE("pattern reader: forms, attributes and located errors") {
   auto num = parse_pattern(L.lang, "(f 12)", v2);
   REQUIRE(num.ok());
   CHECK(num.value().str(L.lang, v2) == "(f 12)");
+}
+
+TEST_CASE("(op ...) matches a variadic op with any number of children, binds none, and is never built") {
+  Lang L;
+  EGraph e(L.lang);
+  const ClassId one = add_expr(e, "(h a)");
+  const ClassId three = add_expr(e, "(h a b c)");
+  const ClassId none = add_expr(e, "h");
+  add_expr(e, "(g a b)");
+  e.rebuild();
+  Vars vars;
+  auto p = parse_pattern(L.lang, "(h ...)", vars);
+  REQUIRE(p.ok());
+  CHECK(p.value().str(L.lang, vars) == "(h ...)");
+  CHECK_FALSE(p.value().ground());
+  auto q = compile_query({p.value()}, {}, vars);
+  REQUIRE(q.ok());
+  MatchSet out;
+  REQUIRE(search(e, q.value(), query_candidates(e, q.value()), out));
+  std::vector<ClassId> roots;
+  for (size_t i = 0; i < out.size(); ++i) roots.push_back(out.root(i));
+  std::sort(roots.begin(), roots.end());
+  std::vector<ClassId> want{one, three, none};
+  std::sort(want.begin(), want.end());
+  CHECK(roots == want);
+
+  // Only for variadic ops, and only as all the children.
+  Vars v2;
+  auto fixed = parse_pattern(L.lang, "(g ...)", v2);
+  REQUIRE_FALSE(fixed.ok());
+  CHECK(fixed.error().render() == "<pattern>:1:4: error: '...' stands for the children of a variadic op; 'g' takes 2");
+  auto mixed = parse_pattern(L.lang, "(h ?x ...)", v2);
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.error().message == "'...' stands for all the children: write (op ...)");
+  auto after = parse_pattern(L.lang, "(h ... ?x)", v2);
+  REQUIRE_FALSE(after.ok());
+  CHECK(after.error().message == "'...' stands for all the children: write (op ...)");
+
+  // Never built: not a ground term, not a right-hand side.
+  CHECK_THROWS_AS(add_expr(e, "(h ...)"), spool::Error);
+  RuleSpec spec;
+  spec.name = "open-rhs";
+  spec.lhs.push_back({"", "(f ?x)", {}});
+  spec.actions.push_back({ActionSpec::Kind::Union, "", "(h ...)", "", {}, {}});
+  auto rule = compile_rule(L.lang, Registry{}, spec);
+  REQUIRE_FALSE(rule.ok());
+  CHECK(rule.error().message.find("'...' cannot appear on the right-hand side") != std::string::npos);
 }
 
 TEST_CASE("add_expr and lookup_expr") {

@@ -8,6 +8,8 @@
 //                        an attribute variable, `[_]` matches any attribute,
 //                        anything else is parsed into an exact attribute (by
 //                        the client's parser, else as int/float/symbol)
+//   (op[ATTR] ...)       a variadic op with any number of children, none
+//                        bound (left-hand sides only: an applier reads them)
 //   ?x                   a class variable (same name = same e-class)
 //   _                    a wildcard (any e-class, binds nothing)
 //   12, 1.5              a number leaf (OpTable::number_op)
@@ -57,6 +59,7 @@ struct PatternNode {
   AttrPattern attr;  // Node
   uint32_t first_child = 0;  // Node: index into Pattern::children
   uint32_t arity = 0;
+  bool any_children = false;  // Node: written (op ...), matches any arity (arity 0 here)
 };
 
 // A pattern in post-order: children come before their parent, the root last.
@@ -68,7 +71,7 @@ struct Pattern {
   std::span<const uint32_t> kids(const PatternNode& n) const {
     return std::span<const uint32_t>(children.data() + n.first_child, n.arity);
   }
-  bool ground() const;  // no variables, wildcards or attribute patterns
+  bool ground() const;  // no variables, wildcards, attribute patterns or `...`
   std::string str(const Language& language, const Vars& vars) const;
 };
 
@@ -112,6 +115,7 @@ struct Instr {
   uint32_t reg = 0;         // Bind: class register read; Compare: first; Scan: register written
   uint32_t other = 0;       // Bind: first output register; Compare: second register
   uint32_t arity = 0;       // Bind
+  bool any_arity = false;   // Bind: (op ...), any number of children, none bound
   uint32_t attr = 0;        // AttrId (Exact) or attribute register (Var)
 };
 
