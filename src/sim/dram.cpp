@@ -78,33 +78,6 @@ void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
   cost_.requests += requests;
 }
 
-void DramModel::account_block(int first, int count, int bank, int64_t row, int64_t requests) {
-  const size_t base = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(first);
-  int64_t* open = &open_row_[base];
-  int64_t* bank_req = &bank_req_[base];
-  int64_t* bank_miss = &bank_miss_[base];
-  int64_t* channel_req = &channel_req_[static_cast<size_t>(first)];
-  int64_t misses = 0;
-  for (int i = 0; i < count; ++i) {
-    const int64_t miss = open[i] != row ? 1 : 0;
-    open[i] = row;
-    bank_miss[i] += miss;
-    bank_req[i] += requests;
-    channel_req[i] += requests;
-    misses += miss;
-  }
-  // count is a power of two and first a multiple of it: one word holds the bits.
-  const uint64_t bits = count >= 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << (first & 63);
-  for (int w = first >> 6; w < ((first + count + 63) >> 6); ++w) {
-    bank_touched_[static_cast<size_t>(bank) * words_ + static_cast<size_t>(w)] |= bits;
-    channel_touched_[static_cast<size_t>(w)] |= bits;
-  }
-  const int64_t total = requests * count;
-  row_misses_ += misses;
-  row_hits_ += total - misses;
-  cost_.requests += total;
-}
-
 // Power-of-two geometry only. Every granule of a stripe (channels *
 // row_bytes bytes) lies in the same local row, so one bank and one row serve
 // the part of the run inside a stripe. The channel of granule g is
@@ -203,13 +176,36 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   const int64_t low = (int64_t{1} << channel_bits_) - 1;
   const int stripe_shift = channel_bits_ + row_shift_;
   const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);
+  const int n = static_cast<int>(granules);
+  const size_t channels = static_cast<size_t>(channels_);
+  // The block's bits in its word (a block of 64 or more channels fills whole words).
+  const uint64_t block_bits = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  int64_t misses = 0;
   for (int64_t i = 0; i < count; ++i, addr += stride) {
     const int64_t granule = addr >> il_shift_;
     const int64_t stripe = addr >> stripe_shift;
     const int first = static_cast<int>(((granule & low) ^ channel_of(granule & ~low)) & ~(granules - 1));
-    account_block(first, static_cast<int>(granules), static_cast<int>(stripe & (banks_ - 1)), stripe >> bank_bits_,
-                  full);
+    const size_t bank = static_cast<size_t>(stripe & (banks_ - 1));
+    const int64_t row = stripe >> bank_bits_;
+    const size_t base = bank * channels + static_cast<size_t>(first);
+    for (int j = 0; j < n; ++j) {
+      const int64_t miss = open_row_[base + j] != row ? 1 : 0;
+      open_row_[base + j] = row;
+      bank_miss_[base + j] += miss;
+      bank_req_[base + j] += full;
+      channel_req_[static_cast<size_t>(first + j)] += full;
+      misses += miss;
+    }
+    const uint64_t bits = n >= 64 ? block_bits : block_bits << (first & 63);
+    for (int w = first >> 6; w < ((first + n + 63) >> 6); ++w) {
+      bank_touched_[bank * words_ + static_cast<size_t>(w)] |= bits;
+      channel_touched_[static_cast<size_t>(w)] |= bits;
+    }
   }
+  const int64_t total = full * granules * count;
+  row_misses_ += misses;
+  row_hits_ += total - misses;
+  cost_.requests += total;
 }
 
 void DramModel::touch_reference(int64_t addr, int64_t bytes) {

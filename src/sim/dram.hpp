@@ -125,6 +125,33 @@ class DramModel {
   int64_t write_bytes_ = 0;
 };
 
+inline void DramModel::account_block(int first, int count, int bank, int64_t row, int64_t requests) {
+  const size_t base = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(first);
+  int64_t* open = &open_row_[base];
+  int64_t* bank_req = &bank_req_[base];
+  int64_t* bank_miss = &bank_miss_[base];
+  int64_t* channel_req = &channel_req_[static_cast<size_t>(first)];
+  int64_t misses = 0;
+  for (int i = 0; i < count; ++i) {
+    const int64_t miss = open[i] != row ? 1 : 0;
+    open[i] = row;
+    bank_miss[i] += miss;
+    bank_req[i] += requests;
+    channel_req[i] += requests;
+    misses += miss;
+  }
+  // count is a power of two and first a multiple of it: one word holds the bits.
+  const uint64_t bits = count >= 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1) << (first & 63);
+  for (int w = first >> 6; w < ((first + count + 63) >> 6); ++w) {
+    bank_touched_[static_cast<size_t>(bank) * words_ + static_cast<size_t>(w)] |= bits;
+    channel_touched_[static_cast<size_t>(w)] |= bits;
+  }
+  const int64_t total = requests * count;
+  row_misses_ += misses;
+  row_hits_ += total - misses;
+  cost_.requests += total;
+}
+
 template <typename OnBusy>
 Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_busy) {
   const int64_t rb = config_.dma.request_bytes;
