@@ -297,6 +297,17 @@ void Graph::set_input(NodeId id, size_t index, Edge edge) {
   Node& target = nodes_[id.value];
   if (index >= target.inputs.size())
     fail("set_input: {} %{} has {} inputs, not {}", name_of(target.op), id.value, target.inputs.size(), index + 1);
+  const Edge& old = target.inputs[index];
+  if (contains(edge.src) && edge.view == old.view && node(edge.src).dtype == node(old.src).dtype &&
+      node(edge.src).shape == node(old.src).shape) {
+    // The same view of a producer of the same type: the edge delivers the
+    // type it did, and so the node keeps its own (the passes that rewire
+    // readers to an equal value or to a loop marker take this path).
+    --use_count_[old.src.value];
+    ++use_count_[edge.src.value];
+    target.inputs[index] = std::move(edge);
+    return;
+  }
   std::vector<Edge> inputs(target.inputs.begin(), target.inputs.end());
   inputs[index] = std::move(edge);
   const TensorType type = infer(target.op, inputs, target.attr);
