@@ -109,16 +109,28 @@ struct Candidate {
 std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
   constexpr size_t kMaxPerWindow = 16;
   const size_t n = sig.size();
-  // Positions grouped by signature, each group in position order.
-  std::vector<std::pair<size_t, size_t>> by_sig(n);
-  for (size_t i = 0; i < n; ++i) by_sig[i] = {sig[i], i};
-  std::sort(by_sig.begin(), by_sig.end());
+  // next[i]: the next position holding sig[i] (n: none), through an
+  // open-addressing table of the last position seen per signature, filled
+  // from the back.
+  size_t slots = 16;
+  while (slots < 2 * n) slots *= 2;
+  std::vector<std::pair<size_t, size_t>> last(slots, {0, n});  // (signature, position); position n: empty
+  std::vector<size_t> next(n, n);
+  for (size_t i = n; i-- > 0;) {
+    size_t h = (sig[i] ^ (sig[i] >> 29)) & (slots - 1);
+    while (last[h].second != n && last[h].first != sig[i]) h = (h + 1) & (slots - 1);
+    next[i] = last[h].second;
+    last[h] = {sig[i], i};
+  }
   std::vector<uint8_t> wanted(n / 2 + 1, 0);
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = a + 1; b < n && b <= a + kMaxPerWindow && by_sig[b].first == by_sig[a].first; ++b) {
-      const size_t gap = by_sig[b].second - by_sig[a].second;
-      if (gap * 2 <= n) wanted[gap] = 1;
+  for (size_t a = 0; a < n; ++a) {
+    size_t b = next[a];
+    for (size_t k = 0; k < kMaxPerWindow && b < n; ++k, b = next[b]) {
+      const size_t gap = b - a;
+      if (gap * 2 > n) break;  // later occurrences are further still
+      wanted[gap] = 1;
     }
+  }
   std::vector<size_t> periods;
   for (size_t p = 1; p < wanted.size(); ++p)
     if (wanted[p]) periods.push_back(p);
