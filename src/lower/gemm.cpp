@@ -10,8 +10,9 @@
 // of the timing model (timing.cpp: array steps, DRAM bytes at the channels'
 // bandwidth, DMA descriptor setup, launch); in that order, the first few
 // whose generated kernels fit the budget by the scratchpad allocator are run
-// through the timing simulator and the fastest wins, so the footprint that
-// chose it is the footprint that runs. Choices are cached by the GEMM's
+// through the timing simulator and the fastest wins (ties within 0.5% go to
+// the longest k tiles), so the footprint that chose it is the footprint that
+// runs. Choices are cached by the GEMM's
 // signature, so repeated layers cost one selection.
 
 #include "gemm.hpp"
@@ -583,13 +584,20 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
     return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
   size_t best = 0;
   if (fits.size() > 1) {
-    int64_t best_cycles = -1;
+    std::vector<int64_t> cycles;
+    for (const Fit& f : fits) cycles.push_back(simulated_cycles(em, f.kernels));
+    const int64_t fastest = *std::min_element(cycles.begin(), cycles.end());
+    // Within kTieTolerance of the fastest, the tile with the longest k
+    // tiles wins (then the fastest): its operand rows are longer DMA runs,
+    // so fewer descriptors, fewer DRAM rows opened, and a program that is
+    // cheaper to simulate — which decides how long the largest models take.
+    constexpr double kTieTolerance = 0.005;
     for (size_t i = 0; i < fits.size(); ++i) {
-      const int64_t cycles = simulated_cycles(em, fits[i].kernels);
-      if (best_cycles < 0 || cycles < best_cycles) {
-        best_cycles = cycles;
+      if (static_cast<double>(cycles[i]) > static_cast<double>(fastest) * (1 + kTieTolerance)) continue;
+      const bool tied_best = static_cast<double>(cycles[best]) <= static_cast<double>(fastest) * (1 + kTieTolerance);
+      if (!tied_best || fits[i].tile.TK > fits[best].tile.TK ||
+          (fits[i].tile.TK == fits[best].tile.TK && cycles[i] < cycles[best]))
         best = i;
-      }
     }
   }
   em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0};
