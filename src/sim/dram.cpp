@@ -177,7 +177,14 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   const int stripe_shift = channel_bits_ + row_shift_;
   const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);
   const int n = static_cast<int>(granules);
-  const size_t channels = static_cast<size_t>(channels_);
+  const size_t channels = static_cast<size_t>(channels_), words = words_;
+  const int64_t bank_mask = banks_ - 1;
+  int64_t* const open_row = open_row_.data();
+  int64_t* const bank_req = bank_req_.data();
+  int64_t* const bank_miss = bank_miss_.data();
+  int64_t* const channel_req = channel_req_.data();
+  uint64_t* const bank_touched = bank_touched_.data();
+  uint64_t* const channel_touched = channel_touched_.data();
   // The block's bits in its word (a block of 64 or more channels fills whole words).
   const uint64_t block_bits = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
   int64_t misses = 0;
@@ -185,21 +192,26 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     const int64_t granule = addr >> il_shift_;
     const int64_t stripe = addr >> stripe_shift;
     const int first = static_cast<int>(((granule & low) ^ channel_of(granule & ~low)) & ~(granules - 1));
-    const size_t bank = static_cast<size_t>(stripe & (banks_ - 1));
+    const size_t bank = static_cast<size_t>(stripe & bank_mask);
     const int64_t row = stripe >> bank_bits_;
     const size_t base = bank * channels + static_cast<size_t>(first);
     for (int j = 0; j < n; ++j) {
-      const int64_t miss = open_row_[base + j] != row ? 1 : 0;
-      open_row_[base + j] = row;
-      bank_miss_[base + j] += miss;
-      bank_req_[base + j] += full;
-      channel_req_[static_cast<size_t>(first + j)] += full;
+      const int64_t miss = open_row[base + j] != row ? 1 : 0;
+      open_row[base + j] = row;
+      bank_miss[base + j] += miss;
+      bank_req[base + j] += full;
+      channel_req[first + j] += full;
       misses += miss;
     }
     const uint64_t bits = n >= 64 ? block_bits : block_bits << (first & 63);
-    for (int w = first >> 6; w < ((first + n + 63) >> 6); ++w) {
-      bank_touched_[bank * words_ + static_cast<size_t>(w)] |= bits;
-      channel_touched_[static_cast<size_t>(w)] |= bits;
+    if (words == 1) {
+      bank_touched[bank] |= bits;
+      channel_touched[0] |= bits;
+    } else {
+      for (int w = first >> 6; w < ((first + n + 63) >> 6); ++w) {
+        bank_touched[bank * words + static_cast<size_t>(w)] |= bits;
+        channel_touched[w] |= bits;
+      }
     }
   }
   const int64_t total = full * granules * count;
