@@ -47,7 +47,8 @@ Graph extract_program(const Graph& hlir, const sim::NpuConfig& config, const Opt
   search_options.max_seconds = options.search_seconds;
   search_options.threads = options.compile.threads;
   search::SearchResult result = search::genetic(space, fitness, exact, search_options);
-  Graph greedy = space.program(space.greedy());
+  // The search measured both programs in canonical form: that is the form kept.
+  Graph greedy = search::canonical_program(space.program(space.greedy()));
   SearchFigures figures;
   figures.genomes = result.genomes;
   figures.greedy_kernel_cycles = result.greedy_rank_cycles;

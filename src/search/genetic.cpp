@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace spool::search {
 namespace {
@@ -78,8 +79,8 @@ class Evaluator {
           return;
         }
         try {
-          programs[k] = space_.program(batch[fresh[k]].genome);
-          prints[k] = program_fingerprint(programs[k]);
+          programs[k] = canonical_program(space_.program(batch[fresh[k]].genome));
+          prints[k] = canonical_fingerprint(programs[k]);
           built[k] = 1;
         } catch (const Error&) {
           built[k] = 0;
@@ -109,7 +110,7 @@ class Evaluator {
     for (size_t k = 0; k < fresh.size(); ++k) {
       const int64_t c = built[k] ? by_program_.at(prints[k]) : kFailed;
       if (pruned[k]) {
-        ++pruned_;
+        if (!skipped_.count(batch[fresh[k]].hash)) ++pruned_;
       } else if (c == kFailed) {
         ++failed_;
       }
@@ -151,7 +152,7 @@ class Evaluator {
     arena_.execute([&] {
       tbb::parallel_for(size_t{0}, todo.size(), [&](size_t j) {
         try {
-          cycles[j] = exact_(space_.program(batch[todo[j]].genome));
+          cycles[j] = exact_(canonical_program(space_.program(batch[todo[j]].genome)));
         } catch (const Error&) {
           cycles[j] = kFailed;
         }
@@ -166,6 +167,15 @@ class Evaluator {
     std::vector<Scored> batch{std::move(one)};
     measure_exact(batch);
     one = std::move(batch[0]);
+  }
+
+  // Whether `genome` would be pruned; counted as pruned (once per genome)
+  // when it is. The descent asks before evaluating, so a pruned neighbour
+  // takes nothing of the genome budget.
+  bool prune(const Genome& genome, uint64_t hash) {
+    if (limit_ <= 0 || by_genome_.count(hash) || space_.estimate(genome) <= limit_) return false;
+    if (skipped_.emplace(hash).second) ++pruned_;
+    return true;
   }
 
   bool seen(uint64_t hash) const { return by_genome_.count(hash) != 0; }
@@ -188,6 +198,7 @@ class Evaluator {
   std::unordered_map<uint64_t, Known> by_genome_;
   std::unordered_map<uint64_t, int64_t> by_program_;
   std::unordered_map<uint64_t, int64_t> exact_by_program_;
+  std::unordered_set<uint64_t> skipped_;
   size_t genomes_ = 0, programs_ = 0, failed_ = 0, pruned_ = 0, exact_measured_ = 0;
   double limit_ = 0;
 };
@@ -303,7 +314,10 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const F
       break;
     }
     std::vector<Scored> near;
-    for (Genome& g : genomes.neighbours(current.genome)) near.push_back(Scored{std::move(g)});
+    for (Genome& g : genomes.neighbours(current.genome)) {
+      const uint64_t h = genomes.hash(g);
+      if (!eval.prune(g, h)) near.push_back(Scored{std::move(g), h});
+    }
     eval.evaluate(near, left());
     ++result.descent_rounds;
     for (const Scored& s : near) consider(s);
@@ -433,7 +447,7 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const F
   result.best_cycles = best_exact.exact;
   result.best_rank_cycles = best_exact.cycles;
   result.best = best_exact.genome;
-  result.best_program = space.program(best_exact.genome);
+  result.best_program = canonical_program(space.program(best_exact.genome));
   result.genomes = eval.genomes();
   result.programs = eval.programs();
   result.exact = eval.exact_measured();

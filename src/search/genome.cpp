@@ -572,10 +572,16 @@ std::vector<uint32_t> differing_genes(const GenomeSpace& space, const Genome& a,
   return out;
 }
 
-uint64_t program_fingerprint(const Graph& program) {
+Graph canonical_program(const Graph& program) {
   Graph g = compacted(cse(program));
   g.set_name("program");
-  const std::string text = print_graph(g);
+  return g;
+}
+
+uint64_t program_fingerprint(const Graph& program) { return canonical_fingerprint(canonical_program(program)); }
+
+uint64_t canonical_fingerprint(const Graph& canonical) {
+  const std::string text = print_graph(canonical);
   uint64_t h = egraph::mix64(text.size());
   size_t i = 0;
   for (; i + 8 <= text.size(); i += 8) {

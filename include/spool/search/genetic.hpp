@@ -36,7 +36,8 @@ namespace spool::search {
 // The cost of a program in cycles (lower is better). Called from several
 // threads at once: it must be thread-safe and deterministic. Throws
 // spool::Error for a program it cannot measure; the search then counts the
-// genome as failed and never picks it.
+// genome as failed and never picks it. The search passes programs in
+// canonical form (canonical_program).
 using FitnessFn = std::function<int64_t(const Graph& program)>;
 
 struct SearchOptions {
@@ -73,7 +74,7 @@ struct SearchResult {
   int64_t greedy_rank_cycles = 0;
   int64_t best_rank_cycles = 0;
   Genome best;
-  Graph best_program;
+  Graph best_program;         // in canonical form (canonical_program), as measured
   size_t genomes = 0;         // distinct genomes evaluated
   size_t exact = 0;           // distinct programs measured by exact
   size_t descent_rounds = 0;  // rounds of the descent that ran
@@ -81,6 +82,7 @@ struct SearchResult {
   size_t programs = 0;        // distinct programs measured (by fingerprint)
   size_t failed = 0;          // genomes whose program could not be built or measured
   size_t pruned = 0;          // genomes not measured: estimate above prune_factor x greedy's
+                              // (the descent's pruned neighbours are not counted in genomes)
   size_t generations = 0;
   size_t restarts = 0;
   bool stopped_by_time = false;

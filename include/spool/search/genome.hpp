@@ -183,9 +183,17 @@ class GenomeSpace {
 // The genes where `a` and `b` differ among those reachable under `a` or `b`.
 std::vector<uint32_t> differing_genes(const GenomeSpace& space, const Genome& a, const Genome& b);
 
+// The form in which the search measures a program: its compacted CSE. Two
+// genomes may give programs that differ only in duplicated sub-expressions;
+// measured as given, the duplicates would count twice in one of them, and
+// the one fingerprint (below) would stand for two different figures.
+Graph canonical_program(const Graph& program);
+
 // A structural fingerprint of a program: equal for programs that differ only
 // in node ids or duplicated sub-expressions (the hash of the text form of
-// its compacted CSE).
+// its canonical form).
 uint64_t program_fingerprint(const Graph& program);
+// The same fingerprint of a program already in canonical form.
+uint64_t canonical_fingerprint(const Graph& canonical);
 
 }  // namespace spool::search
