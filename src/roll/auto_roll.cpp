@@ -245,6 +245,26 @@ class Roller {
     }
     // Most promising first; stop once no run can beat the best found.
     std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.bound() > b.bound(); });
+    // A candidate adds at least a loop_start and a loop_end, and a
+    // loop_output for every node of its occurrences but the last that a
+    // graph output reads: its saving is at most (c - 1) * period - 2 -
+    // (graph outputs read in its first c - 1 occurrences). For one phase
+    // that bound does not fall as c grows (an occurrence holds at most
+    // `period` nodes), so the most any candidate of a run with c or fewer
+    // occurrences can save is that bound at each phase's largest count.
+    std::vector<uint32_t> outputs_before(n + 1, 0);  // graph outputs read at order positions below i
+    for (size_t i = 0; i < n; ++i) outputs_before[i + 1] = outputs_before[i] + is_output_[order[i].value];
+    auto most_saved = [&](const Run& run, size_t c) {
+      int64_t most = INT64_MIN;
+      for (size_t phase = 0; phase < run.period; ++phase) {
+        const size_t s = run.start + phase;
+        const size_t fit = s <= n ? std::min(c, (n - s) / run.period) : 0;
+        if (fit < 2) continue;
+        const uint32_t outputs = outputs_before[s + (fit - 1) * run.period] - outputs_before[s];
+        most = std::max(most, static_cast<int64_t>((fit - 1) * run.period) - 2 - static_cast<int64_t>(outputs));
+      }
+      return most;
+    };
     std::optional<Candidate> best;
     for (const Run& run : runs) {
       if (best && static_cast<int64_t>(run.bound()) <= best->saving) break;
@@ -253,7 +273,7 @@ class Roller {
       // the first phase that passes wins (later phases roll the same repeat,
       // rotated).
       for (size_t c = run.count; c >= 2; --c) {
-        if (best && static_cast<int64_t>((c - 1) * period) <= best->saving) break;
+        if (best && most_saved(run, c) <= best->saving) break;
         std::optional<Candidate> cand;
         for (size_t phase = 0; phase < period && run.start + phase + c * period <= n && !cand; ++phase) {
           if (phase > 0 && window(run.start + phase + (c - 1) * period, period) != window(run.start + phase, period))
