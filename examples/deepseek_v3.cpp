@@ -66,13 +66,9 @@ Tensor deepseek_v3_moe_block(const DeepseekV3Config& c, const Tensor& x, const s
   const Routing routing = group_limited_routing(logits, w("gate.e_score_correction_bias", {c.experts}), c.top_k,
                                                 c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor);
   const RoutedPairs pairs = route_pairs(x, routing);
-  const ExpertBlocks blocks =
-      expert_blocks(pairs.rows, pairs.experts, c.experts, choose_expert_block(pairs.experts.dim(0), c.experts));
-  const Tensor gate = expert_linear(blocks.rows, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}), blocks.experts);
-  const Tensor up = expert_linear(blocks.rows, w("experts.up_proj.weight", {c.experts, c.moe_ffn, c.hidden}), blocks.experts);
-  const Tensor down = pair_rows(
-      expert_linear(nn::swiglu(gate, up), w("experts.down_proj.weight", {c.experts, c.hidden, c.moe_ffn}), blocks.experts),
-      blocks);
+  const Tensor down = swiglu_experts(pairs, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}),
+                                     w("experts.up_proj.weight", {c.experts, c.moe_ffn, c.hidden}),
+                                     w("experts.down_proj.weight", {c.experts, c.hidden, c.moe_ffn}));
   const Tensor routed = combine_pairs(down, pairs, /*weighted=*/true);
   return routed + gated_mlp(x, prefix + "shared_experts.", c.moe_ffn * c.shared_experts);
 }

@@ -173,6 +173,16 @@ Tensor expert_matmul(const Tensor& rows, const Tensor& w, const Tensor& experts)
   return nn::bmm(x, per_block).reshape({rows.dim(0), w.dim(2)});
 }
 
+Tensor swiglu_experts(const RoutedPairs& pairs, const Tensor& gate_w, const Tensor& up_w, const Tensor& down_w) {
+  if (gate_w.rank() != 3) fail("swiglu_experts: expert weights must be [experts, ffn, hidden], got {}", shape_str(gate_w.shape()));
+  const int64_t experts = gate_w.dim(0);
+  const ExpertBlocks blocks =
+      expert_blocks(pairs.rows, pairs.experts, experts, choose_expert_block(pairs.experts.dim(0), experts));
+  const Tensor gate = expert_linear(blocks.rows, gate_w, blocks.experts);
+  const Tensor up = expert_linear(blocks.rows, up_w, blocks.experts);
+  return pair_rows(expert_linear(nn::swiglu(gate, up), down_w, blocks.experts), blocks);
+}
+
 Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted) {
   const int64_t count = y.dim(0), hidden = y.dim(1);
   const Tensor contribution = weighted ? y * pairs.weights.unsqueeze(1) : y;

@@ -98,6 +98,12 @@ Tensor expert_linear(const Tensor& rows, const Tensor& w, const Tensor& experts)
 // The same for w [E, in, out] (llama4's fused layout): y[r] = rows[r] · w[e(r)].
 Tensor expert_matmul(const Tensor& rows, const Tensor& w, const Tensor& experts);
 
+// The routed experts of a SwiGLU MoE over expert blocks (choose_expert_block):
+// y[p] = down_e(silu(gate_e(x_p)) * up_e(x_p)) for the pair's expert e, with
+// linear-layout weights gate/up [E, ffn, hidden] and down [E, hidden, ffn];
+// [P, hidden] in the pairs' order.
+Tensor swiglu_experts(const RoutedPairs& pairs, const Tensor& gate_w, const Tensor& up_w, const Tensor& down_w);
+
 // out[t] = sum over the pairs p of token t of (weighted ? weights[p] : 1) * y[p].
 Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted);
 

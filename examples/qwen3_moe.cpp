@@ -57,13 +57,9 @@ Tensor qwen3_moe_block(const Qwen3MoeConfig& c, const Tensor& x, const std::stri
   auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
   const Tensor logits = nn::linear(x, w("gate.weight", {c.experts, c.hidden}));
   const RoutedPairs pairs = route_pairs(x, softmax_topk_routing(logits, c.top_k, c.norm_topk_prob));
-  const ExpertBlocks blocks =
-      expert_blocks(pairs.rows, pairs.experts, c.experts, choose_expert_block(pairs.experts.dim(0), c.experts));
-  const Tensor gate = expert_linear(blocks.rows, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}), blocks.experts);
-  const Tensor up = expert_linear(blocks.rows, w("experts.up_proj.weight", {c.experts, c.moe_ffn, c.hidden}), blocks.experts);
-  const Tensor down = pair_rows(
-      expert_linear(nn::swiglu(gate, up), w("experts.down_proj.weight", {c.experts, c.hidden, c.moe_ffn}), blocks.experts),
-      blocks);
+  const Tensor down = swiglu_experts(pairs, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}),
+                                     w("experts.up_proj.weight", {c.experts, c.moe_ffn, c.hidden}),
+                                     w("experts.down_proj.weight", {c.experts, c.hidden, c.moe_ffn}));
   return combine_pairs(down, pairs, /*weighted=*/true);
 }
 
