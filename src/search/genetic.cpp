@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -36,6 +37,7 @@ struct Scored {
   int64_t cycles = kFailed;  // by fitness
   uint64_t print = 0;        // the program's fingerprint (0: no program)
   int64_t exact = kFailed;   // by exact, once measured
+  size_t tag = 0;            // the descent's move that made it
 };
 
 bool better(const Scored& a, const Scored& b) { return a.cycles != b.cycles ? a.cycles < b.cycles : a.hash < b.hash; }
@@ -308,17 +310,35 @@ SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const F
   // The descent. `current` is measured by both measures.
   Scored current = pop[0];
   std::vector<Scored> near_best;  // the neighbours fitness ranks best, seeds of the genetic phase
+  // The change in fitness each move (gene, candidate) gave in its last round.
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> move_delta;
   for (size_t round = 0; round < options.descent_rounds && left() > 0; ++round) {
     if (out_of_time()) {
       result.stopped_by_time = true;
       break;
     }
     std::vector<Scored> near;
-    for (Genome& g : genomes.neighbours(current.genome)) {
-      const uint64_t h = genomes.hash(g);
-      if (!eval.prune(g, h)) near.push_back(Scored{std::move(g), h});
+    std::vector<std::pair<uint32_t, uint32_t>> moves;  // per neighbour: (gene, candidate) changed
+    std::vector<uint32_t> changed;
+    std::vector<Genome> drawn = genomes.neighbours(current.genome, &changed);
+    for (size_t i = 0; i < drawn.size(); ++i) {
+      const uint64_t h = genomes.hash(drawn[i]);
+      if (eval.prune(drawn[i], h)) continue;
+      Scored s{std::move(drawn[i]), h};
+      s.tag = moves.size();
+      moves.emplace_back(changed[i], s.genome[changed[i]]);
+      near.push_back(std::move(s));
     }
-    eval.evaluate(near, left());
+    // When the budget cannot take the whole round, the moves that did best
+    // in earlier rounds go first (moves never measured in the middle).
+    auto last_delta = [&](const Scored& s) {
+      const auto it = move_delta.find(moves[s.tag]);
+      return it == move_delta.end() ? int64_t{0} : it->second;
+    };
+    std::stable_sort(near.begin(), near.end(),
+                     [&](const Scored& a, const Scored& b) { return last_delta(a) < last_delta(b); });
+    eval.evaluate(near, left());  // past the budget, new genomes are dropped
+    for (const Scored& s : near) move_delta[moves[s.tag]] = s.cycles == kFailed ? kFailed : s.cycles - current.cycles;
     ++result.descent_rounds;
     for (const Scored& s : near) consider(s);
     std::vector<Scored> improving;
