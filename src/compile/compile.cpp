@@ -220,13 +220,23 @@ std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egr
 // priced a little high.
 class PlaceholderCost : public egraph::CostFunction {
  public:
-  PlaceholderCost(const Region& region, const egraph::CostFunction& base, const std::vector<double>& leaf_costs)
-      : base_(base), by_attr_(region.lang->language().attrs.size(), -1.0) {
+  // (attribute, K) of every placeholder leaf of a region's e-graph.
+  using Placeholders = std::vector<std::pair<uint32_t, size_t>>;
+  static Placeholders placeholders(const Region& region) {
+    Placeholders out;
     const egraph::EGraph& eg = *region.egraph;
     for (const egraph::ClassId c : eg.classes())
       for (const egraph::NodeId n : eg.class_nodes(c))
         if (const std::optional<size_t> k = placeholder_of(*region.lang, eg.node(n)))
-          if (*k < leaf_costs.size() && leaf_costs[*k] >= 0) by_attr_[eg.node(n).attr.value] = leaf_costs[*k];
+          out.emplace_back(eg.node(n).attr.value, *k);
+    return out;
+  }
+
+  PlaceholderCost(const Region& region, const Placeholders& placeholders, const egraph::CostFunction& base,
+                  const std::vector<double>& leaf_costs)
+      : base_(base), by_attr_(region.lang->language().attrs.size(), -1.0) {
+    for (const auto& [attr, k] : placeholders)
+      if (k < leaf_costs.size() && leaf_costs[k] >= 0) by_attr_[attr] = leaf_costs[k];
   }
   double cost(const egraph::EGraph& graph, egraph::NodeId node, std::span<const double> child_costs) const override {
     const egraph::ENodeRef n = graph.node(node);
@@ -262,6 +272,8 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   const auto home = home_of(s.rolled, s.split);
   std::vector<std::vector<double>> leaf(n);
   for (size_t d = 0; d < n; ++d) leaf[d].assign(s.split.instances[first_instance[d]].inputs.size(), -1.0);
+  std::vector<PlaceholderCost::Placeholders> placeholders(n);  // found once; the prices change
+  for (size_t d = 0; d < n; ++d) placeholders[d] = PlaceholderCost::placeholders(s.regions[d]);
   // The cost and extractor of each region under its current prices;
   // rebuilt only for regions whose prices changed.
   std::vector<std::unique_ptr<PlaceholderCost>> cost(n);
@@ -270,7 +282,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   auto refresh = [&](size_t d) {
     if (!stale[d]) return;
     extractor[d].reset();
-    cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], *base[d], leaf[d]);
+    cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], placeholders[d], *base[d], leaf[d]);
     extractor[d] = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *cost[d]);
     stale[d] = false;
   };
