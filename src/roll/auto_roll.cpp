@@ -34,7 +34,6 @@
 #include <optional>
 #include <set>
 #include <span>
-#include <unordered_map>
 
 namespace spool::roll {
 namespace {
