@@ -44,7 +44,7 @@ struct SearchOptions {
   size_t population = 24;
   size_t elite = 4;
   size_t max_genomes = 200;  // distinct genomes evaluated (the greedy one included)
-  double max_seconds = 0;    // 0: no time budget; checked between generations
+  double max_seconds = 0;    // 0: no time budget; checked between generations and descent rounds
   size_t stagnation = 8;     // generations without improvement before a restart
   double crossover_rate = 0.5;
   // Genomes whose analytic cost (SearchSpace::estimate) exceeds this many
@@ -54,7 +54,8 @@ struct SearchOptions {
   // slower and slow to simulate. 0: measure everything.
   double prune_factor = 4;
   // Of the random genomes that start and restart the population, this
-  // share are greedy mutated 1..max_mutations times; the rest uniform.
+  // share are the descent's result (the greedy genome when the descent
+  // found nothing) mutated 1..max_mutations times; the rest uniform.
   double near_greedy = 0.5;
   size_t max_mutations = 3;  // a child gets 1..max_mutations mutations
   // Descent rounds before the genetic phase (0: none), and how many genomes
