@@ -40,8 +40,10 @@ struct Options {
 
 struct SearchFigures {
   size_t genomes = 0;
-  // The whole programs simulated: greedy extraction's and the search's best
-  // (the compile keeps the best only if it is faster).
+  // The whole programs simulated: greedy extraction's (the program a compile
+  // without a search runs) and the search's best (in canonical form, see
+  // search::canonical_program); the compile keeps the best only if it is
+  // faster.
   int64_t greedy_cycles = 0, best_cycles = 0;
   // What the search ranked by: each kernel simulated alone, summed.
   int64_t greedy_kernel_cycles = 0, best_kernel_cycles = 0;
