@@ -9,8 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <cmath>
+#include "lower_test_util.hpp"
 
 using namespace spool;
 
@@ -25,19 +24,7 @@ double compiled_error(const Graph& hlir, const char* config_name, lower::LowerRe
   const interp::Env env = interp::random_inputs(hlir, 21);
   const auto expected = interp::run(hlir, env);
   const lower::Executed got = lower::run_functional(lowered, config, env);
-  double worst = 0;
-  for (const auto& [name, ref] : expected) {
-    CAPTURE(name);
-    REQUIRE(got.outputs.count(name));
-    const interp::HostTensor& act = got.outputs.at(name);
-    REQUIRE(act.shape() == ref.shape());
-    double scale = 1e-30, err = 0;
-    for (int64_t i = 0; i < ref.size(); ++i) {
-      scale = std::max(scale, std::fabs(ref.get(i)));
-      err = std::max(err, std::fabs(act.get(i) - ref.get(i)));
-    }
-    worst = std::max(worst, err / scale);
-  }
+  const double worst = lower_test::worst_error(expected, got);
   *report = lowered.report;
   return worst;
 }

@@ -30,21 +30,11 @@ inline ProgramInstr constant_instr(double v, DType dtype = DType::F32) {
   return in;
 }
 
-// Largest error over the outputs, relative to each output's largest |value|
-// (integer and bool outputs: any difference counts as 1). Also returns the
-// lowering through `lowered` when asked.
-inline double check_against_interp(const Graph& g, const std::string& config_name, uint64_t seed,
-                                   int64_t integer_bound = 2, lower::Lowered* lowered_out = nullptr,
-                                   const lower::LowerOptions& options = {}) {
-  const sim::NpuConfig config = sim::load_config(config_name);
-  const interp::Env env = interp::random_inputs(g, seed, integer_bound);
-  const auto expected = interp::run(g, env);
-  lower::Lowered lowered = lower::to_npu(g, config, options);
-  // Every lowered program round-trips through the NPU text form.
-  auto reparsed = npu::parse(npu::print(lowered.program));
-  REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());
-  CHECK(reparsed.value() == lowered.program);
-  const lower::Executed got = lower::run_functional(lowered, config, env);
+// Largest error of the simulated outputs against the interpreter's, relative
+// to each output's largest |value| (integer and bool outputs: any difference
+// counts as 1; NaN against NaN is no error).
+template <typename Expected>
+double worst_error(const Expected& expected, const lower::Executed& got) {
   double worst = 0;
   for (const auto& [name, ref] : expected) {
     CAPTURE(name);
@@ -62,6 +52,25 @@ inline double check_against_interp(const Graph& g, const std::string& config_nam
     if (rel > 1e-5) MESSAGE(name << ": relative error " << rel);
     worst = std::max(worst, rel);
   }
+  return worst;
+}
+
+// check_against_interp: lower `g`, run it on the interpreter's random inputs
+// and return worst_error. Also returns the lowering through `lowered_out`
+// when asked.
+inline double check_against_interp(const Graph& g, const std::string& config_name, uint64_t seed,
+                                   int64_t integer_bound = 2, lower::Lowered* lowered_out = nullptr,
+                                   const lower::LowerOptions& options = {}) {
+  const sim::NpuConfig config = sim::load_config(config_name);
+  const interp::Env env = interp::random_inputs(g, seed, integer_bound);
+  const auto expected = interp::run(g, env);
+  lower::Lowered lowered = lower::to_npu(g, config, options);
+  // Every lowered program round-trips through the NPU text form.
+  auto reparsed = npu::parse(npu::print(lowered.program));
+  REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());
+  CHECK(reparsed.value() == lowered.program);
+  const lower::Executed got = lower::run_functional(lowered, config, env);
+  const double worst = worst_error(expected, got);
   if (lowered_out) *lowered_out = std::move(lowered);
   return worst;
 }
