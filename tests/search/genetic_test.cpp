@@ -24,6 +24,14 @@ Graph graph_with_choices() {
   return g;
 }
 
+// graph_with_choices saturated (unrolled) with the algebra rules.
+Saturated saturated_choices() {
+  CompileOptions so;
+  so.roll = false;
+  so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
+  return saturate(graph_with_choices(), so);
+}
+
 // An arbitrary but deterministic landscape over programs: the search has to
 // measure to find the low points.
 int64_t pseudo_cycles(const Graph& program) { return 1000 + static_cast<int64_t>(program_fingerprint(program) % 1000); }
@@ -31,10 +39,7 @@ int64_t pseudo_cycles(const Graph& program) { return 1000 + static_cast<int64_t>
 }  // namespace
 
 TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 and 2 threads") {
-  CompileOptions so;
-  so.roll = false;
-  so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
-  const Saturated sat = saturate(graph_with_choices(), so);
+  const Saturated sat = saturated_choices();
   const SearchSpace space = search_space(sat);
   SearchOptions o;
   o.max_genomes = 120;
@@ -70,10 +75,7 @@ TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 
 }
 
 TEST_CASE("genetic search: failing programs are never picked; an unmeasurable greedy program is an error") {
-  CompileOptions so;
-  so.roll = false;
-  so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
-  const Saturated sat = saturate(graph_with_choices(), so);
+  const Saturated sat = saturated_choices();
   const SearchSpace space = search_space(sat);
   const uint64_t greedy_print = program_fingerprint(space.program(space.greedy()));
   // Every program but the greedy one "cannot be measured".
@@ -93,10 +95,7 @@ TEST_CASE("genetic search: failing programs are never picked; an unmeasurable gr
 }
 
 TEST_CASE("genetic search: a time budget stops between generations and says so") {
-  CompileOptions so;
-  so.roll = false;
-  so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
-  const Saturated sat = saturate(graph_with_choices(), so);
+  const Saturated sat = saturated_choices();
   const SearchSpace space = search_space(sat);
   SearchOptions o;
   o.max_genomes = 100000;
