@@ -38,6 +38,21 @@ int count_kind(const lower::Lowered& l, const std::string& kind) {
   return n;
 }
 
+// f(config, options, index dtype) over both configs, both budgets and i32/i64 indices.
+template <typename F>
+void for_each_setup(F&& f) {
+  for (const char* cfg : kConfigs)
+    for (int64_t budget : kBudgets)
+      for (DType itype : {DType::I32, DType::I64}) {
+        CAPTURE(cfg);
+        CAPTURE(budget);
+        CAPTURE(dtype_name(itype));
+        lower::LowerOptions options;
+        options.spad_budget = budget;
+        f(cfg, options, itype);
+      }
+}
+
 // Lowers and runs with the given inputs; returns the outputs.
 std::map<std::string, interp::HostTensor> run_lowered(const Graph& g, const std::string& cfg,
                                                       const std::map<std::string, interp::HostTensor>& env) {
@@ -48,34 +63,25 @@ std::map<std::string, interp::HostTensor> run_lowered(const Graph& g, const std:
 }  // namespace
 
 TEST_CASE("lower: row gathers (embedding, token rows, expert matrices) match the interpreter") {
-  for (const char* cfg : kConfigs) {
-    for (int64_t budget : kBudgets) {
-      for (DType itype : {DType::I32, DType::I64}) {
-        CAPTURE(cfg);
-        CAPTURE(budget);
-        CAPTURE(dtype_name(itype));
-        lower::LowerOptions options;
-        options.spad_budget = budget;
-        Graph g("rows");
-        // nn::embedding: ids [2, 5] reshaped and expanded over the row on the index edge.
-        Tensor table = weight(g, "table", DType::F32, {9, 130});
-        Tensor ids = input(g, "ids", itype, {2, 5});
-        output("emb", nn::embedding(ids, table));
-        // Token rows of a bf16 activation, 11 picks (duplicates) out of 9 rows.
-        Tensor x = input(g, "x", DType::BF16, {9, 37});
-        Tensor tok = input(g, "tok", itype, {11});
-        output("rows", gather(x, tok.reshape({11, 1}).expand({11, 37}), 0));
-        // Whole expert matrices per pair: w [E, a, b] by experts expanded to [P, a, b].
-        Tensor w = weight(g, "w", DType::F32, {9, 7, 19});
-        Tensor experts = input(g, "experts", itype, {5});
-        output("per_pair", gather(w, experts.reshape({5, 1, 1}).expand({5, 7, 19}), 0));
-        lower::Lowered lowered;
-        CHECK(check_against_interp(g, cfg, 3, 9, &lowered, options) == 0.0);
-        CHECK(count_kind(lowered, "gather") == 3);
-        CHECK(count_indirect(lowered.program) >= 3);
-      }
-    }
-  }
+  for_each_setup([](const char* cfg, const lower::LowerOptions& options, DType itype) {
+    Graph g("rows");
+    // nn::embedding: ids [2, 5] reshaped and expanded over the row on the index edge.
+    Tensor table = weight(g, "table", DType::F32, {9, 130});
+    Tensor ids = input(g, "ids", itype, {2, 5});
+    output("emb", nn::embedding(ids, table));
+    // Token rows of a bf16 activation, 11 picks (duplicates) out of 9 rows.
+    Tensor x = input(g, "x", DType::BF16, {9, 37});
+    Tensor tok = input(g, "tok", itype, {11});
+    output("rows", gather(x, tok.reshape({11, 1}).expand({11, 37}), 0));
+    // Whole expert matrices per pair: w [E, a, b] by experts expanded to [P, a, b].
+    Tensor w = weight(g, "w", DType::F32, {9, 7, 19});
+    Tensor experts = input(g, "experts", itype, {5});
+    output("per_pair", gather(w, experts.reshape({5, 1, 1}).expand({5, 7, 19}), 0));
+    lower::Lowered lowered;
+    CHECK(check_against_interp(g, cfg, 3, 9, &lowered, options) == 0.0);
+    CHECK(count_kind(lowered, "gather") == 3);
+    CHECK(count_indirect(lowered.program) >= 3);
+  });
 }
 
 TEST_CASE("lower: element gathers along a leading or middle axis match the interpreter") {
@@ -103,38 +109,29 @@ TEST_CASE("lower: element gathers along a leading or middle axis match the inter
 }
 
 TEST_CASE("lower: scatter_add matches the interpreter, duplicates accumulated in index order") {
-  for (const char* cfg : kConfigs) {
-    for (int64_t budget : kBudgets) {
-      for (DType itype : {DType::I32, DType::I64}) {
-        CAPTURE(cfg);
-        CAPTURE(budget);
-        CAPTURE(dtype_name(itype));
-        lower::LowerOptions options;
-        options.spad_budget = budget;
-        Graph g("scatter");
-        // MoE combine: rows of 13 pairs into 5 tokens (duplicates), from zeros.
-        Tensor y = input(g, "y", DType::F32, {13, 130});
-        Tensor tok = input(g, "tok", itype, {13});
-        output("combine",
-               scatter_add(constant(g, 0.0, DType::F32, {5, 130}), tok.reshape({13, 1}).expand({13, 130}), y, 0));
-        // Element scatter into a non-constant bf16 tensor along axis 0.
-        Tensor data = input(g, "data", DType::BF16, {5, 7});
-        Tensor idx = input(g, "idx", itype, {4, 7});
-        Tensor src = input(g, "src", DType::BF16, {4, 7});
-        output("elements", scatter_add(data, idx, src, 0));
-        // The deepseek-v3 kept-group mask: ones scattered along the last axis (a literal source).
-        Tensor kept = input(g, "kept", itype, {6, 3});
-        output("mask",
-               scatter_add(constant(g, 0.0, DType::F32, {6, 5}), kept, constant(g, 1.0, DType::F32, {6, 3}), 1));
-        // Integer sums.
-        Tensor counts = input(g, "counts", DType::I32, {3, 5});
-        output("ints", scatter_add(counts, input(g, "cidx", itype, {3, 4}), input(g, "ones", DType::I32, {3, 4}), 1));
-        lower::Lowered lowered;
-        CHECK(check_against_interp(g, cfg, 7, 5, &lowered, options) == 0.0);
-        CHECK(count_kind(lowered, "scatter_add") == 4);
-      }
-    }
-  }
+  for_each_setup([](const char* cfg, const lower::LowerOptions& options, DType itype) {
+    Graph g("scatter");
+    // MoE combine: rows of 13 pairs into 5 tokens (duplicates), from zeros.
+    Tensor y = input(g, "y", DType::F32, {13, 130});
+    Tensor tok = input(g, "tok", itype, {13});
+    output("combine",
+           scatter_add(constant(g, 0.0, DType::F32, {5, 130}), tok.reshape({13, 1}).expand({13, 130}), y, 0));
+    // Element scatter into a non-constant bf16 tensor along axis 0.
+    Tensor data = input(g, "data", DType::BF16, {5, 7});
+    Tensor idx = input(g, "idx", itype, {4, 7});
+    Tensor src = input(g, "src", DType::BF16, {4, 7});
+    output("elements", scatter_add(data, idx, src, 0));
+    // The deepseek-v3 kept-group mask: ones scattered along the last axis (a literal source).
+    Tensor kept = input(g, "kept", itype, {6, 3});
+    output("mask",
+           scatter_add(constant(g, 0.0, DType::F32, {6, 5}), kept, constant(g, 1.0, DType::F32, {6, 3}), 1));
+    // Integer sums.
+    Tensor counts = input(g, "counts", DType::I32, {3, 5});
+    output("ints", scatter_add(counts, input(g, "cidx", itype, {3, 4}), input(g, "ones", DType::I32, {3, 4}), 1));
+    lower::Lowered lowered;
+    CHECK(check_against_interp(g, cfg, 7, 5, &lowered, options) == 0.0);
+    CHECK(count_kind(lowered, "scatter_add") == 4);
+  });
 }
 
 TEST_CASE("lower: scatter_add order is the reference's (f32 sums that depend on it)") {
