@@ -13,11 +13,11 @@
 
 #include "llama.hpp"
 
+#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 
 using namespace spool;
 
@@ -72,55 +72,50 @@ void extraction_alone(int layers, const CompileOptions& base) {
       layers, region.egraph->num_nodes(), region.egraph->num_classes(), tree_ms, tree_cost, dag_ms, dag_cost);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
+  CLI::App app{"Compile time, rolled against unrolled, on llama-3-8B-shaped HLIR"};
   std::vector<std::string> rules;
-  // --max-layers N: stop after N layers; --verbose: log every stage;
-  // --rolled-only N: only the rolled compile at max-layers, N times (for profiling);
-  // --backoff: the backoff scheduler instead of the simple one;
-  // --threads N: regions saturated at once; --runner-threads N: threads of
-  // each region's runner (0: TBB's default).
   int max_layers = 32;
-  int rolled_only = 0;
+  std::string profile;
+  int runs = 5;
   int runner_threads = 0;
   int threads = 0;
+  bool backoff = false, verbose = false;
+  app.add_option("rules", rules, "rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  app.add_option("--max-layers", max_layers, "stop after this many layers")->check(CLI::Range(1, 1024));
+  app.add_option("--profile", profile,
+                 "only compile max-layers rolled or unrolled, --runs times, and print the best (for profiling)")
+      ->check(CLI::IsMember({"rolled", "unrolled"}));
+  app.add_option("--runs", runs, "compiles for --profile")->check(CLI::Range(1, 100000));
+  app.add_option("--threads", threads, "regions saturated at once (0: TBB's default)")->check(CLI::Range(0, 1024));
+  app.add_option("--runner-threads", runner_threads, "threads of each region's runner (0: TBB's default)")
+      ->check(CLI::Range(0, 1024));
+  app.add_flag("--backoff", backoff, "the backoff scheduler instead of the simple one");
+  app.add_flag("--verbose", verbose, "log every stage");
+  CLI11_PARSE(app, argc, argv);
+  if (verbose) spdlog::set_level(spdlog::level::debug);
   // Every rewrite applied (the shipped schedule bounds the iterations): the
   // backoff scheduler bans a rule by its match count, which grows with the
   // unrolled graph, so an unrolled compile would skip rewrites a rolled one
   // applies and the programs could not be compared.
-  egraph::SchedulerKind scheduler = egraph::SchedulerKind::Simple;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--max-layers") == 0 && i + 1 < argc)
-      max_layers = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--rolled-only") == 0 && i + 1 < argc)
-      rolled_only = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--runner-threads") == 0 && i + 1 < argc)
-      runner_threads = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--backoff") == 0)
-      scheduler = egraph::SchedulerKind::Backoff;
-    else if (std::strcmp(argv[i], "--verbose") == 0)
-      spdlog::set_level(spdlog::level::debug);
-    else
-      rules.push_back(argv[i]);
-  }
+  const egraph::SchedulerKind scheduler = backoff ? egraph::SchedulerKind::Backoff : egraph::SchedulerKind::Simple;
   if (rules.empty()) rules.push_back(std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules");
-  if (rolled_only > 0) {
+  if (!profile.empty()) {
     examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
     config.layers = max_layers;
     const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
     CompileOptions options;
     options.rule_files = rules;
+    options.roll = profile == "rolled";
+    options.runner.node_limit = 2'000'000;
     options.runner.scheduler = scheduler;
     options.runner.threads = runner_threads;
     options.threads = threads;
-    const CompileResult r = best_of(g, options, rolled_only);
+    const CompileResult r = best_of(g, options, runs);
     const CompileTimes& t = r.report.times;
-    std::printf("rolled, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
-                max_layers, rolled_only, t.roll_ms, t.saturate_ms, t.extract_ms, t.unroll_ms, t.total_ms);
+    std::printf("%s, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
+                profile.c_str(), max_layers, runs, t.roll_ms, t.saturate_ms, t.extract_ms, t.unroll_ms, t.total_ms);
     return 0;
   }
   std::printf("compile_bench: llama-3-8B shapes, prefill 512, %s scheduler, rules:",
@@ -172,4 +167,15 @@ int main(int argc, char** argv) {
     extraction_alone(std::min(max_layers, 32), options);
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "compile_bench: error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -179,22 +179,11 @@ void saturate_region(Region& region, const std::vector<std::shared_ptr<const rul
   }
 }
 
-bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
-
 // The loop a node marks, if it is a loop marker.
 std::optional<LoopAttr> marker_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
   const std::optional<Op> op = lang.hlir_op(node.op);
   if (!op || !is_loop_marker(*op)) return std::nullopt;
   return std::get<LoopAttr>(lang.payload(node.attr).attr);
-}
-
-// Where each rolled node is computed: (instance, output), or UINT32_MAX.
-std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const region::Split& split) {
-  std::vector<std::pair<uint32_t, uint32_t>> home(rolled.id_bound(), {UINT32_MAX, 0});
-  for (size_t i = 0; i < split.instances.size(); ++i)
-    for (size_t r = 0; r < split.instances[i].roots.size(); ++r)
-      home[split.instances[i].roots[r].value] = {static_cast<uint32_t>(i), static_cast<uint32_t>(r)};
-  return home;
 }
 
 // The greedy term of a region, whose extractor is given.
@@ -269,7 +258,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   // Each distinct region is priced by its first instance.
   std::vector<size_t> first_instance(n, SIZE_MAX);
   for (size_t i = s.split.instances.size(); i-- > 0;) first_instance[s.split.instances[i].region] = i;
-  const auto home = home_of(s.rolled, s.split);
+  const auto home = region::home_of(s.rolled, s.split);
   std::vector<std::vector<double>> leaf(n);
   for (size_t d = 0; d < n; ++d) leaf[d].assign(s.split.instances[first_instance[d]].inputs.size(), -1.0);
   std::vector<PlaceholderCost::Placeholders> placeholders(n);  // found once; the prices change
@@ -500,117 +489,6 @@ egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extra
 std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads) {
   return extract_regions(saturated, threads);
 }
-
-Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
-  if (terms.size() != regions.size()) fail("program: {} terms for {} regions", terms.size(), regions.size());
-  std::vector<Graph> programs;
-  for (size_t d = 0; d < regions.size(); ++d) {
-    if (terms[d].roots.size() != regions[d].roots.size())
-      fail("program: the term of region {} has {} roots, the region {}", d, terms[d].roots.size(),
-           regions[d].roots.size());
-    programs.push_back(egraph::hlir::to_graph(*regions[d].lang, terms[d]));
-  }
-  const std::vector<region::Instance>& instances = split.instances;
-  const auto home = home_of(rolled, split);
-
-  Graph out(rolled.name());
-  size_t bound = rolled.id_bound();  // copied sources, and each instance's program at most once
-  for (const region::Instance& inst : instances) bound += programs[inst.region].id_bound();
-  out.reserve(bound);
-  std::vector<NodeId> source_copy(rolled.id_bound());
-  auto copy_source = [&](NodeId id) {
-    if (!source_copy[id.value].valid()) {
-      const Node& n = rolled.node(id);
-      source_copy[id.value] = out.add_source(n.op, n.attr, n.dtype, n.shape);
-    }
-    return Edge{source_copy[id.value], {}};
-  };
-  auto compose = [&](const Edge& base, const View& view) {
-    return Edge{base.src, compose_views(base.view, view, out.node(base.src).shape)};
-  };
-  // value[i][n]: node n of instance i's program, in `out`.
-  std::vector<std::vector<Edge>> value(instances.size());
-  std::vector<std::vector<bool>> on_path(instances.size());
-  for (size_t i = 0; i < instances.size(); ++i) {
-    value[i].resize(programs[instances[i].region].id_bound());
-    on_path[i].resize(programs[instances[i].region].id_bound());
-  }
-  auto output_edge = [&](uint32_t i, uint32_t r) -> const Edge& {
-    return programs[instances[i].region].outputs()[r].edge;
-  };
-  // The value of rolled node `id` in `out`: a copied source, or the output
-  // of the instance computing it, built on demand (with everything it reads,
-  // across instances) by an explicit depth-first walk.
-  auto value_of = [&](NodeId id) -> Edge {
-    if (is_source(rolled.node(id))) return copy_source(id);
-    const auto [i0, r0] = home[id.value];
-    SPOOL_ASSERT(i0 != UINT32_MAX, "rolled node %{} is computed by no region", id.value);
-    struct Frame {
-      uint32_t inst;
-      NodeId node;
-      size_t next = 0;
-    };
-    std::vector<Frame> stack{{i0, output_edge(i0, r0).src}};
-    auto push = [&](uint32_t i, NodeId n) {
-      if (value[i][n.value].src.valid()) return false;
-      if (on_path[i][n.value]) fail("program: the region terms form a cycle");
-      stack.push_back({i, n});
-      return true;
-    };
-    while (!stack.empty()) {
-      Frame& f = stack.back();
-      const uint32_t i = f.inst;
-      const NodeId n = f.node;
-      if (value[i][n.value].src.valid()) {
-        stack.pop_back();
-        continue;
-      }
-      on_path[i][n.value] = true;
-      const region::Instance& inst = instances[i];
-      const Node& node = programs[inst.region].node(n);
-      if (node.op == Op::Input || node.op == Op::Weight) {
-        // A placeholder: the rolled node it stands for.
-        const std::string& name = std::get<NameAttr>(node.attr).name;
-        const size_t k = std::stoul(name.substr(std::string_view(region::kInputPrefix).size()));
-        const NodeId m = inst.inputs.at(k);
-        if (is_source(rolled.node(m))) {
-          value[i][n.value] = copy_source(m);
-        } else {
-          const auto [j, r] = home[m.value];
-          SPOOL_ASSERT(j != UINT32_MAX, "rolled node %{} is computed by no region", m.value);
-          const Edge& e = output_edge(j, r);
-          if (push(j, e.src)) continue;
-          value[i][n.value] = compose(value[j][e.src.value], e.view);
-        }
-      } else if (is_source(node)) {
-        value[i][n.value] = Edge{out.add_source(node.op, node.attr, node.dtype, node.shape), {}};
-      } else {
-        if (f.next < node.inputs.size()) {
-          const NodeId child = node.inputs[f.next++].src;
-          push(i, child);
-          continue;
-        }
-        std::vector<Edge> inputs;
-        for (const Edge& e : node.inputs) inputs.push_back(compose(value[i][e.src.value], e.view));
-        Attr attr = node.attr;
-        if (is_loop_marker(node.op)) {
-          LoopAttr loop = std::get<LoopAttr>(node.attr);
-          loop.loop = inst.loops.at(static_cast<size_t>(loop.loop - 1));
-          attr = loop;
-        }
-        value[i][n.value] = Edge{out.add(node.op, std::move(inputs), attr), {}};
-      }
-      on_path[i][n.value] = false;
-      stack.pop_back();
-    }
-    const Edge& e = output_edge(i0, r0);
-    return compose(value[i0][e.src.value], e.view);
-  };
-  for (const Output& o : rolled.outputs()) out.add_output(o.name, compose(value_of(o.edge.src), o.edge.view));
-  return out;
-}
-
-Graph Saturated::program(std::span<const egraph::Term> terms) const { return roll::unroll(rolled_program(terms)); }
 
 CompileResult compile(const Graph& hlir, const CompileOptions& options) {
   const auto start = Clock::now();

@@ -250,4 +250,12 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   return result;
 }
 
+std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const Split& split) {
+  std::vector<std::pair<uint32_t, uint32_t>> home(rolled.id_bound(), {UINT32_MAX, 0});
+  for (size_t i = 0; i < split.instances.size(); ++i)
+    for (size_t r = 0; r < split.instances[i].roots.size(); ++r)
+      home[split.instances[i].roots[r].value] = {static_cast<uint32_t>(i), static_cast<uint32_t>(r)};
+  return home;
+}
+
 }  // namespace spool::region

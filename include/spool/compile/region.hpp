@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spool::region {
@@ -44,5 +45,9 @@ inline constexpr const char* kInputPrefix = "@in.";
 // With `separate_loops` false every node is in the top-level region (one
 // e-graph for the whole graph; loops short enough are still unioned).
 Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops = true);
+
+// Where each node of the rolled graph is computed: (instance, output R of
+// its region), or (UINT32_MAX, 0) for nodes no region computes (sources).
+std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const Split& split);
 
 }  // namespace spool::region
