@@ -168,15 +168,17 @@ class Roller {
   // as one flat array: a search reads them, and a vector per node would be
   // thousands of allocations per search.
   void index_users() {
-    user_begin_.assign(g_.id_bound() + 1, 0);
-    const std::vector<NodeId> live = g_.live_ids();
-    for (const NodeId id : live)
-      for (const Edge& e : g_.node(id).inputs) ++user_begin_[e.src.value + 1];
+    const uint32_t bound = static_cast<uint32_t>(g_.id_bound());
+    user_begin_.assign(bound + 1, 0);
+    for (uint32_t id = 0; id < bound; ++id)
+      if (g_.contains(NodeId{id}))
+        for (const Edge& e : g_.node(NodeId{id}).inputs) ++user_begin_[e.src.value + 1];
     for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
     user_list_.resize(user_begin_.back());
     std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
-    for (const NodeId id : live)
-      for (const Edge& e : g_.node(id).inputs) user_list_[next[e.src.value]++] = id;
+    for (uint32_t id = 0; id < bound; ++id)
+      if (g_.contains(NodeId{id}))
+        for (const Edge& e : g_.node(NodeId{id}).inputs) user_list_[next[e.src.value]++] = NodeId{id};
     is_output_.assign(g_.id_bound(), false);
     for (const Output& o : g_.outputs()) is_output_[o.edge.src.value] = true;
   }
@@ -227,10 +229,35 @@ class Roller {
     };
     std::vector<Run> runs;
     for (const size_t period : candidate_periods(sig)) {
+      // Window i equals window i + period only if sig[j] == sig[j + period]
+      // for every j in [i, i + period) (equal windows with a different
+      // signature would be a 64-bit hash collision). So a start is tested
+      // from the back of its window: a mismatch at j rules out every start
+      // up to j, and the scan jumps past it, O(n / period) probes where
+      // matches are rare instead of one per position. [known_lo, known_hi]:
+      // positions already seen to match.
       size_t i = 0;
+      size_t known_lo = 1, known_hi = 0;  // empty
       while (i + 2 * period <= n) {
-        // Comparing the first elements is a cheap filter before the window hashes.
-        if (sig[i] != sig[i + period] || window(i, period) != window(i + period, period)) {
+        const size_t last = i + period - 1;
+        const size_t stop = known_lo <= i && i <= known_hi + 1 ? std::max(i, known_hi + 1) : i;
+        size_t j = last + 1;
+        while (j-- > stop)
+          if (sig[j] != sig[j + period]) break;
+        if (j + 1 > stop) {  // a mismatch at j
+          if (j < last) {
+            known_lo = j + 1;
+            known_hi = last;
+          }
+          i = j + 1;
+          continue;
+        }
+        if (stop > i) {
+          known_hi = std::max(known_hi, last);
+        } else {
+          known_lo = i, known_hi = last;
+        }
+        if (window(i, period) != window(i + period, period)) {
           ++i;
           continue;
         }
@@ -582,8 +609,9 @@ Graph merge_value_sources(const Graph& graph) {
 
 int64_t next_loop_id(const Graph& g) {
   int64_t next = 1;
-  for (const NodeId id : g.live_ids())
-    if (is_loop_marker(g.node(id).op)) next = std::max(next, std::get<LoopAttr>(g.node(id).attr).loop + 1);
+  for (uint32_t i = 0; i < g.id_bound(); ++i)
+    if (g.contains(NodeId{i}) && is_loop_marker(g.node(NodeId{i}).op))
+      next = std::max(next, std::get<LoopAttr>(g.node(NodeId{i}).attr).loop + 1);
   return next;
 }
 

@@ -75,6 +75,7 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
     }
     (is_entry(node.op) ? loop.entries : loop.exits).push_back(id);
   }
+  if (loops.empty()) return {};  // no markers: nothing below has work to do
 
   // Users of every node, once, in one flat array: readers of node i are
   // user_list[user_begin[i], user_begin[i+1]), in `order`.
