@@ -246,21 +246,21 @@ NodeId Graph::push(Node node) {
 NodeId Graph::add_known(Op op, std::vector<Edge> inputs, Attr attr, TensorType type) {
   for (const Edge& edge : inputs)
     if (!contains(edge.src)) fail("{}: input %{} is not a live node", name_of(op), edge.src.value);
-  Node node{op, type.dtype, std::move(type.shape), std::move(attr), {}, true};
+  Node node{op, type.dtype, std::move(type.shape), std::move(attr), true};
   node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
   return push(std::move(node));
 }
 
 NodeId Graph::add(Op op, std::vector<Edge> inputs, Attr attr) {
   TensorType type = infer(op, inputs, attr);
-  Node node{op, type.dtype, std::move(type.shape), std::move(attr), {}, true};
+  Node node{op, type.dtype, std::move(type.shape), std::move(attr), true};
   node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
   return push(std::move(node));
 }
 
 NodeId Graph::add_source(Op op, Attr attr, DType dtype, Shape shape) {
   check_source(op, attr, dtype, shape);
-  return push(Node{op, dtype, std::move(shape), std::move(attr), {}, true});
+  return push(Node{op, dtype, std::move(shape), std::move(attr), true});
 }
 
 NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr, DType dtype, Shape shape) {
@@ -279,14 +279,14 @@ NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr,
   // order, not id order). Ids handed out by add() are never holes.
   for (const Edge& e : inputs) ++use_count_[e.src.value];
   while (nodes_.size() <= id.value) {
-    nodes_.push_back(Node{Op::Input, DType::F32, {}, NoAttr{}, {}, false});
+    nodes_.push_back(Node{Op::Input, DType::F32, {}, NoAttr{}, false});
     use_count_.push_back(0);
     holes_.resize(nodes_.size(), false);
     holes_.back() = true;
   }
   holes_[id.value] = false;
   Node& node = nodes_[id.value];
-  node = Node{op, dtype, std::move(shape), std::move(attr), {}, true};
+  node = Node{op, dtype, std::move(shape), std::move(attr), true};
   node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
   ++num_live_;
   return id;

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace spool {
@@ -40,8 +42,21 @@ struct Node {
   boost::container::small_vector<Edge, 3> inputs;
   bool alive = true;
 
+  Node() = default;
+  Node(Op op_, DType dtype_, Shape shape_, Attr attr_, bool alive_ = true)
+      : op(op_), dtype(dtype_), shape(std::move(shape_)), attr(std::move(attr_)), alive(alive_) {}
+  Node(const Node&) = default;
+  Node& operator=(const Node&) = default;
+  // A move never throws (the inputs' heap buffer is taken, or at most three
+  // Edges move, and an Edge's move does not throw), though small_vector does
+  // not say so: declared here, std::vector<Node> moves nodes when it grows
+  // instead of copying every one.
+  Node(Node&&) noexcept = default;
+  Node& operator=(Node&&) noexcept = default;
+
   bool operator==(const Node&) const = default;
 };
+static_assert(std::is_nothrow_move_constructible_v<Node>);
 
 struct Output {
   std::string name;
