@@ -136,51 +136,76 @@ std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
   return periods;
 }
 
+// The best candidate of a search, with the context order it indexes.
+struct Found {
+  std::vector<NodeId> order;
+  Candidate candidate;
+};
+
 class Roller {
  public:
-  explicit Roller(Graph& g) : g_(g) {}
+  // Searches `g`, reading equal constants and iotas as `canonical` says
+  // (nullptr: every node is its own).
+  Roller(const Graph& g, const std::vector<NodeId>* canonical) : g_(&g), canonical_(canonical) {}
 
-  // Rolls the best candidate of any context; false if nothing rolls.
-  bool roll_once(int64_t loop_id, RollReport& report) {
+  // Searches another graph from now on (the result graph, once built).
+  void retarget(const Graph& g) {
+    g_ = &g;
+    canonical_ = nullptr;
+  }
+
+  // The best candidate of any context; nullopt if nothing rolls.
+  std::optional<Found> search() {
     index_users();
-    where_.assign(g_.id_bound(), {kNowhere, 0});
-    std::optional<Candidate> best;
-    std::vector<NodeId> best_order;
-    for (const std::vector<NodeId>& order : context_orders()) {
+    where_.assign(g_->id_bound(), {kNowhere, 0});
+    std::optional<Found> best;
+    for (std::vector<NodeId>& order : context_orders()) {
       std::optional<Candidate> c = best_candidate(order);
-      if (c && (!best || c->saving > best->saving)) {
-        best = std::move(c);
-        best_order = order;
-      }
+      if (c && (!best || c->saving > best->candidate.saving)) best = Found{std::move(order), std::move(*c)};
     }
-    if (!best) return false;
-    rewrite(best_order, *best, loop_id);
-    report.trips.push_back(static_cast<int64_t>(best->count));
+    return best;
+  }
+
+  // Rolls the best candidate of the searched graph, which must be `g`; false
+  // if nothing rolls.
+  bool roll_once(Graph& g, int64_t loop_id, RollReport& report) {
+    std::optional<Found> found = search();
+    if (!found) return false;
+    rewrite(g, g, *found, loop_id);
+    report.trips.push_back(static_cast<int64_t>(found->candidate.count));
     return true;
   }
+
+  // Rolls `found`, a candidate of the searched graph `before`, into `g`: g
+  // is `before` itself, or `before` with equal constants and iotas merged
+  // and without the occurrences 1..N-1 (built by build_survivors, outside
+  // readers of those occurrences reading occurrence 0 in their place).
+  void rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id);
 
   // The loops of the graph as the last search found them: after a search
   // that rolled nothing, the loops of the final graph.
   const std::vector<Loop>& loops() const { return loops_; }
+  // The topological order of the last search's graph.
+  const std::vector<NodeId>& topo() const { return topo_; }
 
  private:
   // Readers of every node (one entry per reading edge, readers in id order),
   // as one flat array: a search reads them, and a vector per node would be
   // thousands of allocations per search.
   void index_users() {
-    const uint32_t bound = static_cast<uint32_t>(g_.id_bound());
+    const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
     user_begin_.assign(bound + 1, 0);
     for (uint32_t id = 0; id < bound; ++id)
-      if (g_.contains(NodeId{id}))
-        for (const Edge& e : g_.node(NodeId{id}).inputs) ++user_begin_[e.src.value + 1];
+      if (g_->contains(NodeId{id}))
+        for (const Edge& e : g_->node(NodeId{id}).inputs) ++user_begin_[e.src.value + 1];
     for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
     user_list_.resize(user_begin_.back());
     std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
     for (uint32_t id = 0; id < bound; ++id)
-      if (g_.contains(NodeId{id}))
-        for (const Edge& e : g_.node(NodeId{id}).inputs) user_list_[next[e.src.value]++] = NodeId{id};
-    is_output_.assign(g_.id_bound(), false);
-    for (const Output& o : g_.outputs()) is_output_[o.edge.src.value] = true;
+      if (g_->contains(NodeId{id}))
+        for (const Edge& e : g_->node(NodeId{id}).inputs) user_list_[next[e.src.value]++] = NodeId{id};
+    is_output_.assign(g_->id_bound(), false);
+    for (const Output& o : g_->outputs()) is_output_[o.edge.src.value] = true;
   }
   std::span<const NodeId> users(NodeId id) const {
     return {user_list_.data() + user_begin_[id.value], user_list_.data() + user_begin_[id.value + 1]};
@@ -190,19 +215,20 @@ class Roller {
   // out: sources, and a loop's own entry markers, which are its body's
   // outside inputs just as sources are the top level's.
   std::vector<std::vector<NodeId>> context_orders() {
-    const std::vector<NodeId> topo = topo_order(g_);
-    loops_ = find_loops(g_, topo);
+    topo_ = topo_order(*g_);
+    const std::vector<NodeId>& topo = topo_;
+    loops_ = find_loops(*g_, topo);
     const std::vector<Loop>& loops = loops_;
-    std::vector<int64_t> context(g_.id_bound(), -1);
+    std::vector<int64_t> context(g_->id_bound(), -1);
     // Outermost first, so inner loops overwrite: the innermost wins.
     for (const Loop& loop : loops)
       for (const NodeId n : loop.body) context[n.value] = loop.id;
-    outside_like_.assign(g_.id_bound(), false);
+    outside_like_.assign(g_->id_bound(), false);
     for (const Loop& loop : loops)
       for (const NodeId n : loop.entries) outside_like_[n.value] = true;
     std::map<int64_t, std::vector<NodeId>> by_context;
     for (const NodeId id : topo)
-      if (!is_source(g_.node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
+      if (!is_source(g_->node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
     std::vector<std::vector<NodeId>> orders;
     for (auto& [ctx, order] : by_context) orders.push_back(std::move(order));
     return orders;
@@ -212,7 +238,7 @@ class Roller {
     const size_t n = order.size();
     if (n < 2) return std::nullopt;
     std::vector<size_t> sig(n);
-    for (size_t i = 0; i < n; ++i) sig[i] = signature(g_, order[i]);
+    for (size_t i = 0; i < n; ++i) sig[i] = signature(*g_, order[i]);
     // Prefix hashes: window(i, P) = sum sig[i+j] * B^(P-1-j), mod 2^64.
     const uint64_t base = 0x100000001b3ULL;
     std::vector<uint64_t> prefix(n + 1, 0), power(n + 1, 1);
@@ -320,9 +346,9 @@ class Roller {
     // Node-for-node equality first: it is cheap, and it is what rejects most
     // candidates (windows whose hashes agree but whose nodes differ).
     for (size_t j = 0; j < period; ++j) {
-      const Node& first = g_.node(order[start + j]);
+      const Node& first = g_->node(order[start + j]);
       for (size_t k = 1; k < count; ++k) {
-        const Node& other = g_.node(order[start + k * period + j]);
+        const Node& other = g_->node(order[start + k * period + j]);
         if (other.op != first.op || other.attr != first.attr || other.dtype != first.dtype ||
             other.shape != first.shape || other.inputs.size() != first.inputs.size())
           return std::nullopt;
@@ -355,16 +381,16 @@ class Roller {
     cand.plans.resize(period);
     std::set<size_t> slots;
     for (size_t j = 0; j < period; ++j) {
-      const Node& first = g_.node(at(0, j));
+      const Node& first = g_->node(at(0, j));
       for (size_t i = 0; i < first.inputs.size(); ++i) {
         InputPlan plan;
         for (size_t k = 0; k < count; ++k) {
-          const Edge& e = g_.node(at(k, j)).inputs[i];
+          const Edge& e = g_->node(at(k, j)).inputs[i];
           const auto it = &where[e.src.value];
           InputPlan::Kind kind;
           size_t position = 0;
           if (it->first == kNowhere) {
-            if (!is_source(g_.node(e.src))) outside_reads.push_back(e.src);
+            if (!is_source(g_->node(e.src))) outside_reads.push_back(e.src);
             kind = InputPlan::PerIteration;
           } else if (it->first == k) {
             kind = InputPlan::Internal;
@@ -384,17 +410,17 @@ class Roller {
           } else if (kind != plan.kind || position != plan.position) {
             return std::nullopt;
           }
-          if (kind == InputPlan::PerIteration) plan.sources.push_back(e.src);
+          if (kind == InputPlan::PerIteration) plan.sources.push_back(canonical(e.src));
         }
         if (plan.kind == InputPlan::Carried) {
           // The init (occurrence 0's outside input) must have the state's type.
           const NodeId init = plan.sources.front();
-          const Node& state = g_.node(at(0, plan.position));
-          if (g_.node(init).dtype != state.dtype || g_.node(init).shape != state.shape) return std::nullopt;
+          const Node& state = g_->node(at(0, plan.position));
+          if (g_->node(init).dtype != state.dtype || g_->node(init).shape != state.shape) return std::nullopt;
           slots.insert(plan.position);
         } else if (plan.kind == InputPlan::PerIteration) {
           bool all_same = true;
-          for (const NodeId s : plan.sources) all_same &= same_source(g_, s, plan.sources.front());
+          for (const NodeId s : plan.sources) all_same &= same_source(*g_, s, plan.sources.front());
           if (all_same) {
             plan.kind = InputPlan::Static;
             plan.sources.resize(1);
@@ -408,7 +434,7 @@ class Roller {
     // Nodes downstream of any occurrence (excluding occurrences): an outside
     // input from there would close a cycle once the occurrences merge.
     if (!outside_reads.empty()) {
-      std::vector<bool> downstream(g_.id_bound(), false);
+      std::vector<bool> downstream(g_->id_bound(), false);
       std::vector<NodeId> stack;
       for (size_t k = 0; k < count; ++k)
         for (size_t j = 0; j < period; ++j) stack.push_back(at(k, j));
@@ -443,7 +469,7 @@ class Roller {
       for (const InputPlan& p : cand.plans[j])
         if (p.kind == InputPlan::Static || p.kind == InputPlan::PerIteration) {
           std::vector<size_t> key{static_cast<size_t>(p.kind)};
-          for (const NodeId s : p.sources) key.push_back(source_key(g_, s));
+          for (const NodeId s : p.sources) key.push_back(source_key(*g_, s));
           entries.insert(key);
         }
     int64_t outputs = 0;
@@ -464,101 +490,11 @@ class Roller {
     return is_output_[id.value];
   }
 
-  void rewrite(const std::vector<NodeId>& order, const Candidate& c, int64_t loop_id) {
-    auto at = [&](size_t k, size_t j) { return order[c.start + k * c.period + j]; };
-    Where where(g_.id_bound(), {kNowhere, 0});
-    for (size_t k = 0; k < c.count; ++k)
-      for (size_t j = 0; j < c.period; ++j) where[at(k, j).value] = {k, j};
-    const int64_t trips = static_cast<int64_t>(c.count);
-    g_.reserve(g_.id_bound() + c.markers);
+  NodeId canonical(NodeId id) const { return canonical_ ? (*canonical_)[id.value] : id; }
 
-    // Entry markers, one per slot and per distinct outside input.
-    std::map<size_t, NodeId> start_of;  // slot position -> loop_start
-    std::map<std::vector<uint32_t>, NodeId> entry_of;
-    int64_t slot_index = 0;
-    for (size_t j = 0; j < c.period; ++j) {
-      for (size_t i = 0; i < c.plans[j].size(); ++i) {
-        const InputPlan& plan = c.plans[j][i];
-        NodeId marker;
-        switch (plan.kind) {
-          case InputPlan::Internal: continue;
-          case InputPlan::Carried: {
-            auto it = start_of.find(plan.position);
-            if (it == start_of.end())
-              it = start_of.emplace(plan.position, g_.add(Op::LoopStart, {Edge{plan.sources.front(), {}}},
-                                                          LoopAttr{loop_id, trips, slot_index++}))
-                       .first;
-            marker = it->second;
-            break;
-          }
-          case InputPlan::Static:
-          case InputPlan::PerIteration: {
-            std::vector<uint32_t> key{static_cast<uint32_t>(plan.kind)};
-            for (const NodeId s : plan.sources) key.push_back(s.value);
-            auto it = entry_of.find(key);
-            if (it == entry_of.end()) {
-              std::vector<Edge> sources;
-              for (const NodeId s : plan.sources) sources.push_back(Edge{s, {}});
-              const Op op = plan.kind == InputPlan::Static ? Op::LoopInputStatic : Op::LoopInput;
-              it = entry_of.emplace(key, g_.add(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;
-            }
-            marker = it->second;
-            break;
-          }
-        }
-        g_.set_input(at(0, j), i, Edge{marker, g_.node(at(0, j)).inputs[i].view});
-      }
-    }
-
-    // Exit markers, and outside readers rewired to them.
-    std::map<size_t, NodeId> end_of;
-    for (const auto& [position, start] : start_of)
-      end_of[position] = g_.add(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
-                                LoopAttr{loop_id, trips, std::get<LoopAttr>(g_.node(start).attr).index});
-    // users() and is_output_ describe the graph from before the rewrite:
-    // the markers added here are never among the readers it lists (their ids
-    // are newer), and an output is rewired only while its own node is.
-    for (size_t k = 0; k < c.count; ++k) {
-      for (size_t j = 0; j < c.period; ++j) {
-        const NodeId node = at(k, j);
-        const bool outside_reader = [&] {
-          for (const NodeId u : users(node))
-            if (where[u.value].first == kNowhere) return true;
-          return static_cast<bool>(is_output_[node.value]);
-        }();
-        if (!outside_reader) continue;
-        NodeId exit;
-        if (k + 1 == c.count && end_of.count(j))
-          exit = end_of.at(j);
-        else
-          exit = g_.add(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
-        // Rewire outside readers only (not the occurrences, not the markers).
-        for (const NodeId u : users(node)) {
-          if (where[u.value].first != kNowhere) continue;
-          const Node& user = g_.node(u);
-          for (size_t i = 0; i < user.inputs.size(); ++i)
-            if (g_.node(u).inputs[i].src == node) g_.set_input(u, i, Edge{exit, g_.node(u).inputs[i].view});
-        }
-        if (is_output_[node.value])
-          for (size_t o = 0; o < g_.outputs().size(); ++o)
-            if (g_.outputs()[o].edge.src == node) g_.set_output(o, Edge{exit, g_.outputs()[o].edge.view});
-      }
-    }
-
-    // The other occurrences go, readers before producers, and with them the
-    // constants and iotas only they read (occurrence 0's copies serve all).
-    std::set<uint32_t> read_sources;
-    for (size_t k = 1; k < c.count; ++k)
-      for (size_t j = 0; j < c.period; ++j)
-        for (const Edge& e : g_.node(at(k, j)).inputs)
-          if (is_value_source(g_.node(e.src))) read_sources.insert(e.src.value);
-    for (size_t k = c.count; k-- > 1;)
-      for (size_t j = c.period; j-- > 0;) g_.remove(at(k, j));
-    for (const uint32_t id : read_sources)
-      if (g_.use_count(NodeId{id}) == 0) g_.remove(NodeId{id});
-  }
-
-  Graph& g_;
+  const Graph* g_;                          // the graph searched
+  const std::vector<NodeId>* canonical_;    // its equal constants and iotas, or nullptr
+  std::vector<NodeId> topo_;                // of the last search
   std::vector<uint32_t> user_begin_;  // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
   std::vector<NodeId> user_list_;     // of the graph as it is during one search
   std::vector<bool> is_output_;       // nodes a graph output reads, during one search
@@ -567,43 +503,196 @@ class Roller {
   mutable Where where_;               // check()'s scratch: all kNowhere between checks
 };
 
+void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id) {
+  const std::vector<NodeId>& order = found.order;
+  const Candidate& c = found.candidate;
+  const bool in_place = &g == &before;
+  auto at = [&](size_t k, size_t j) { return order[c.start + k * c.period + j]; };
+  Where where(before.id_bound(), {kNowhere, 0});
+  for (size_t k = 0; k < c.count; ++k)
+    for (size_t j = 0; j < c.period; ++j) where[at(k, j).value] = {k, j};
+  const int64_t trips = static_cast<int64_t>(c.count);
+  g.reserve(g.id_bound() + c.markers);
+
+  // Entry markers, one per slot and per distinct outside input.
+  std::map<size_t, NodeId> start_of;  // slot position -> loop_start
+  std::map<std::vector<uint32_t>, NodeId> entry_of;
+  int64_t slot_index = 0;
+  for (size_t j = 0; j < c.period; ++j) {
+    for (size_t i = 0; i < c.plans[j].size(); ++i) {
+      const InputPlan& plan = c.plans[j][i];
+      NodeId marker;
+      switch (plan.kind) {
+        case InputPlan::Internal: continue;
+        case InputPlan::Carried: {
+          auto it = start_of.find(plan.position);
+          if (it == start_of.end())
+            it = start_of.emplace(plan.position, g.add(Op::LoopStart, {Edge{plan.sources.front(), {}}},
+                                                        LoopAttr{loop_id, trips, slot_index++}))
+                     .first;
+          marker = it->second;
+          break;
+        }
+        case InputPlan::Static:
+        case InputPlan::PerIteration: {
+          std::vector<uint32_t> key{static_cast<uint32_t>(plan.kind)};
+          for (const NodeId s : plan.sources) key.push_back(s.value);
+          auto it = entry_of.find(key);
+          if (it == entry_of.end()) {
+            std::vector<Edge> sources;
+            for (const NodeId s : plan.sources) sources.push_back(Edge{s, {}});
+            const Op op = plan.kind == InputPlan::Static ? Op::LoopInputStatic : Op::LoopInput;
+            it = entry_of.emplace(key, g.add(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;
+          }
+          marker = it->second;
+          break;
+        }
+      }
+      g.set_input(at(0, j), i, Edge{marker, g.node(at(0, j)).inputs[i].view});
+    }
+  }
+
+  // Exit markers, and outside readers rewired to them.
+  std::map<size_t, NodeId> end_of;
+  for (const auto& [position, start] : start_of)
+    end_of[position] = g.add(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
+                              LoopAttr{loop_id, trips, std::get<LoopAttr>(g.node(start).attr).index});
+  // users() and is_output_ describe the graph from before the rewrite:
+  // the markers added here are never among the readers it lists (their ids
+  // are newer), and an output is rewired only while its own node is.
+  for (size_t k = 0; k < c.count; ++k) {
+    for (size_t j = 0; j < c.period; ++j) {
+      const NodeId node = at(k, j);
+      const bool outside_reader = [&] {
+        for (const NodeId u : users(node))
+          if (where[u.value].first == kNowhere) return true;
+        return static_cast<bool>(is_output_[node.value]);
+      }();
+      if (!outside_reader) continue;
+      NodeId exit;
+      if (k + 1 == c.count && end_of.count(j))
+        exit = end_of.at(j);
+      else
+        exit = g.add(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
+      // Rewire outside readers only (not the occurrences, not the markers).
+      for (const NodeId u : users(node)) {
+        if (where[u.value].first != kNowhere) continue;
+        const Node& user = before.node(u);
+        for (size_t i = 0; i < user.inputs.size(); ++i)
+          if (before.node(u).inputs[i].src == node) g.set_input(u, i, Edge{exit, g.node(u).inputs[i].view});
+      }
+      if (is_output_[node.value])
+        for (size_t o = 0; o < g.outputs().size(); ++o)
+          if (before.outputs()[o].edge.src == node) g.set_output(o, Edge{exit, g.outputs()[o].edge.view});
+    }
+  }
+
+  // The other occurrences go, readers before producers, and with them the
+  // constants and iotas only they read (occurrence 0's copies serve all).
+  std::set<uint32_t> read_sources;
+  for (size_t k = 1; k < c.count; ++k)
+    for (size_t j = 0; j < c.period; ++j)
+      for (const Edge& e : before.node(at(k, j)).inputs)
+        if (is_value_source(before.node(e.src))) read_sources.insert(canonical(e.src).value);
+  if (in_place)
+    for (size_t k = c.count; k-- > 1;)
+      for (size_t j = c.period; j-- > 0;) g.remove(at(k, j));
+  for (const uint32_t id : read_sources)
+    if (g.use_count(NodeId{id}) == 0) g.remove(NodeId{id});
+}
+
 // Equal constants and iotas become one node, so that every occurrence reads
 // the same node and the loop reads it as one static input. Computed nodes are
 // left alone: merging a per-layer mask into one shared node would leave the
 // first layer with nodes the others lack, and the layers would no longer
 // line up as occurrences.
-Graph merge_value_sources(const Graph& graph) {
-  // The copy the roll passes edit, with room for the markers they add: the
-  // node array then never regrows, which would copy every node.
-  Graph g;
-  g.reserve(graph.id_bound() + graph.id_bound() / 8 + 64);
-  g = graph;
-  std::vector<NodeId> canonical(g.id_bound());
-  std::map<size_t, std::vector<NodeId>> by_key;
-  std::vector<NodeId> duplicates;
-  for (const NodeId id : g.live_ids()) {
-    canonical[id.value] = id;
-    if (!is_value_source(g.node(id))) continue;
-    std::vector<NodeId>& same = by_key[source_key(g, id)];
-    const auto first = std::find_if(same.begin(), same.end(), [&](NodeId s) { return same_source(g, s, id); });
-    if (first == same.end()) {
-      same.push_back(id);
-    } else {
-      canonical[id.value] = *first;
+//
+// canonical[id]: the node that stands for `id` (the first equal one in id
+// order; itself for every other node). `duplicates`: the others, in id order.
+std::vector<NodeId> value_canonical(const Graph& g, std::vector<NodeId>& duplicates) {
+  const uint32_t bound = static_cast<uint32_t>(g.id_bound());
+  std::vector<NodeId> canonical(bound);
+  // Open addressing by source_key; a slot holds the first node of its value
+  // (equal keys of unequal values probe on).
+  size_t slots = 16;
+  while (slots < 2 * bound) slots *= 2;
+  std::vector<std::pair<size_t, NodeId>> table(slots);  // (key, node); node invalid: empty
+  for (uint32_t i = 0; i < bound; ++i) {
+    const NodeId id{i};
+    canonical[i] = id;
+    if (!g.contains(id) || !is_value_source(g.node(id))) continue;
+    const size_t key = source_key(g, id);
+    size_t h = (key ^ (key >> 29)) & (slots - 1);
+    while (table[h].second.valid() && !(table[h].first == key && same_source(g, table[h].second, id)))
+      h = (h + 1) & (slots - 1);
+    if (table[h].second.valid()) {
+      canonical[i] = table[h].second;
       duplicates.push_back(id);
+    } else {
+      table[h] = {key, id};
     }
   }
+  return canonical;
+}
+
+// The graph with its duplicate constants and iotas merged into their
+// canonical nodes (a copy: the roll passes edit it).
+Graph merge_value_sources(const Graph& graph, const std::vector<NodeId>& canonical,
+                          const std::vector<NodeId>& duplicates) {
+  Graph g = graph;
   // One pass over every edge (replace_uses per duplicate would be quadratic).
-  for (const NodeId id : g.live_ids())
-    for (size_t i = 0; i < g.node(id).inputs.size(); ++i) {
-      const Edge& e = g.node(id).inputs[i];
-      if (canonical[e.src.value] != e.src) g.set_input(id, i, Edge{canonical[e.src.value], e.view});
+  for (uint32_t id = 0; id < g.id_bound(); ++id) {
+    if (!g.contains(NodeId{id})) continue;
+    for (size_t i = 0; i < g.node(NodeId{id}).inputs.size(); ++i) {
+      const Edge& e = g.node(NodeId{id}).inputs[i];
+      if (canonical[e.src.value] != e.src) g.set_input(NodeId{id}, i, Edge{canonical[e.src.value], e.view});
     }
+  }
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     const Edge& e = g.outputs()[o].edge;
     if (canonical[e.src.value] != e.src) g.set_output(o, Edge{canonical[e.src.value], e.view});
   }
   for (const NodeId id : duplicates) g.remove(id);
+  return g;
+}
+
+// merge_value_sources(graph) without occurrences 1..N-1 of the candidate
+// `found`, which rewrite() then rolls in place: the first roll of a graph
+// keeps a few hundred of its thousands of nodes, and copying only those is
+// most of what makes rolling cheap. Nodes go in with their ids (graph order
+// is topological, so inputs exist before their readers); an outside reader
+// of occurrence k reads occurrence 0's node of the same position (the same
+// type), which rewrite() replaces by the loop's exit marker. Ids the copy
+// would not reach keep their place: the last id is held by a node added and
+// removed, so the markers get the ids they get in the copy.
+Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, const std::vector<NodeId>& topo,
+                      const Found& found, size_t markers) {
+  const Candidate& c = found.candidate;
+  // Occurrence k >= 1 of a node: the id of occurrence 0's node at its position.
+  std::vector<NodeId> stand_in(graph.id_bound());
+  for (size_t k = 1; k < c.count; ++k)
+    for (size_t j = 0; j < c.period; ++j)
+      stand_in[found.order[c.start + k * c.period + j].value] = found.order[c.start + j];
+  auto source = [&](NodeId src) {
+    const NodeId id = canonical[src.value];
+    return stand_in[id.value].valid() ? stand_in[id.value] : id;
+  };
+  Graph g(graph.name());
+  g.reserve(graph.id_bound() + markers);
+  std::vector<Edge> inputs;
+  for (const NodeId id : topo) {
+    if (canonical[id.value] != id || stand_in[id.value].valid()) continue;
+    const Node& n = graph.node(id);
+    inputs.clear();
+    for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
+    g.add_with_id(id, n.op, inputs, n.attr, n.dtype, n.shape);
+  }
+  if (g.id_bound() < graph.id_bound()) {
+    const NodeId last{static_cast<uint32_t>(graph.id_bound() - 1)};
+    g.add_with_id(last, Op::Constant, {}, ScalarAttr{}, DType::F32, {});
+    g.remove(last);
+  }
+  for (const Output& o : graph.outputs()) g.add_output(o.name, Edge{source(o.edge.src), o.edge.view});
   return g;
 }
 
@@ -618,14 +707,28 @@ int64_t next_loop_id(const Graph& g) {
 }  // namespace
 
 RollResult auto_roll(const Graph& graph) {
-  RollResult result{merge_value_sources(graph), {}};
-  result.report.hlir_nodes_before = graph.num_live();
-  Roller roller(result.graph);
-  while (roller.roll_once(next_loop_id(result.graph), result.report)) ++result.report.loops;
-  result.report.hlir_nodes_after = result.graph.num_live();
+  RollResult result;
+  RollReport& report = result.report;
+  report.hlir_nodes_before = graph.num_live();
+  std::vector<NodeId> duplicates;
+  const std::vector<NodeId> canonical = value_canonical(graph, duplicates);
+  // The first search reads the caller's graph (merging equal sources only
+  // in how it names them); the graph the rest edits is built after it.
+  Roller roller(graph, &canonical);
+  if (std::optional<Found> found = roller.search()) {
+    result.graph = build_survivors(graph, canonical, roller.topo(), *found, found->candidate.markers);
+    roller.rewrite(result.graph, graph, *found, next_loop_id(graph));
+    report.trips.push_back(static_cast<int64_t>(found->candidate.count));
+    ++report.loops;
+    roller.retarget(result.graph);
+    while (roller.roll_once(result.graph, next_loop_id(result.graph), report)) ++report.loops;
+  } else {
+    result.graph = merge_value_sources(graph, canonical, duplicates);
+  }
+  report.hlir_nodes_after = result.graph.num_live();
   // The last search rolled nothing: its loops are the final graph's.
   for (const Loop& loop : roller.loops())
-    if (loop.parent < 0) result.report.body_nodes += static_cast<int64_t>(loop.body.size());
+    if (loop.parent < 0) report.body_nodes += static_cast<int64_t>(loop.body.size());
   return result;
 }
 
