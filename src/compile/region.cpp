@@ -209,11 +209,14 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
       copied_cone[entry.value] = ok;
     }
 
-  // Roots: values read from another region or by a graph output.
+  // Roots: values read from another region or by a graph output. A static
+  // input read as a copy of its cone is not read from its region: every
+  // region reading it builds the cone itself.
   std::vector<bool> is_root(rolled.id_bound(), false);
   for (const NodeId id : rolled.live_ids())
     for (const Edge& e : rolled.node(id).inputs)
-      if (region_of[e.src.value] >= 0 && region_of[id.value] != region_of[e.src.value]) is_root[e.src.value] = true;
+      if (region_of[e.src.value] >= 0 && region_of[id.value] != region_of[e.src.value] && !copied_cone[e.src.value])
+        is_root[e.src.value] = true;
   for (const Output& o : rolled.outputs())
     if (region_of[o.edge.src.value] >= 0) is_root[o.edge.src.value] = true;
   std::vector<std::vector<NodeId>> roots(static_cast<size_t>(num_regions));
