@@ -30,6 +30,7 @@
 #include <boost/container_hash/hash.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <optional>
 #include <set>
@@ -54,30 +55,38 @@ size_t source_key(const Graph& g, NodeId id) {
   return seed;
 }
 
-bool same_source(const Graph& g, NodeId a, NodeId b) {
-  if (a == b) return true;
-  const Node& x = g.node(a);
-  const Node& y = g.node(b);
+// Two value sources (constants or iotas) of the same value.
+bool same_value(const Node& x, const Node& y) {
   return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
 }
 
-size_t signature(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  size_t seed = static_cast<size_t>(n.op);
-  if (!is_loop_marker(n.op)) boost::hash_combine(seed, hash_attr(n.attr));
-  boost::hash_combine(seed, static_cast<int>(n.dtype));
-  boost::hash_range(seed, n.shape.begin(), n.shape.end());
-  // Inputs by view and producer type only: the same position of different
-  // occurrences may read a source in one and a computed node in another (the
-  // first layer reads the model input, the others the previous layer).
-  for (const Edge& e : n.inputs) {
-    boost::hash_combine(seed, e.view.hash());
-    const Node& src = g.node(e.src);
-    boost::hash_combine(seed, static_cast<int>(src.dtype));
-    boost::hash_range(seed, src.shape.begin(), src.shape.end());
+bool same_source(const Graph& g, NodeId a, NodeId b) { return a == b || same_value(g.node(a), g.node(b)); }
+
+// A running 64-bit hash of words: a multiply and a shift per word, a few
+// instructions where boost::hash_combine over every dimension and view
+// step was most of a search. Signatures only need equal nodes to hash
+// equal and unequal ones to collide rarely.
+struct Hasher {
+  uint64_t h = 0x243f6a8885a308d3ULL;
+  void add(uint64_t v) {
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 29;
   }
-  return seed;
-}
+  void add(DType dtype, const Shape& shape) {
+    add(static_cast<uint64_t>(dtype) | static_cast<uint64_t>(shape.size()) << 8);
+    for (const int64_t d : shape) add(static_cast<uint64_t>(d));
+  }
+  void add(const View& view) {
+    for (const ViewStep& step : view.steps()) {
+      add(static_cast<uint64_t>(step.kind) | static_cast<uint64_t>(step.a.size()) << 8 |
+          static_cast<uint64_t>(step.b.size()) << 24 | static_cast<uint64_t>(step.c.size()) << 40);
+      for (const Shape* values : {&step.a, &step.b, &step.c})
+        for (const int64_t v : *values) add(static_cast<uint64_t>(v));
+      add(std::bit_cast<uint64_t>(step.value));
+    }
+    add(view.steps().size());
+  }
+};
 
 // Where each node of a candidate's occurrences sits, by node id:
 // (occurrence, position), or kNowhere.
@@ -194,16 +203,19 @@ class Roller {
   // thousands of allocations per search.
   void index_users() {
     const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
+    nodes_.assign(bound, nullptr);
     user_begin_.assign(bound + 1, 0);
     for (uint32_t id = 0; id < bound; ++id)
-      if (g_->contains(NodeId{id}))
-        for (const Edge& e : g_->node(NodeId{id}).inputs) ++user_begin_[e.src.value + 1];
+      if (g_->contains(NodeId{id})) {
+        nodes_[id] = &g_->node(NodeId{id});
+        for (const Edge& e : nodes_[id]->inputs) ++user_begin_[e.src.value + 1];
+      }
     for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
     user_list_.resize(user_begin_.back());
     std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
     for (uint32_t id = 0; id < bound; ++id)
-      if (g_->contains(NodeId{id}))
-        for (const Edge& e : g_->node(NodeId{id}).inputs) user_list_[next[e.src.value]++] = NodeId{id};
+      if (nodes_[id])
+        for (const Edge& e : nodes_[id]->inputs) user_list_[next[e.src.value]++] = NodeId{id};
     is_output_.assign(g_->id_bound(), false);
     for (const Output& o : g_->outputs()) is_output_[o.edge.src.value] = true;
   }
@@ -228,7 +240,7 @@ class Roller {
       for (const NodeId n : loop.entries) outside_like_[n.value] = true;
     std::map<int64_t, std::vector<NodeId>> by_context;
     for (const NodeId id : topo)
-      if (!is_source(g_->node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
+      if (!is_source(node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
     std::vector<std::vector<NodeId>> orders;
     for (auto& [ctx, order] : by_context) orders.push_back(std::move(order));
     return orders;
@@ -238,7 +250,7 @@ class Roller {
     const size_t n = order.size();
     if (n < 2) return std::nullopt;
     std::vector<size_t> sig(n);
-    for (size_t i = 0; i < n; ++i) sig[i] = signature(*g_, order[i]);
+    for (size_t i = 0; i < n; ++i) sig[i] = signature(order[i]);
     // Prefix hashes: window(i, P) = sum sig[i+j] * B^(P-1-j), mod 2^64.
     const uint64_t base = 0x100000001b3ULL;
     std::vector<uint64_t> prefix(n + 1, 0), power(n + 1, 1);
@@ -346,9 +358,9 @@ class Roller {
     // Node-for-node equality first: it is cheap, and it is what rejects most
     // candidates (windows whose hashes agree but whose nodes differ).
     for (size_t j = 0; j < period; ++j) {
-      const Node& first = g_->node(order[start + j]);
+      const Node& first = node(order[start + j]);
       for (size_t k = 1; k < count; ++k) {
-        const Node& other = g_->node(order[start + k * period + j]);
+        const Node& other = node(order[start + k * period + j]);
         if (other.op != first.op || other.attr != first.attr || other.dtype != first.dtype ||
             other.shape != first.shape || other.inputs.size() != first.inputs.size())
           return std::nullopt;
@@ -381,16 +393,16 @@ class Roller {
     cand.plans.resize(period);
     std::set<size_t> slots;
     for (size_t j = 0; j < period; ++j) {
-      const Node& first = g_->node(at(0, j));
+      const Node& first = node(at(0, j));
       for (size_t i = 0; i < first.inputs.size(); ++i) {
         InputPlan plan;
         for (size_t k = 0; k < count; ++k) {
-          const Edge& e = g_->node(at(k, j)).inputs[i];
+          const Edge& e = node(at(k, j)).inputs[i];
           const auto it = &where[e.src.value];
           InputPlan::Kind kind;
           size_t position = 0;
           if (it->first == kNowhere) {
-            if (!is_source(g_->node(e.src))) outside_reads.push_back(e.src);
+            if (!is_source(node(e.src))) outside_reads.push_back(e.src);
             kind = InputPlan::PerIteration;
           } else if (it->first == k) {
             kind = InputPlan::Internal;
@@ -415,12 +427,12 @@ class Roller {
         if (plan.kind == InputPlan::Carried) {
           // The init (occurrence 0's outside input) must have the state's type.
           const NodeId init = plan.sources.front();
-          const Node& state = g_->node(at(0, plan.position));
-          if (g_->node(init).dtype != state.dtype || g_->node(init).shape != state.shape) return std::nullopt;
+          const Node& state = node(at(0, plan.position));
+          if (node(init).dtype != state.dtype || node(init).shape != state.shape) return std::nullopt;
           slots.insert(plan.position);
         } else if (plan.kind == InputPlan::PerIteration) {
           bool all_same = true;
-          for (const NodeId s : plan.sources) all_same &= same_source(*g_, s, plan.sources.front());
+          for (const NodeId s : plan.sources) all_same &= same_source(s, plan.sources.front());
           if (all_same) {
             plan.kind = InputPlan::Static;
             plan.sources.resize(1);
@@ -491,10 +503,33 @@ class Roller {
   }
 
   NodeId canonical(NodeId id) const { return canonical_ ? (*canonical_)[id.value] : id; }
+  // The searched graph's nodes, through the table index_users() fills (the
+  // graph does not change during a search).
+  const Node& node(NodeId id) const { return *nodes_[id.value]; }
+  bool same_source(NodeId a, NodeId b) const { return a == b || same_value(node(a), node(b)); }
+
+  size_t signature(NodeId id) const {
+    const Node& n = node(id);
+    Hasher h;
+    h.add(static_cast<uint64_t>(n.op));
+    if (!is_loop_marker(n.op)) h.add(hash_attr(n.attr));
+    h.add(n.dtype, n.shape);
+    // Inputs by view and producer type only: the same position of different
+    // occurrences may read a source in one and a computed node in another
+    // (the first layer reads the model input, the others the previous layer).
+    for (const Edge& e : n.inputs) {
+      h.add(e.view);
+      const Node& src = node(e.src);
+      h.add(src.dtype, src.shape);
+    }
+    h.add(n.inputs.size());
+    return h.h;
+  }
 
   const Graph* g_;                          // the graph searched
   const std::vector<NodeId>* canonical_;    // its equal constants and iotas, or nullptr
   std::vector<NodeId> topo_;                // of the last search
+  std::vector<const Node*> nodes_;          // by id, nullptr for deleted ids
   std::vector<uint32_t> user_begin_;  // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
   std::vector<NodeId> user_list_;     // of the graph as it is during one search
   std::vector<bool> is_output_;       // nodes a graph output reads, during one search
@@ -679,13 +714,22 @@ Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, 
   };
   Graph g(graph.name());
   g.reserve(graph.id_bound() + markers);
-  std::vector<Edge> inputs;
+  // In a graph whose inputs all have smaller ids than their readers (every
+  // graph built by add(); then its topological order is the id order),
+  // a node whose id is the next one is added as the clone it is, without
+  // inferring its type again.
+  const bool by_id = std::is_sorted(topo.begin(), topo.end());
   for (const NodeId id : topo) {
     if (canonical[id.value] != id || stand_in[id.value].valid()) continue;
     const Node& n = graph.node(id);
-    inputs.clear();
+    std::vector<Edge> inputs;
+    inputs.reserve(n.inputs.size());
     for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
-    g.add_with_id(id, n.op, inputs, n.attr, n.dtype, n.shape);
+    if (by_id && id.value == g.id_bound())
+      is_source(n) ? g.add_source(n.op, n.attr, n.dtype, n.shape)
+                   : g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});
+    else
+      g.add_with_id(id, n.op, std::move(inputs), n.attr, n.dtype, n.shape);
   }
   if (g.id_bound() < graph.id_bound()) {
     const NodeId last{static_cast<uint32_t>(graph.id_bound() - 1)};

@@ -27,30 +27,35 @@ std::vector<NodeId> topo_order(const Graph& graph) {
   enum : uint8_t { kUnseen, kOnPath, kDone };
   const size_t n = graph.id_bound();
   std::vector<uint8_t> state(n, kUnseen);
-  std::vector<std::pair<uint32_t, uint32_t>> stack;  // node, next input to look at
+  struct Frame {
+    const Edge* next;  // the next input to look at
+    const Edge* end;
+    uint32_t id;
+  };
+  std::vector<Frame> stack;
   std::vector<NodeId> order;
   order.reserve(graph.num_live());
+  auto enter = [&](uint32_t id) {
+    state[id] = kOnPath;
+    const auto& inputs = graph.node(NodeId{id}).inputs;
+    stack.push_back({inputs.data(), inputs.data() + inputs.size(), id});
+  };
   for (uint32_t root = 0; root < n; ++root) {
     if (state[root] != kUnseen || !graph.contains(NodeId{root})) continue;  // deleted ids have no edges
-    state[root] = kOnPath;
-    stack.push_back({root, 0});
+    enter(root);
     while (!stack.empty()) {
-      const uint32_t id = stack.back().first;
-      const Node& node = graph.node(NodeId{id});
-      const uint32_t next = stack.back().second;
-      if (next < node.inputs.size()) {
-        ++stack.back().second;
-        const uint32_t src = node.inputs[next].src.value;
+      Frame& top = stack.back();
+      if (top.next != top.end) {
+        const uint32_t src = (top.next++)->src.value;
         if (state[src] == kUnseen) {
-          state[src] = kOnPath;
-          stack.push_back({src, 0});
+          enter(src);  // may move the stack: `top` is not used after this
         } else if (state[src] == kOnPath) {
           return graph.topo_order();  // a cycle: reported as topo_order reports it
         }
         continue;
       }
-      state[id] = kDone;
-      order.push_back(NodeId{id});
+      state[top.id] = kDone;
+      order.push_back(NodeId{top.id});
       stack.pop_back();
     }
   }
