@@ -7,6 +7,7 @@
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
 
+#include <charconv>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,23 +17,93 @@ namespace {
 
 bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 
+// A region's term read as a program, once per region: what to_graph would
+// build, without building it. Term node t is read through `edge[t]`: a
+// non-view term node and the views on the way to it, composed as to_graph
+// composes them. Non-view nodes carry their op, attribute and type (inferred
+// from the inputs as Graph::add would), and a placeholder the input K it
+// stands for.
+struct TermProgram {
+  struct Entry {
+    Op op = Op::Input;
+    const Attr* attr = nullptr;
+    TensorType type;
+    size_t placeholder = SIZE_MAX;  // K of "@in.K" (inputs and weights)
+  };
+  struct TermEdge {
+    uint32_t base = 0;  // a non-view term node
+    View view;
+  };
+  std::vector<Entry> entries;  // by term node; view nodes leave theirs empty
+  std::vector<TermEdge> edges;
+  size_t num_nodes = 0;  // non-view term nodes
+};
+
+TermProgram read_term(const egraph::hlir::HlirLanguage& lang, const egraph::Term& term) {
+  static const Attr kNoAttr = NoAttr{};
+  TermProgram p;
+  p.entries.resize(term.nodes.size());
+  p.edges.resize(term.nodes.size());
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < term.nodes.size(); ++i) {
+    const egraph::Term::Node& n = term.nodes[i];
+    if (n.op == lang.view_op()) {
+      TermProgram::TermEdge e = p.edges[n.children.at(0)];
+      const Shape& source = p.entries[e.base].type.shape;
+      for (const ViewStep& step : lang.payload(n.attr).view->steps()) e.view.append(step, source, "view");
+      p.edges[i] = std::move(e);
+      continue;
+    }
+    TermProgram::Entry& entry = p.entries[i];
+    entry.op = *lang.hlir_op(n.op);
+    entry.attr = n.attr.value == 0 ? &kNoAttr : &lang.payload(n.attr).attr;
+    p.edges[i].base = static_cast<uint32_t>(i);
+    ++p.num_nodes;
+    if (op_info(entry.op).cls == OpClass::Source) {
+      entry.type = *lang.payload(n.attr).type;
+      check_source(entry.op, *entry.attr, entry.type.dtype, entry.type.shape);
+      if (entry.op == Op::Input || entry.op == Op::Weight) {
+        const std::string_view name = std::get<NameAttr>(*entry.attr).name;
+        const std::string_view prefix = region::kInputPrefix;
+        size_t k = 0;
+        const char* end = name.data() + name.size();
+        const auto [ptr, ec] = name.starts_with(prefix)
+                                   ? std::from_chars(name.data() + prefix.size(), end, k)
+                                   : std::from_chars_result{name.data(), std::errc::invalid_argument};
+        if (ec != std::errc() || ptr != end) fail("program: a region reads '{}', which is no placeholder", name);
+        entry.placeholder = k;
+      }
+      continue;
+    }
+    types.clear();
+    for (const uint32_t c : n.children) {
+      const TermProgram::TermEdge& e = p.edges[c];
+      const TensorType& t = p.entries[e.base].type;
+      types.push_back(e.view.is_identity() ? t : TensorType{t.dtype, e.view.apply(t.shape)});
+    }
+    entry.type = infer_type(entry.op, types, *entry.attr);
+  }
+  return p;
+}
+
 }  // namespace
 
 Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   if (terms.size() != regions.size()) fail("program: {} terms for {} regions", terms.size(), regions.size());
-  std::vector<Graph> programs;
+  std::vector<TermProgram> programs;
+  programs.reserve(regions.size());
   for (size_t d = 0; d < regions.size(); ++d) {
     if (terms[d].roots.size() != regions[d].roots.size())
       fail("program: the term of region {} has {} roots, the region {}", d, terms[d].roots.size(),
            regions[d].roots.size());
-    programs.push_back(egraph::hlir::to_graph(*regions[d].lang, terms[d]));
+    programs.push_back(read_term(*regions[d].lang, terms[d]));
   }
   const std::vector<region::Instance>& instances = split.instances;
   const auto home = region::home_of(rolled, split);
 
   Graph out(rolled.name());
   size_t bound = rolled.id_bound();  // copied sources, and each instance's program at most once
-  for (const region::Instance& inst : instances) bound += programs[inst.region].id_bound();
+  for (const region::Instance& inst : instances) bound += programs[inst.region].num_nodes;
   out.reserve(bound);
   std::vector<NodeId> source_copy(rolled.id_bound());
   auto copy_source = [&](NodeId id) {
@@ -43,85 +114,102 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     return Edge{source_copy[id.value], {}};
   };
   auto compose = [&](const Edge& base, const View& view) {
+    if (view.is_identity()) return base;  // what compose_views gives: the base's own view
     return Edge{base.src, compose_views(base.view, view, out.node(base.src).shape)};
   };
-  // value[i][n]: node n of instance i's program, in `out`.
+  // value[i][t]: non-view term node t of instance i's region, in `out`.
   std::vector<std::vector<Edge>> value(instances.size());
   std::vector<std::vector<bool>> on_path(instances.size());
   for (size_t i = 0; i < instances.size(); ++i) {
-    value[i].resize(programs[instances[i].region].id_bound());
-    on_path[i].resize(programs[instances[i].region].id_bound());
+    value[i].resize(programs[instances[i].region].entries.size());
+    on_path[i].resize(programs[instances[i].region].entries.size());
   }
-  auto output_edge = [&](uint32_t i, uint32_t r) -> const Edge& {
-    return programs[instances[i].region].outputs()[r].edge;
+  auto output_edge = [&](uint32_t i, uint32_t r) -> const TermProgram::TermEdge& {
+    const size_t d = instances[i].region;
+    return programs[d].edges[terms[d].roots[r]];
   };
+  struct Frame {
+    uint32_t inst;
+    uint32_t node;
+    size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  std::vector<Edge> inputs;
   // The value of rolled node `id` in `out`: a copied source, or the output
   // of the instance computing it, built on demand (with everything it reads,
-  // across instances) by an explicit depth-first walk.
+  // across instances) by an explicit depth-first walk. Every node is built
+  // with the type its term gives it: a placeholder is checked to receive a
+  // value of its own type, so every node reads inputs of the types its term
+  // node reads, and inferring its type again would give the same.
   auto value_of = [&](NodeId id) -> Edge {
     if (is_source(rolled.node(id))) return copy_source(id);
     const auto [i0, r0] = home[id.value];
     SPOOL_ASSERT(i0 != UINT32_MAX, "rolled node %{} is computed by no region", id.value);
-    struct Frame {
-      uint32_t inst;
-      NodeId node;
-      size_t next = 0;
-    };
-    std::vector<Frame> stack{{i0, output_edge(i0, r0).src}};
-    auto push = [&](uint32_t i, NodeId n) {
-      if (value[i][n.value].src.valid()) return false;
-      if (on_path[i][n.value]) fail("program: the region terms form a cycle");
-      stack.push_back({i, n});
+    stack.assign(1, Frame{i0, output_edge(i0, r0).base});
+    auto push = [&](uint32_t i, uint32_t t) {
+      if (value[i][t].src.valid()) return false;
+      if (on_path[i][t]) fail("program: the region terms form a cycle");
+      stack.push_back({i, t});
       return true;
     };
     while (!stack.empty()) {
       Frame& f = stack.back();
       const uint32_t i = f.inst;
-      const NodeId n = f.node;
-      if (value[i][n.value].src.valid()) {
+      const uint32_t t = f.node;
+      if (value[i][t].src.valid()) {
         stack.pop_back();
         continue;
       }
-      on_path[i][n.value] = true;
+      on_path[i][t] = true;
       const region::Instance& inst = instances[i];
-      const Node& node = programs[inst.region].node(n);
-      if (node.op == Op::Input || node.op == Op::Weight) {
+      const TermProgram& program = programs[inst.region];
+      const TermProgram::Entry& node = program.entries[t];
+      if (node.placeholder != SIZE_MAX) {
         // A placeholder: the rolled node it stands for.
-        const std::string& name = std::get<NameAttr>(node.attr).name;
-        const size_t k = std::stoul(name.substr(std::string_view(region::kInputPrefix).size()));
-        const NodeId m = inst.inputs.at(k);
+        const NodeId m = inst.inputs.at(node.placeholder);
+        Edge v;
         if (is_source(rolled.node(m))) {
-          value[i][n.value] = copy_source(m);
+          v = copy_source(m);
         } else {
           const auto [j, r] = home[m.value];
           SPOOL_ASSERT(j != UINT32_MAX, "rolled node %{} is computed by no region", m.value);
-          const Edge& e = output_edge(j, r);
-          if (push(j, e.src)) continue;
-          value[i][n.value] = compose(value[j][e.src.value], e.view);
+          const TermProgram::TermEdge& e = output_edge(j, r);
+          if (push(j, e.base)) continue;
+          v = compose(value[j][e.base], e.view);
         }
-      } else if (is_source(node)) {
-        value[i][n.value] = Edge{out.add_source(node.op, node.attr, node.dtype, node.shape), {}};
+        const Node& src = out.node(v.src);
+        if (src.dtype != node.type.dtype ||
+            (v.view.is_identity() ? src.shape != node.type.shape : v.view.apply(src.shape) != node.type.shape))
+          fail("program: placeholder {}{} of region {} receives a value of another type", region::kInputPrefix,
+               node.placeholder, inst.region);
+        value[i][t] = std::move(v);
+      } else if (op_info(node.op).cls == OpClass::Source) {
+        value[i][t] = Edge{out.add_source(node.op, *node.attr, node.type.dtype, node.type.shape), {}};
       } else {
-        if (f.next < node.inputs.size()) {
-          const NodeId child = node.inputs[f.next++].src;
+        const auto& children = terms[inst.region].nodes[t].children;
+        if (f.next < children.size()) {
+          const uint32_t child = program.edges[children[f.next++]].base;
           push(i, child);
           continue;
         }
-        std::vector<Edge> inputs;
-        for (const Edge& e : node.inputs) inputs.push_back(compose(value[i][e.src.value], e.view));
-        Attr attr = node.attr;
-        if (is_loop_marker(node.op)) {
-          LoopAttr loop = std::get<LoopAttr>(node.attr);
-          loop.loop = inst.loops.at(static_cast<size_t>(loop.loop - 1));
-          attr = loop;
+        inputs.clear();
+        inputs.reserve(children.size());
+        for (const uint32_t c : children) {
+          const TermProgram::TermEdge& e = program.edges[c];
+          inputs.push_back(compose(value[i][e.base], e.view));
         }
-        value[i][n.value] = Edge{out.add(node.op, std::move(inputs), attr), {}};
+        Attr attr = *node.attr;
+        if (is_loop_marker(node.op)) {
+          LoopAttr& loop = std::get<LoopAttr>(attr);
+          loop.loop = inst.loops.at(static_cast<size_t>(loop.loop - 1));
+        }
+        value[i][t] = Edge{out.add_known(node.op, std::move(inputs), std::move(attr), node.type), {}};
       }
-      on_path[i][n.value] = false;
+      on_path[i][t] = false;
       stack.pop_back();
     }
-    const Edge& e = output_edge(i0, r0);
-    return compose(value[i0][e.src.value], e.view);
+    const TermProgram::TermEdge& e = output_edge(i0, r0);
+    return compose(value[i0][e.base], e.view);
   };
   for (const Output& o : rolled.outputs()) out.add_output(o.name, compose(value_of(o.edge.src), o.edge.view));
   return out;

@@ -13,6 +13,8 @@
 #include <spool/egraph/hlir.hpp>
 #include <spool/support/error.hpp>
 
+#include <boost/container_hash/hash.hpp>
+
 #include <charconv>
 #include <cmath>
 
@@ -35,6 +37,57 @@ std::string strip_braces(std::string s) {
 
 std::string type_str(const TensorType& t) {
   return fmt::format("{}{}", spool::dtype_name(t.dtype), spool::shape_str(t.shape));
+}
+
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+// The printed form of an attribute: attr_str without its braces. Names and
+// axes, the attributes every graph is full of, are spelled here exactly as
+// attr_str spells them (hlir_test checks both agree); the rest go through it.
+std::string attr_key(const Attr& attr) {
+  if (const auto* name = std::get_if<spool::NameAttr>(&attr)) {
+    std::string out;
+    out.reserve(name->name.size() + 8);
+    out += "name=\"";
+    for (const char c : name->name) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+    return out;
+  }
+  if (const auto* axis = std::get_if<spool::AxisAttr>(&attr)) {
+    std::string out = "axis=";
+    append_int(out, axis->axis);
+    return out;
+  }
+  return strip_braces(spool::attr_str(attr));
+}
+
+// type_str appended to `out`.
+void append_type(std::string& out, const TensorType& t) {
+  out += spool::dtype_name(t.dtype);
+  out += '[';
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) out += ',';
+    append_int(out, t.shape[i]);
+  }
+  out += ']';
+}
+
+// A well-spread 64-bit hash for linear probing, `salt` separating key spaces.
+uint64_t mix(uint64_t h, uint64_t salt) {
+  h ^= salt * 0x9e3779b97f4a7c15ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
 }
 
 std::string_view trim(std::string_view s) {
@@ -123,18 +176,75 @@ std::optional<Op> HlirLanguage::hlir_op(OpId op) const {
   return spool::kAllOps[op.value];  // registered in ops.def order
 }
 
+// The cache holds (hash, id) pairs; an id answers for a value only if the
+// payload it was interned with equals that value. Equal values print the
+// same (their fields are compared by bit pattern), so a hit is the id the
+// printed form gives. A value that prints like an earlier, different one
+// (e.g. a program instruction differing only in an unused argument) is
+// interned by its printed form every time and never cached.
+template <typename Same>
+std::optional<AttrId> HlirLanguage::cached(uint64_t hash, const Same& same) const {
+  if (cache_.empty()) return std::nullopt;
+  const size_t mask = cache_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = cache_[i];
+    if (slot.id == AttrId{}) return std::nullopt;
+    if (slot.hash == hash && same(payload(slot.id))) return slot.id;
+  }
+}
+
+void HlirLanguage::remember(uint64_t hash, AttrId id) {
+  if (2 * (cached_ + 1) > cache_.size()) {
+    std::vector<Slot> old = std::move(cache_);
+    cache_.assign(old.empty() ? 64 : 2 * old.size(), Slot{});
+    cached_ = 0;
+    for (const Slot& slot : old)
+      if (slot.id != AttrId{}) remember(slot.hash, slot.id);
+  }
+  const size_t mask = cache_.size() - 1;
+  size_t i = hash & mask;
+  while (cache_[i].id != AttrId{}) i = (i + 1) & mask;
+  cache_[i] = Slot{hash, id};
+  ++cached_;
+}
+
 AttrId HlirLanguage::attr(const Attr& attr) {
   if (std::holds_alternative<spool::NoAttr>(attr)) return AttrId{};
-  return language_.attrs.intern_custom("hlir", strip_braces(spool::attr_str(attr)), HlirAttr{attr, {}, {}});
+  const auto same = [&](const HlirAttr& p) { return !p.type && !p.view && p.attr == attr; };
+  const uint64_t hash = mix(spool::hash_attr(attr), static_cast<uint64_t>(Entry::Attr));
+  const std::lock_guard lock(cache_mutex_);
+  if (const auto id = cached(hash, same)) return *id;
+  const AttrId id = language_.attrs.intern_custom("hlir", attr_key(attr), HlirAttr{attr, {}, {}});
+  if (same(payload(id))) remember(hash, id);
+  return id;
 }
 
 AttrId HlirLanguage::source_attr(const Attr& attr, const TensorType& type) {
-  std::string key = strip_braces(spool::attr_str(attr)) + " : " + type_str(type);
-  return language_.attrs.intern_custom("hlir", std::move(key), HlirAttr{attr, type, {}});
+  const auto same = [&](const HlirAttr& p) { return p.type && !p.view && *p.type == type && p.attr == attr; };
+  uint64_t seed = spool::hash_attr(attr);
+  boost::hash_combine(seed, static_cast<int>(type.dtype));
+  boost::hash_range(seed, type.shape.begin(), type.shape.end());
+  const uint64_t hash = mix(seed, static_cast<uint64_t>(Entry::Source));
+  const std::lock_guard lock(cache_mutex_);
+  if (const auto id = cached(hash, same)) return *id;
+  std::string key = attr_key(attr);
+  key += " : ";
+  append_type(key, type);
+  const AttrId id = language_.attrs.intern_custom("hlir", std::move(key), HlirAttr{attr, type, {}});
+  if (same(payload(id))) remember(hash, id);
+  return id;
 }
 
 AttrId HlirLanguage::view_attr(const spool::View& view) {
-  return language_.attrs.intern_custom("hlir-view", view.str(), HlirAttr{spool::NoAttr{}, {}, view});
+  const auto same = [&](const HlirAttr& p) {
+    return p.view && !p.type && std::holds_alternative<spool::NoAttr>(p.attr) && *p.view == view;
+  };
+  const uint64_t hash = mix(view.hash(), static_cast<uint64_t>(Entry::View));
+  const std::lock_guard lock(cache_mutex_);
+  if (const auto id = cached(hash, same)) return *id;
+  const AttrId id = language_.attrs.intern_custom("hlir-view", view.str(), HlirAttr{spool::NoAttr{}, {}, view});
+  if (same(payload(id))) remember(hash, id);
+  return id;
 }
 
 std::optional<AttrId> HlirLanguage::parse_attr(OpId op, std::string_view text) {
@@ -318,7 +428,11 @@ ClassData HlirAnalysis::compute(const EGraph& graph, NodeId n) const {
   const ENodeRef node = graph.node(n);
   ClassData out;
   std::vector<const ClassData*> in;
-  std::vector<TensorType> types;
+  // infer_type takes a vector of types: one per thread, kept between calls,
+  // so that adding a node allocates nothing here.
+  thread_local std::vector<TensorType> types;
+  types.clear();
+  in.reserve(node.children.size());
   for (ClassId child : node.children) {
     const ClassData& d = data_[graph.find_const(child).value];
     if (!d.ok) {
@@ -349,7 +463,8 @@ ClassData HlirAnalysis::compute(const EGraph& graph, NodeId n) const {
       if (op == Op::Constant) out.constant = std::get<spool::ScalarAttr>(a.attr).value;
       return out;
     }
-    const Attr attr = node.attr.value == 0 ? Attr{spool::NoAttr{}} : lang_.payload(node.attr).attr;
+    static const Attr kNoAttr = spool::NoAttr{};
+    const Attr& attr = node.attr.value == 0 ? kNoAttr : lang_.payload(node.attr).attr;
     out.type = spool::infer_type(op, types, attr);
     out.constant = fold(op, attr, out.type.dtype, in);
   } catch (const spool::Error& e) {
@@ -438,6 +553,26 @@ std::unique_ptr<EGraph> make_egraph(HlirLanguage& lang) {
 
 // ---- Graph <-> e-graph --------------------------------------------------------------------
 
+namespace {
+
+// graph.topo_order(), which is id order whenever every node reads only
+// smaller ids (the usual case, checked in one pass without building the
+// Boost graph).
+std::vector<spool::NodeId> topo_order(const spool::Graph& graph) {
+  std::vector<spool::NodeId> order;
+  order.reserve(graph.num_live());
+  for (uint32_t i = 0; i < graph.id_bound(); ++i) {
+    const spool::NodeId id{i};
+    if (!graph.contains(id)) continue;
+    for (const spool::Edge& e : graph.node(id).inputs)
+      if (e.src.value >= i) return graph.topo_order();
+    order.push_back(id);
+  }
+  return order;
+}
+
+}  // namespace
+
 std::vector<ClassId> add_graph(EGraph& egraph, HlirLanguage& lang, const spool::Graph& graph) {
   std::vector<ClassId> classes(graph.id_bound());
   auto edge_class = [&](const spool::Edge& e) {
@@ -445,10 +580,13 @@ std::vector<ClassId> add_graph(EGraph& egraph, HlirLanguage& lang, const spool::
     if (!e.view.is_identity()) c = egraph.add(lang.view_op(), lang.view_attr(e.view), std::span<const ClassId>(&c, 1));
     return c;
   };
-  for (spool::NodeId id : graph.topo_order()) {
+  spool::TensorType type;
+  for (spool::NodeId id : topo_order(graph)) {
     const spool::Node& node = graph.node(id);
     if (spool::op_info(node.op).cls == OpClass::Source) {
-      classes[id.value] = egraph.add_leaf(lang.op(node.op), lang.source_attr(node.attr, {node.dtype, node.shape}));
+      type.dtype = node.dtype;
+      type.shape = node.shape;
+      classes[id.value] = egraph.add_leaf(lang.op(node.op), lang.source_attr(node.attr, type));
       continue;
     }
     ClassVec kids;

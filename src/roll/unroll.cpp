@@ -113,6 +113,7 @@ void unroll_loop(Graph& g, const Loop& loop) {
   }
   auto rewired = [&](const Edge& edge) {
     const Edge& r = replacement[edge.src.value];
+    if (edge.view.is_identity()) return r;  // compose_views(r.view, identity) is r.view
     return Edge{r.src, compose_views(r.view, edge.view, g.node(r.src).shape)};
   };
   for (uint32_t id = 0; id < g.id_bound(); ++id) {

@@ -167,3 +167,84 @@ TEST_CASE("HLIR attributes in patterns") {
   REQUIRE(src.ok());
   CHECK(lang.payload(src.value().root_node().attr.id).type == TensorType{DType::BF16, {4, 8}});
 }
+
+namespace {
+
+std::string unbraced(const spool::Attr& a) {
+  std::string s = spool::attr_str(a);
+  return s.substr(1, s.size() - 2);
+}
+
+spool::ProgramAttr program_of(std::vector<spool::ProgramInstr> instrs) { return spool::ProgramAttr{std::move(instrs)}; }
+
+}  // namespace
+
+TEST_CASE("HLIR attributes are interned by their printed form; a value seen again gets its first id") {
+  using spool::Op;
+  spool::ProgramInstr neg{Op::Neg, {0, 0, 0}, {}, DType::F32, 0};
+  spool::ProgramInstr neg_unused = neg;
+  neg_unused.args[2] = 7;  // an argument neg does not read: printed the same
+  spool::ProgramInstr half{Op::Constant, {}, spool::Scalar::of(DType::F32, 0.5), DType::F32, 0};
+  spool::ProgramInstr mul{Op::Mul, {1, 2, 0}, {}, DType::F32, 0};
+  spool::GemmAttr gemm;
+  gemm.epilogue = program_of({half, mul});
+  const std::vector<spool::Attr> attrs = {
+      spool::NameAttr{"x"},
+      spool::NameAttr{"a \"quoted\" \\ name"},
+      spool::AxisAttr{-1},
+      spool::AxisAttr{12345678901},
+      spool::DTypeAttr{DType::BF16},
+      spool::TopKAttr{3},
+      spool::ScalarAttr{spool::Scalar::of(DType::F32, -0.0)},
+      spool::ScalarAttr{spool::Scalar::of(DType::I64, 7)},
+      spool::LoopAttr{1, 32, 2},
+      program_of({neg}),
+      gemm,
+      spool::ReduceAttr{Op::MaxReduce, 1, program_of({neg}), {}},
+      spool::NormAttr{1e-5, true},
+  };
+  const std::vector<TensorType> types = {{DType::F32, {}}, {DType::BF16, {4096, 128256}}, {DType::I64, {0, 1}}};
+  spool::View view;
+  view.append(spool::permute_step({1, 0}), {2, 3}, "test");
+  view.append(spool::slice_step({0, 1}, {3, 2}, {2, 1}), {2, 3}, "test");
+
+  hlir::HlirLanguage lang;
+  const AttrTable& table = lang.language().attrs;
+  std::vector<AttrId> ids, source_ids;
+  for (const spool::Attr& a : attrs) {
+    ids.push_back(lang.attr(a));
+    CHECK(table.str(ids.back()) == unbraced(a));
+    for (const TensorType& t : types) {
+      source_ids.push_back(lang.source_attr(a, t));
+      CHECK(table.str(source_ids.back()) ==
+            unbraced(a) + " : " + std::string(spool::dtype_name(t.dtype)) + spool::shape_str(t.shape));
+      CHECK(*lang.payload(source_ids.back()).type == t);
+    }
+  }
+  const AttrId view_id = lang.view_attr(view);
+  CHECK(table.str(view_id) == view.str());
+  CHECK(lang.attr(spool::NoAttr{}) == AttrId{});
+  const size_t size = table.size();
+  // Seen again (in another order): the same ids, no new entries.
+  CHECK(lang.view_attr(view) == view_id);
+  for (size_t i = attrs.size(); i-- > 0;) {
+    CHECK(lang.attr(attrs[i]) == ids[i]);
+    for (size_t t = 0; t < types.size(); ++t) CHECK(lang.source_attr(attrs[i], types[t]) == source_ids[i * types.size() + t]);
+  }
+  CHECK(table.size() == size);
+  // A different value that prints the same is the same attribute, every time.
+  const AttrId printed_alike = lang.attr(program_of({neg_unused}));
+  CHECK(printed_alike == ids[9]);
+  CHECK(lang.attr(program_of({neg_unused})) == ids[9]);
+  CHECK(lang.attr(program_of({neg})) == ids[9]);
+  CHECK(lang.payload(ids[9]).attr == spool::Attr{program_of({neg})});
+  // An attribute and a source of the same name are different attributes.
+  CHECK(lang.attr(spool::NameAttr{"x"}) != lang.source_attr(spool::NameAttr{"x"}, types[0]));
+  // A second language interning the same values in the same order gives the same ids.
+  hlir::HlirLanguage other;
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    CHECK(other.attr(attrs[i]) == ids[i]);
+    for (size_t t = 0; t < types.size(); ++t) CHECK(other.source_attr(attrs[i], types[t]) == source_ids[i * types.size() + t]);
+  }
+  CHECK(other.view_attr(view) == view_id);
+}

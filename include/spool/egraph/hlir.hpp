@@ -15,7 +15,9 @@
 #include <spool/ir/graph.hpp>
 
 #include <array>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +44,11 @@ class HlirLanguage {
   std::optional<spool::Op> hlir_op(OpId op) const;
 
   // Interned attributes. The printed form is the HLIR text form without
-  // braces: `axis=1`, `name="x" : f32[2,3]`, `value=2 : f32[]`, `permute(1,0)`.
+  // braces: `axis=1`, `name="x" : f32[2,3]`, `value=2 : f32[]`, `permute(1,0)`;
+  // two values are the same attribute exactly when those forms are equal.
+  // A value seen before is found by its hash and compared with the payload
+  // it was interned with, without printing it again (the same id the
+  // printed form gives).
   AttrId attr(const spool::Attr& attr);
   AttrId source_attr(const spool::Attr& attr, const spool::TensorType& type);
   AttrId view_attr(const spool::View& view);
@@ -55,9 +61,26 @@ class HlirLanguage {
   ParseOptions parse_options();
 
  private:
+  // Which entry point interned a value (part of the hash: the three key
+  // spaces are compared differently).
+  enum class Entry : uint8_t { Attr, Source, View };
+  struct Slot {
+    uint64_t hash = 0;
+    AttrId id;  // AttrId{} marks an empty slot
+  };
+  // The id a value was interned with, if it is in the cache; `same` tells
+  // whether an entry's payload is exactly the value.
+  template <typename Same>
+  std::optional<AttrId> cached(uint64_t hash, const Same& same) const;
+  void remember(uint64_t hash, AttrId id);
+
   Language language_;
   std::array<OpId, spool::kNumOps> ops_{};
   OpId view_;
+  // Open addressing with linear probing, at most half full.
+  std::vector<Slot> cache_;
+  size_t cached_ = 0;
+  mutable std::mutex cache_mutex_;
 };
 
 // The per-class facts: type, a known constant value (every element equal),
@@ -67,6 +90,15 @@ struct ClassData {
   spool::TensorType type;
   std::optional<spool::Scalar> constant;
   std::string error;
+
+  ClassData() = default;
+  ClassData(const ClassData&) = default;
+  ClassData& operator=(const ClassData&) = default;
+  // A move never throws (the shape's small_vector does not say so):
+  // declared here, the analysis's vector moves its entries when it grows
+  // instead of copying every one.
+  ClassData(ClassData&&) noexcept = default;
+  ClassData& operator=(ClassData&&) noexcept = default;
 };
 
 class HlirAnalysis : public Analysis {
