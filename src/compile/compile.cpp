@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -37,8 +38,7 @@ double ms_since(Clock::time_point start) {
 // The guards and appliers rule files may call, for one region's language.
 egraph::Registry registry_for(egraph::hlir::HlirLanguage& lang) { return rules::hlir_registry(lang); }
 
-// A file's bytes (stdio: every compile reads its rule files again to see
-// whether they changed, and a stream per file costs more than the reading).
+// A file's bytes, or nullopt if it cannot be read.
 std::optional<std::string> file_text(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return std::nullopt;
@@ -52,26 +52,57 @@ std::optional<std::string> file_text(const std::string& path) {
   return text;
 }
 
+// What a cached parse is checked against, per file it read: the size and
+// modification time (a stat: every compile asks whether its rule files
+// changed, and reading them costs more than the rest of a small compile's
+// bookkeeping). A file modified within a second of being stamped could
+// change again within the same timestamp tick (file times are coarse), so
+// its bytes are kept and compared too, as git does for racily clean files.
+struct FileStamp {
+  std::string path;
+  std::optional<std::pair<std::uintmax_t, std::filesystem::file_time_type>> stamp;  // nullopt: unreadable
+  std::optional<std::string> racy_text;  // kept only for a racy stamp
+  bool operator==(const FileStamp&) const = default;
+};
+FileStamp stamp_of(const std::string& path) {
+  std::error_code size_error, time_error;
+  const std::uintmax_t size = std::filesystem::file_size(path, size_error);
+  const std::filesystem::file_time_type time = std::filesystem::last_write_time(path, time_error);
+  if (size_error || time_error) return {path, std::nullopt, std::nullopt};
+  FileStamp s{path, std::make_pair(size, time), std::nullopt};
+  if (std::filesystem::file_time_type::clock::now() - time < std::chrono::seconds(1)) s.racy_text = file_text(path);
+  return s;
+}
+// Whether the file is as stamped. A racy stamp found unchanged once the file
+// is a second old loses its bytes: any later change moves the time.
+bool unchanged(FileStamp& s) {
+  const FileStamp now = stamp_of(s.path);
+  if (now.stamp != s.stamp) return false;
+  if (!s.racy_text) return true;
+  if ((now.racy_text ? now.racy_text : file_text(s.path)) != s.racy_text) return false;
+  if (!now.racy_text) s.racy_text.reset();
+  return true;
+}
+
 // Reads a rule file and everything it includes, and checks that its rules
 // compile (so a bad file is reported before any region starts). Parses are
-// kept for the process and reused while every file a parse read still holds
-// the same text: compiles of several models, or of one model rolled and
-// unrolled, read the same files. A parse is kept only if the files did not
-// change while it was made (their text before and after agrees).
+// kept for the process and reused while every file a parse read has the
+// same size and modification time: compiles of several models, or of one
+// model rolled and unrolled, read the same files. A parse is kept only if
+// no file changed while it was made (their stamps before and after agree).
 std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
   struct Entry {
-    std::vector<std::pair<std::string, std::optional<std::string>>> texts;  // every file the parse read
+    std::vector<FileStamp> stamps;  // every file the parse read
     std::shared_ptr<const rules::RuleFile> file;
   };
   static std::mutex mutex;
   static std::map<std::string, Entry> cache;
-  auto unchanged = [](const Entry& e) {
-    return std::all_of(e.texts.begin(), e.texts.end(), [](const auto& t) { return file_text(t.first) == t.second; });
-  };
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto it = cache.find(path);
-    if (it != cache.end() && unchanged(it->second)) return it->second.file;
+    if (it != cache.end() && std::all_of(it->second.stamps.begin(), it->second.stamps.end(),
+                                         [](FileStamp& s) { return unchanged(s); }))
+      return it->second.file;
   }
   auto parse = [&](Entry& entry) {
     Result<rules::RuleFile> file = rules::load_rule_file(path);
@@ -80,15 +111,15 @@ std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
     const Result<std::vector<egraph::RuleSet>> sets =
         rules::compile_rules(file.value(), scratch.language(), registry_for(scratch), scratch.parse_options());
     if (!sets) throw Error(sets.error().render());
-    entry.texts.clear();
-    for (const std::string& f : file.value().files) entry.texts.emplace_back(f, file_text(f));
+    entry.stamps.clear();
+    for (const std::string& f : file.value().files) entry.stamps.push_back(stamp_of(f));
     entry.file = std::make_shared<const rules::RuleFile>(std::move(file.value()));
   };
   Entry entry;
   parse(entry);
   Entry again;
   parse(again);
-  if (again.texts == entry.texts) {
+  if (again.stamps == entry.stamps) {
     const std::lock_guard<std::mutex> lock(mutex);
     cache[path] = again;
   }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "llama.hpp"
@@ -376,4 +377,13 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
     out << "(ruleset r)\n(rewrite mul-one (mul ?x ?x) (mul ?x ?x) :ruleset r)\n";
   }
   CHECK_NOTHROW(compile(g, options));
+  // Broken again within the same timestamp tick (the time set back to what
+  // it was), to the same size: the cached parse is checked against the bytes.
+  const auto fixed_time = std::filesystem::last_write_time(path);
+  {
+    std::ofstream out(path);
+    out << "(ruleset r)\n(rewrite mul-one (mux ?x ?x) (mul ?x ?x) :ruleset r)\n";
+  }
+  std::filesystem::last_write_time(path, fixed_time);
+  CHECK_THROWS_WITH_AS(compile(g, options), doctest::Contains("unknown op 'mux'"), Error);
 }
