@@ -135,8 +135,10 @@ void parallel_indices(size_t n, int threads, const Body& body) {
     for (size_t i = 0; i < n; ++i) body(i);
     return;
   }
-  tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
-  arena.execute([&] { tbb::parallel_for(size_t{0}, n, size_t{1}, [&](size_t i) { body(i); }); });
+  auto run = [&] { tbb::parallel_for(size_t{0}, n, size_t{1}, [&](size_t i) { body(i); }); };
+  if (threads <= 0) return run();  // the default arena (a new arena per call costs tens of microseconds)
+  tbb::task_arena arena(threads);
+  arena.execute(run);
 }
 
 // One region's e-graph: its graph, plus (for loops short enough) the same
