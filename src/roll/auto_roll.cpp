@@ -391,7 +391,8 @@ class Roller {
 
     Candidate cand{start, period, count, 0, {}, {}};
     cand.plans.resize(period);
-    std::set<size_t> slots;
+    std::vector<uint8_t> is_slot(period, 0);  // positions whose value is carried
+    size_t slots = 0;
     for (size_t j = 0; j < period; ++j) {
       const Node& first = node(at(0, j));
       for (size_t i = 0; i < first.inputs.size(); ++i) {
@@ -422,14 +423,18 @@ class Roller {
           } else if (kind != plan.kind || position != plan.position) {
             return std::nullopt;
           }
-          if (kind == InputPlan::PerIteration) plan.sources.push_back(canonical(e.src));
+          if (kind == InputPlan::PerIteration) {
+            if (plan.sources.empty()) plan.sources.reserve(count);
+            plan.sources.push_back(canonical(e.src));
+          }
         }
         if (plan.kind == InputPlan::Carried) {
           // The init (occurrence 0's outside input) must have the state's type.
           const NodeId init = plan.sources.front();
           const Node& state = node(at(0, plan.position));
           if (node(init).dtype != state.dtype || node(init).shape != state.shape) return std::nullopt;
-          slots.insert(plan.position);
+          slots += !is_slot[plan.position];
+          is_slot[plan.position] = 1;
         } else if (plan.kind == InputPlan::PerIteration) {
           bool all_same = true;
           for (const NodeId s : plan.sources) all_same &= same_source(s, plan.sources.front());
@@ -441,7 +446,7 @@ class Roller {
         cand.plans[j].push_back(std::move(plan));
       }
     }
-    if (slots.empty()) return std::nullopt;  // no loop-carried state: independent repeats, not a loop
+    if (slots == 0) return std::nullopt;  // no loop-carried state: independent repeats, not a loop
 
     // Nodes downstream of any occurrence (excluding occurrences): an outside
     // input from there would close a cycle once the occurrences merge.
@@ -462,34 +467,41 @@ class Roller {
       for (const NodeId id : outside_reads)
         if (downstream[id.value]) return std::nullopt;  // would form a cycle
     }
-    cand.slot_positions.assign(slots.begin(), slots.end());
+    for (size_t j = 0; j < period; ++j)
+      if (is_slot[j]) cand.slot_positions.push_back(j);
 
     // One slot position can be carried into several inputs; each position
     // carried is one loop_start/loop_end pair. A slot's inits must agree.
-    std::map<size_t, NodeId> init_of;
+    std::vector<NodeId> init_of(period);
     for (size_t j = 0; j < period; ++j)
       for (const InputPlan& p : cand.plans[j])
         if (p.kind == InputPlan::Carried) {
-          const auto [it, fresh] = init_of.emplace(p.position, p.sources.front());
-          if (!fresh && it->second != p.sources.front()) return std::nullopt;
+          NodeId& init = init_of[p.position];
+          if (!init.valid())
+            init = p.sources.front();
+          else if (init != p.sources.front())
+            return std::nullopt;
         }
 
     // Cost of the markers: two per slot, one per distinct entry, one per
     // (position, iteration) read outside.
-    std::set<std::vector<size_t>> entries;
+    std::vector<std::vector<size_t>> entries;  // distinct (kind, sources by key)
     for (size_t j = 0; j < period; ++j)
       for (const InputPlan& p : cand.plans[j])
         if (p.kind == InputPlan::Static || p.kind == InputPlan::PerIteration) {
-          std::vector<size_t> key{static_cast<size_t>(p.kind)};
+          std::vector<size_t>& key = entries.emplace_back();
+          key.reserve(p.sources.size() + 1);
+          key.push_back(static_cast<size_t>(p.kind));
           for (const NodeId s : p.sources) key.push_back(source_key(*g_, s));
-          entries.insert(key);
         }
+    std::sort(entries.begin(), entries.end());
+    const size_t distinct_entries = static_cast<size_t>(std::unique(entries.begin(), entries.end()) - entries.begin());
     int64_t outputs = 0;
     for (size_t k = 0; k < count; ++k)
       for (size_t j = 0; j < period; ++j)
-        if (read_outside(at(k, j), where) && !(k + 1 == count && slots.count(j))) ++outputs;
+        if (read_outside(at(k, j), where) && !(k + 1 == count && is_slot[j])) ++outputs;
     const int64_t removed = static_cast<int64_t>((count - 1) * period);
-    const int64_t added = static_cast<int64_t>(2 * slots.size() + entries.size()) + outputs;
+    const int64_t added = static_cast<int64_t>(2 * slots + distinct_entries) + outputs;
     cand.saving = removed - added;
     cand.markers = static_cast<size_t>(added);
     if (cand.saving <= 0) return std::nullopt;
@@ -542,6 +554,18 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
   const std::vector<NodeId>& order = found.order;
   const Candidate& c = found.candidate;
   const bool in_place = &g == &before;
+  // A marker has the type of its first input, read whole. check() made sure
+  // a slot's init has its state's type, and the sources of one loop_input
+  // are read at one position of every occurrence; should they differ in
+  // type all the same, add() reports it.
+  auto add_marker = [&](Op op, std::vector<Edge> inputs, LoopAttr attr) {
+    const Node& first = g.node(inputs.front().src);
+    bool same = true;
+    for (const Edge& e : inputs) same &= g.node(e.src).dtype == first.dtype && g.node(e.src).shape == first.shape;
+    if (!same) return g.add(op, std::move(inputs), attr);
+    TensorType type{first.dtype, first.shape};
+    return g.add_known(op, std::move(inputs), attr, std::move(type));
+  };
   auto at = [&](size_t k, size_t j) { return order[c.start + k * c.period + j]; };
   Where where(before.id_bound(), {kNowhere, 0});
   for (size_t k = 0; k < c.count; ++k)
@@ -562,8 +586,8 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
         case InputPlan::Carried: {
           auto it = start_of.find(plan.position);
           if (it == start_of.end())
-            it = start_of.emplace(plan.position, g.add(Op::LoopStart, {Edge{plan.sources.front(), {}}},
-                                                        LoopAttr{loop_id, trips, slot_index++}))
+            it = start_of.emplace(plan.position, add_marker(Op::LoopStart, {Edge{plan.sources.front(), {}}},
+                                                             LoopAttr{loop_id, trips, slot_index++}))
                      .first;
           marker = it->second;
           break;
@@ -577,7 +601,7 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
             std::vector<Edge> sources;
             for (const NodeId s : plan.sources) sources.push_back(Edge{s, {}});
             const Op op = plan.kind == InputPlan::Static ? Op::LoopInputStatic : Op::LoopInput;
-            it = entry_of.emplace(key, g.add(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;
+            it = entry_of.emplace(key, add_marker(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;
           }
           marker = it->second;
           break;
@@ -590,8 +614,8 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
   // Exit markers, and outside readers rewired to them.
   std::map<size_t, NodeId> end_of;
   for (const auto& [position, start] : start_of)
-    end_of[position] = g.add(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
-                              LoopAttr{loop_id, trips, std::get<LoopAttr>(g.node(start).attr).index});
+    end_of[position] = add_marker(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
+                                  LoopAttr{loop_id, trips, std::get<LoopAttr>(g.node(start).attr).index});
   // users() and is_output_ describe the graph from before the rewrite:
   // the markers added here are never among the readers it lists (their ids
   // are newer), and an output is rewired only while its own node is.
@@ -608,7 +632,7 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
       if (k + 1 == c.count && end_of.count(j))
         exit = end_of.at(j);
       else
-        exit = g.add(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
+        exit = add_marker(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
       // Rewire outside readers only (not the occurrences, not the markers).
       for (const NodeId u : users(node)) {
         if (where[u.value].first != kNowhere) continue;
@@ -740,11 +764,11 @@ Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, 
   return g;
 }
 
-int64_t next_loop_id(const Graph& g) {
+// The id for a new loop: above every loop of the graph (find_loops lists
+// the loop of every marker).
+int64_t next_loop_id(const std::vector<Loop>& loops) {
   int64_t next = 1;
-  for (uint32_t i = 0; i < g.id_bound(); ++i)
-    if (g.contains(NodeId{i}) && is_loop_marker(g.node(NodeId{i}).op))
-      next = std::max(next, std::get<LoopAttr>(g.node(NodeId{i}).attr).loop + 1);
+  for (const Loop& loop : loops) next = std::max(next, loop.id + 1);
   return next;
 }
 
@@ -761,11 +785,13 @@ RollResult auto_roll(const Graph& graph) {
   Roller roller(graph, &canonical);
   if (std::optional<Found> found = roller.search()) {
     result.graph = build_survivors(graph, canonical, roller.topo(), *found, found->candidate.markers);
-    roller.rewrite(result.graph, graph, *found, next_loop_id(graph));
+    // Each roll takes the next id: the loop just rolled has the largest.
+    int64_t loop_id = next_loop_id(roller.loops());
+    roller.rewrite(result.graph, graph, *found, loop_id);
     report.trips.push_back(static_cast<int64_t>(found->candidate.count));
     ++report.loops;
     roller.retarget(result.graph);
-    while (roller.roll_once(result.graph, next_loop_id(result.graph), report)) ++report.loops;
+    while (roller.roll_once(result.graph, ++loop_id, report)) ++report.loops;
   } else {
     result.graph = merge_value_sources(graph, canonical, duplicates);
   }

@@ -99,9 +99,6 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
                                    user_list.data() + user_begin[id.value + 1]);
   };
 
-  std::vector<int> position(graph.id_bound(), -1);
-  for (size_t i = 0; i < order.size(); ++i) position[order[i].value] = static_cast<int>(i);
-
   for (auto& [id, loop] : loops) {
     std::vector<bool> in_body(graph.id_bound(), false);
     std::vector<NodeId> stack(loop.entries.begin(), loop.entries.end());
