@@ -39,13 +39,18 @@ constexpr size_t kMaxCopiedCone = 64;
 class Builder {
  public:
   // `copied_cone[e]`: static loop input e is read as a copy of its cone.
-  Builder(const Graph& rolled, const std::vector<int>& region_of, const std::vector<bool>& copied_cone, int region)
+  // `size`: the region's own nodes (the graph is reserved for them, their
+  // placeholders and copies).
+  Builder(const Graph& rolled, const std::vector<int>& region_of, const std::vector<bool>& copied_cone, int region,
+          size_t size)
       : rolled_(rolled),
         region_of_(region_of),
         copied_cone_(copied_cone),
         region_(region),
         mapped_(rolled.id_bound()),
-        copying_(rolled.id_bound(), false) {}
+        copying_(rolled.id_bound(), false) {
+    graph_.reserve(2 * size + 64);
+  }
 
   void add_root(NodeId root) {
     instance_.roots.push_back(root);
@@ -172,8 +177,9 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
     body_region[i] = own[i] && separate_loops ? num_regions++ : parent;
   }
 
+  const std::vector<NodeId> live = rolled.live_ids();
   std::vector<int> region_of(rolled.id_bound(), -1);
-  for (const NodeId id : rolled.live_ids())
+  for (const NodeId id : live)
     if (!is_source(rolled.node(id))) region_of[id.value] = 0;
   for (size_t i = 0; i < loops.size(); ++i)  // outermost first: the innermost wins
     for (const NodeId n : loops[i].body) region_of[n.value] = body_region[i];
@@ -213,15 +219,18 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   // input read as a copy of its cone is not read from its region: every
   // region reading it builds the cone itself.
   std::vector<bool> is_root(rolled.id_bound(), false);
-  for (const NodeId id : rolled.live_ids())
+  for (const NodeId id : live)
     for (const Edge& e : rolled.node(id).inputs)
       if (region_of[e.src.value] >= 0 && region_of[id.value] != region_of[e.src.value] && !copied_cone[e.src.value])
         is_root[e.src.value] = true;
   for (const Output& o : rolled.outputs())
     if (region_of[o.edge.src.value] >= 0) is_root[o.edge.src.value] = true;
   std::vector<std::vector<NodeId>> roots(static_cast<size_t>(num_regions));
-  for (const NodeId id : rolled.live_ids())
+  std::vector<size_t> size(static_cast<size_t>(num_regions), 0);
+  for (const NodeId id : live) {
     if (is_root[id.value]) roots[static_cast<size_t>(region_of[id.value])].push_back(id);
+    if (region_of[id.value] >= 0) ++size[static_cast<size_t>(region_of[id.value])];
+  }
 
   Split result;
   // Distinct regions by size; equal graphs (same canonical nodes and
@@ -229,7 +238,7 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   std::map<std::pair<size_t, size_t>, std::vector<size_t>> by_size;
   for (int r = 0; r < num_regions; ++r) {
     if (roots[static_cast<size_t>(r)].empty()) continue;  // nothing in it is read
-    Builder builder(rolled, region_of, copied_cone, r);
+    Builder builder(rolled, region_of, copied_cone, r, size[static_cast<size_t>(r)]);
     for (const NodeId root : roots[static_cast<size_t>(r)]) builder.add_root(root);
     RegionGraph region{std::move(builder.graph()), {}};
     for (size_t i = 0; i < loops.size(); ++i)
