@@ -743,9 +743,17 @@ Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, 
   // a node whose id is the next one is added as the clone it is, without
   // inferring its type again.
   const bool by_id = std::is_sorted(topo.begin(), topo.end());
+  // Otherwise sources go first: a duplicate constant may come before its
+  // canonical node (the first in id order) in the topological order.
+  if (!by_id)
+    for (const NodeId id : topo) {
+      const Node& n = graph.node(id);
+      if (is_source(n) && canonical[id.value] == id) g.add_with_id(id, n.op, {}, n.attr, n.dtype, n.shape);
+    }
   for (const NodeId id : topo) {
     if (canonical[id.value] != id || stand_in[id.value].valid()) continue;
     const Node& n = graph.node(id);
+    if (!by_id && is_source(n)) continue;
     std::vector<Edge> inputs;
     inputs.reserve(n.inputs.size());
     for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
