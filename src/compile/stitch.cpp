@@ -117,6 +117,15 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     if (view.is_identity()) return base;  // what compose_views gives: the base's own view
     return Edge{base.src, compose_views(base.view, view, out.node(base.src).shape)};
   };
+  // A term edge's view was built by View::append on the type of its base
+  // node, which a value without a view of its own has (see value_of). A
+  // view so built is canonical (no identity step, no two steps append would
+  // merge): appending its steps again to the identity on that shape, which
+  // is all compose_views would do, gives it back unchanged.
+  auto compose_term = [&](const Edge& base, const TermProgram::TermEdge& e) {
+    if (!e.view.is_identity() && base.view.is_identity()) return Edge{base.src, e.view};
+    return compose(base, e.view);
+  };
   // value[i][t]: non-view term node t of instance i's region, in `out`.
   std::vector<std::vector<Edge>> value(instances.size());
   std::vector<std::vector<bool>> on_path(instances.size());
@@ -175,7 +184,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
           SPOOL_ASSERT(j != UINT32_MAX, "rolled node %{} is computed by no region", m.value);
           const TermProgram::TermEdge& e = output_edge(j, r);
           if (push(j, e.base)) continue;
-          v = compose(value[j][e.base], e.view);
+          v = compose_term(value[j][e.base], e);
         }
         const Node& src = out.node(v.src);
         if (src.dtype != node.type.dtype ||
@@ -196,7 +205,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
         inputs.reserve(children.size());
         for (const uint32_t c : children) {
           const TermProgram::TermEdge& e = program.edges[c];
-          inputs.push_back(compose(value[i][e.base], e.view));
+          inputs.push_back(compose_term(value[i][e.base], e));
         }
         Attr attr = *node.attr;
         if (is_loop_marker(node.op)) {
@@ -208,8 +217,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
       on_path[i][t] = false;
       stack.pop_back();
     }
-    const TermProgram::TermEdge& e = output_edge(i0, r0);
-    return compose(value[i0][e.base], e.view);
+    return compose_term(value[i0][output_edge(i0, r0).base], output_edge(i0, r0));
   };
   for (const Output& o : rolled.outputs()) out.add_output(o.name, compose(value_of(o.edge.src), o.edge.view));
   return out;

@@ -12,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 using namespace spool::egraph;
 using spool::DType;
 using spool::Shape;
@@ -186,8 +188,17 @@ TEST_CASE("HLIR attributes are interned by their printed form; a value seen agai
   neg_unused.args[2] = 7;  // an argument neg does not read: printed the same
   spool::ProgramInstr half{Op::Constant, {}, spool::Scalar::of(DType::F32, 0.5), DType::F32, 0};
   spool::ProgramInstr mul{Op::Mul, {1, 2, 0}, {}, DType::F32, 0};
+  spool::ProgramInstr nan{Op::Constant, {}, spool::Scalar::of(DType::BF16, std::nan("")), DType::BF16, 0};
+  spool::ProgramInstr inf{Op::Constant, {}, spool::Scalar::of(DType::F32, -INFINITY), DType::F32, 0};
+  spool::ProgramInstr big{Op::Constant, {}, spool::Scalar::of(DType::F32, 1e30), DType::F32, 0};
+  spool::ProgramInstr flag{Op::Constant, {}, spool::Scalar::of(DType::Bool, 1), DType::Bool, 0};
+  spool::ProgramInstr iota{Op::Iota, {}, {}, DType::I32, 2};
+  spool::ProgramInstr cast{Op::Cast, {3, 0, 0}, {}, DType::BF16, 0};
+  spool::ProgramInstr where{Op::Where, {4, 1, 11}, {}, DType::F32, 0};
   spool::GemmAttr gemm;
-  gemm.epilogue = program_of({half, mul});
+  gemm.a = program_of({cast});
+  gemm.epilogue = program_of({half, mul, nan, inf, big, flag, iota, where});
+  gemm.a_inputs = 2;
   const std::vector<spool::Attr> attrs = {
       spool::NameAttr{"x"},
       spool::NameAttr{"a \"quoted\" \\ name"},
@@ -201,12 +212,20 @@ TEST_CASE("HLIR attributes are interned by their printed form; a value seen agai
       program_of({neg}),
       gemm,
       spool::ReduceAttr{Op::MaxReduce, 1, program_of({neg}), {}},
+      spool::ReduceAttr{Op::SumReduce, -2, {}, program_of({iota, cast, big})},
+      program_of({}),
+      program_of({half, mul, nan, inf, big, flag, iota, cast, where}),
       spool::NormAttr{1e-5, true},
   };
   const std::vector<TensorType> types = {{DType::F32, {}}, {DType::BF16, {4096, 128256}}, {DType::I64, {0, 1}}};
   spool::View view;
   view.append(spool::permute_step({1, 0}), {2, 3}, "test");
   view.append(spool::slice_step({0, 1}, {3, 2}, {2, 1}), {2, 3}, "test");
+  view.append(spool::pad_step({1, 0}, {0, 12}, -0.0), {2, 3}, "test");
+  view.append(spool::reshape_step({3, 13, 1}), {2, 3}, "test");
+  view.append(spool::expand_step({3, 13, 4096}), {2, 3}, "test");
+  spool::View pad;
+  pad.append(spool::pad_step({0}, {1}, 0.1), {3}, "test");
 
   hlir::HlirLanguage lang;
   const AttrTable& table = lang.language().attrs;
@@ -223,6 +242,8 @@ TEST_CASE("HLIR attributes are interned by their printed form; a value seen agai
   }
   const AttrId view_id = lang.view_attr(view);
   CHECK(table.str(view_id) == view.str());
+  CHECK(view.steps().size() == 5);
+  CHECK(table.str(lang.view_attr(pad)) == pad.str());
   CHECK(lang.attr(spool::NoAttr{}) == AttrId{});
   const size_t size = table.size();
   // Seen again (in another order): the same ids, no new entries.
