@@ -123,17 +123,18 @@ std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
   size_t slots = 16;
   while (slots < 2 * n) slots *= 2;
   std::vector<std::pair<size_t, size_t>> last(slots, {0, n});  // (signature, position); position n: empty
-  std::vector<size_t> next(n, n);
+  // None is 2n: its gap from any position is over n / 2, which ends a walk.
+  std::vector<size_t> next(n);
   for (size_t i = n; i-- > 0;) {
     size_t h = (sig[i] ^ (sig[i] >> 29)) & (slots - 1);
     while (last[h].second != n && last[h].first != sig[i]) h = (h + 1) & (slots - 1);
-    next[i] = last[h].second;
+    next[i] = last[h].second == n ? 2 * n : last[h].second;
     last[h] = {sig[i], i};
   }
   std::vector<uint8_t> wanted(n / 2 + 1, 0);
   for (size_t a = 0; a < n; ++a) {
     size_t b = next[a];
-    for (size_t k = 0; k < kMaxPerWindow && b < n; ++k, b = next[b]) {
+    for (size_t k = 0; k < kMaxPerWindow; ++k, b = next[b]) {
       const size_t gap = b - a;
       if (gap * 2 > n) break;  // later occurrences are further still
       wanted[gap] = 1;
@@ -249,14 +250,20 @@ class Roller {
   std::optional<Candidate> best_candidate(const std::vector<NodeId>& order) const {
     const size_t n = order.size();
     if (n < 2) return std::nullopt;
-    std::vector<size_t> sig(n);
-    for (size_t i = 0; i < n; ++i) sig[i] = signature(order[i]);
+    // (Filled by push_back: a vector sized up front is zeroed first.)
+    std::vector<size_t> sig;
+    sig.reserve(n);
+    for (const NodeId id : order) sig.push_back(signature(id));
     // Prefix hashes: window(i, P) = sum sig[i+j] * B^(P-1-j), mod 2^64.
     const uint64_t base = 0x100000001b3ULL;
-    std::vector<uint64_t> prefix(n + 1, 0), power(n + 1, 1);
+    std::vector<uint64_t> prefix, power;
+    prefix.reserve(n + 1);
+    power.reserve(n + 1);
+    prefix.push_back(0);
+    power.push_back(1);
     for (size_t i = 0; i < n; ++i) {
-      prefix[i + 1] = prefix[i] * base + sig[i];
-      power[i + 1] = power[i] * base;
+      prefix.push_back(prefix[i] * base + sig[i]);
+      power.push_back(power[i] * base);
     }
     auto window = [&](size_t i, size_t p) { return prefix[i + p] - prefix[i] * power[p]; };
 
