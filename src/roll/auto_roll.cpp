@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <bit>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -88,6 +89,27 @@ struct Hasher {
   }
 };
 
+// Exactly Shape's and View's operator== (a view step's value bit for bit),
+// written out: the exact check compares every input view of every
+// occurrence, and the library comparisons cost several times this.
+bool same_shape(const Shape& x, const Shape& y) {
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] != y[i]) return false;
+  return true;
+}
+
+bool same_view(const View& x, const View& y) {
+  const std::vector<ViewStep>& a = x.steps();
+  const std::vector<ViewStep>& b = y.steps();
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || !same_shape(a[i].a, b[i].a) || !same_shape(a[i].b, b[i].b) ||
+        !same_shape(a[i].c, b[i].c) || std::bit_cast<uint64_t>(a[i].value) != std::bit_cast<uint64_t>(b[i].value))
+      return false;
+  return true;
+}
+
 // Where each node of a candidate's occurrences sits, by node id:
 // (occurrence, position), or kNowhere.
 using Where = std::vector<std::pair<size_t, size_t>>;
@@ -124,11 +146,11 @@ std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
   while (slots < 2 * n) slots *= 2;
   std::vector<std::pair<size_t, size_t>> last(slots, {0, n});  // (signature, position); position n: empty
   // None is 2n: its gap from any position is over n / 2, which ends a walk.
-  std::vector<size_t> next(n);
+  std::vector<size_t> next(n, 2 * n);
   for (size_t i = n; i-- > 0;) {
     size_t h = (sig[i] ^ (sig[i] >> 29)) & (slots - 1);
     while (last[h].second != n && last[h].first != sig[i]) h = (h + 1) & (slots - 1);
-    next[i] = last[h].second == n ? 2 * n : last[h].second;
+    if (last[h].second != n) next[i] = last[h].second;
     last[h] = {sig[i], i};
   }
   std::vector<uint8_t> wanted(n / 2 + 1, 0);
@@ -204,13 +226,13 @@ class Roller {
   // thousands of allocations per search.
   void index_users() {
     const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
-    nodes_.assign(bound, nullptr);
+    nodes_.reset(new const Node*[bound]);  // every entry written below
     user_begin_.assign(bound + 1, 0);
-    for (uint32_t id = 0; id < bound; ++id)
-      if (g_->contains(NodeId{id})) {
-        nodes_[id] = &g_->node(NodeId{id});
+    for (uint32_t id = 0; id < bound; ++id) {
+      nodes_[id] = g_->contains(NodeId{id}) ? &g_->node(NodeId{id}) : nullptr;
+      if (nodes_[id])
         for (const Edge& e : nodes_[id]->inputs) ++user_begin_[e.src.value + 1];
-      }
+    }
     for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
     user_list_.resize(user_begin_.back());
     std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
@@ -232,6 +254,14 @@ class Roller {
     const std::vector<NodeId>& topo = topo_;
     loops_ = find_loops(*g_, topo);
     const std::vector<Loop>& loops = loops_;
+    if (loops.empty()) {  // one context, the top level (a graph before its first roll)
+      std::vector<NodeId> order;
+      for (const NodeId id : topo)
+        if (!is_source(node(id))) order.push_back(id);
+      std::vector<std::vector<NodeId>> orders;
+      if (!order.empty()) orders.push_back(std::move(order));
+      return orders;
+    }
     std::vector<int64_t> context(g_->id_bound(), -1);
     // Outermost first, so inner loops overwrite: the innermost wins.
     for (const Loop& loop : loops)
@@ -323,8 +353,10 @@ class Roller {
     // that bound does not fall as c grows (an occurrence holds at most
     // `period` nodes), so the most any candidate of a run with c or fewer
     // occurrences can save is that bound at each phase's largest count.
-    std::vector<uint32_t> outputs_before(n + 1, 0);  // graph outputs read at order positions below i
-    for (size_t i = 0; i < n; ++i) outputs_before[i + 1] = outputs_before[i] + is_output_[order[i].value];
+    std::vector<uint32_t> outputs_before;  // graph outputs read at order positions below i
+    outputs_before.reserve(n + 1);
+    outputs_before.push_back(0);
+    for (size_t i = 0; i < n; ++i) outputs_before.push_back(outputs_before[i] + is_output_[order[i].value]);
     auto most_saved = [&](const Run& run, size_t c) {
       int64_t most = INT64_MIN;
       for (size_t phase = 0; phase < run.period; ++phase) {
@@ -368,11 +400,11 @@ class Roller {
       const Node& first = node(order[start + j]);
       for (size_t k = 1; k < count; ++k) {
         const Node& other = node(order[start + k * period + j]);
-        if (other.op != first.op || other.attr != first.attr || other.dtype != first.dtype ||
-            other.shape != first.shape || other.inputs.size() != first.inputs.size())
+        if (other.op != first.op || other.dtype != first.dtype || !same_shape(other.shape, first.shape) ||
+            other.inputs.size() != first.inputs.size() || other.attr != first.attr)
           return std::nullopt;
         for (size_t i = 0; i < first.inputs.size(); ++i)
-          if (other.inputs[i].view != first.inputs[i].view) return std::nullopt;
+          if (!same_view(other.inputs[i].view, first.inputs[i].view)) return std::nullopt;
       }
     }
 
@@ -548,7 +580,7 @@ class Roller {
   const Graph* g_;                          // the graph searched
   const std::vector<NodeId>* canonical_;    // its equal constants and iotas, or nullptr
   std::vector<NodeId> topo_;                // of the last search
-  std::vector<const Node*> nodes_;          // by id, nullptr for deleted ids
+  std::unique_ptr<const Node*[]> nodes_;    // by id, nullptr for deleted ids
   std::vector<uint32_t> user_begin_;  // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
   std::vector<NodeId> user_list_;     // of the graph as it is during one search
   std::vector<bool> is_output_;       // nodes a graph output reads, during one search
