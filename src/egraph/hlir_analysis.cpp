@@ -13,10 +13,12 @@
 #include <spool/egraph/hlir.hpp>
 #include <spool/support/error.hpp>
 
-#include <boost/container_hash/hash.hpp>
+#include <boost/container/small_vector.hpp>
 
+#include <bit>
 #include <charconv>
 #include <cmath>
+#include <span>
 
 namespace spool::egraph::hlir {
 
@@ -87,11 +89,12 @@ void append_program(std::string& out, const spool::ProgramAttr& program) {
 // The printed form of an attribute: attr_str without its braces. Names,
 // axes and the kernels' programs, the attributes graphs and rewrites are
 // full of, are spelled here exactly as attr_str spells them (hlir_test checks
-// both agree); the rest go through it.
-std::string attr_key(const Attr& attr) {
+// both agree); the rest go through it. `room`: capacity to leave for what
+// the caller appends.
+std::string attr_key(const Attr& attr, size_t room = 0) {
   if (const auto* name = std::get_if<spool::NameAttr>(&attr)) {
     std::string out;
-    out.reserve(name->name.size() + 8);
+    out.reserve(name->name.size() + 8 + room);
     out += "name=\"";
     for (const char c : name->name) {
       if (c == '"' || c == '\\') out += '\\';
@@ -101,20 +104,22 @@ std::string attr_key(const Attr& attr) {
     return out;
   }
   if (const auto* axis = std::get_if<spool::AxisAttr>(&attr)) {
-    std::string out = "axis=";
+    std::string out;
+    out.reserve(24 + room);
+    out += "axis=";
     append_int(out, axis->axis);
     return out;
   }
   if (const auto* program = std::get_if<spool::ProgramAttr>(&attr)) {
     std::string out;
-    out.reserve(16 + 12 * program->instrs.size());
+    out.reserve(16 + 12 * program->instrs.size() + room);
     out += "program=";
     append_program(out, *program);
     return out;
   }
   if (const auto* gemm = std::get_if<spool::GemmAttr>(&attr)) {
     std::string out;
-    out.reserve(64 + 12 * (gemm->a.instrs.size() + gemm->b.instrs.size() + gemm->epilogue.instrs.size()));
+    out.reserve(64 + 12 * (gemm->a.instrs.size() + gemm->b.instrs.size() + gemm->epilogue.instrs.size()) + room);
     out += "a=";
     append_program(out, gemm->a);
     out += ", b=";
@@ -129,7 +134,7 @@ std::string attr_key(const Attr& attr) {
   }
   if (const auto* reduce = std::get_if<spool::ReduceAttr>(&attr)) {
     std::string out;
-    out.reserve(48 + 12 * (reduce->prologue.instrs.size() + reduce->epilogue.instrs.size()));
+    out.reserve(48 + 12 * (reduce->prologue.instrs.size() + reduce->epilogue.instrs.size()) + room);
     out += "kind=";
     out += spool::op_name(reduce->kind);
     out += ", axis=";
@@ -184,6 +189,60 @@ std::string view_key(const spool::View& view) {
     out += ')';
   }
   return out;
+}
+
+// Hashes for the interning cache: any function of the fields operator==
+// compares will do (a hit is confirmed by comparing values), so these fold
+// words with a multiply instead of a hash_combine per field.
+struct Hasher {
+  uint64_t h = 0;
+  void add(uint64_t v) { h = (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull; }
+  void add_shape(const Shape& shape) {
+    add(shape.size());
+    for (const int64_t d : shape) add(static_cast<uint64_t>(d));
+  }
+  void add_program(const spool::ProgramAttr& program) {
+    add(program.instrs.size());
+    for (const spool::ProgramInstr& instr : program.instrs) {
+      add(static_cast<uint64_t>(instr.op) | uint64_t{instr.args[0]} << 16 | uint64_t{instr.args[1]} << 32 |
+          uint64_t{instr.args[2]} << 48);
+      if (instr.op == Op::Constant || instr.op == Op::Iota || instr.op == Op::Cast) {
+        add(std::bit_cast<uint64_t>(instr.value.f) ^ static_cast<uint64_t>(instr.value.i));
+        add(static_cast<uint64_t>(instr.dtype) | static_cast<uint64_t>(instr.axis) << 8);
+      }
+    }
+  }
+};
+
+uint64_t attr_hash(const Attr& attr) {
+  Hasher hs;
+  hs.add(attr.index());
+  if (const auto* program = std::get_if<spool::ProgramAttr>(&attr)) {
+    hs.add_program(*program);
+  } else if (const auto* gemm = std::get_if<spool::GemmAttr>(&attr)) {
+    hs.add_program(gemm->a);
+    hs.add_program(gemm->b);
+    hs.add_program(gemm->epilogue);
+    hs.add(static_cast<uint64_t>(gemm->a_inputs) << 32 ^ static_cast<uint64_t>(gemm->b_inputs));
+  } else if (const auto* reduce = std::get_if<spool::ReduceAttr>(&attr)) {
+    hs.add(static_cast<uint64_t>(reduce->kind) | static_cast<uint64_t>(reduce->axis) << 8);
+    hs.add_program(reduce->prologue);
+    hs.add_program(reduce->epilogue);
+  } else {
+    hs.add(spool::hash_attr(attr));
+  }
+  return hs.h;
+}
+
+uint64_t view_hash(const spool::View& view) {
+  Hasher hs;
+  for (const spool::ViewStep& step : view.steps()) {
+    hs.add(static_cast<uint64_t>(step.kind) ^ std::bit_cast<uint64_t>(step.value));
+    hs.add_shape(step.a);
+    hs.add_shape(step.b);
+    hs.add_shape(step.c);
+  }
+  return hs.h;
 }
 
 // A well-spread 64-bit hash for linear probing, `salt` separating key spaces.
@@ -318,7 +377,7 @@ void HlirLanguage::remember(uint64_t hash, AttrId id) {
 AttrId HlirLanguage::attr(const Attr& attr) {
   if (std::holds_alternative<spool::NoAttr>(attr)) return AttrId{};
   const auto same = [&](const HlirAttr& p) { return !p.type && !p.view && p.attr == attr; };
-  const uint64_t hash = mix(spool::hash_attr(attr), static_cast<uint64_t>(Entry::Attr));
+  const uint64_t hash = mix(attr_hash(attr), static_cast<uint64_t>(Entry::Attr));
   const std::lock_guard lock(cache_mutex_);
   if (const auto id = cached(hash, same)) return *id;
   const AttrId id = language_.attrs.intern_custom("hlir", attr_key(attr), HlirAttr{attr, {}, {}});
@@ -328,14 +387,15 @@ AttrId HlirLanguage::attr(const Attr& attr) {
 
 AttrId HlirLanguage::source_attr(const Attr& attr, const TensorType& type) {
   const auto same = [&](const HlirAttr& p) { return p.type && !p.view && *p.type == type && p.attr == attr; };
-  uint64_t seed = spool::hash_attr(attr);
-  boost::hash_combine(seed, static_cast<int>(type.dtype));
-  boost::hash_range(seed, type.shape.begin(), type.shape.end());
-  const uint64_t hash = mix(seed, static_cast<uint64_t>(Entry::Source));
+  Hasher hs;
+  hs.add(attr_hash(attr));
+  hs.add(static_cast<uint64_t>(type.dtype));
+  hs.add_shape(type.shape);
+  const uint64_t hash = mix(hs.h, static_cast<uint64_t>(Entry::Source));
   const std::lock_guard lock(cache_mutex_);
   if (const auto id = cached(hash, same)) return *id;
-  std::string key = attr_key(attr);
-  key.reserve(key.size() + 8 + 12 * type.shape.size());
+  // Room for the type, so that the key is built in one allocation.
+  std::string key = attr_key(attr, 8 + 12 * type.shape.size());
   key += " : ";
   append_type(key, type);
   const AttrId id = language_.attrs.intern_custom("hlir", std::move(key), HlirAttr{attr, type, {}});
@@ -347,7 +407,7 @@ AttrId HlirLanguage::view_attr(const spool::View& view) {
   const auto same = [&](const HlirAttr& p) {
     return p.view && !p.type && std::holds_alternative<spool::NoAttr>(p.attr) && *p.view == view;
   };
-  const uint64_t hash = mix(view.hash(), static_cast<uint64_t>(Entry::View));
+  const uint64_t hash = mix(view_hash(view), static_cast<uint64_t>(Entry::View));
   const std::lock_guard lock(cache_mutex_);
   if (const auto id = cached(hash, same)) return *id;
   const AttrId id = language_.attrs.intern_custom("hlir-view", view_key(view), HlirAttr{spool::NoAttr{}, {}, view});
@@ -466,7 +526,7 @@ Scalar bool_scalar(bool v) {
 
 // The value of an elementwise op on constants, when the interpreter's result
 // is exactly reproducible here; nullopt otherwise.
-std::optional<Scalar> fold(Op op, const Attr& attr, DType out, const std::vector<const ClassData*>& in) {
+std::optional<Scalar> fold(Op op, const Attr& attr, DType out, std::span<const ClassData* const> in) {
   for (const ClassData* d : in)
     if (!d->constant) return std::nullopt;
   auto c = [&](size_t i) -> const Scalar& { return *in[i]->constant; };
@@ -535,12 +595,11 @@ std::optional<Scalar> fold(Op op, const Attr& attr, DType out, const std::vector
 ClassData HlirAnalysis::compute(const EGraph& graph, NodeId n) const {
   const ENodeRef node = graph.node(n);
   ClassData out;
-  std::vector<const ClassData*> in;
+  boost::container::small_vector<const ClassData*, 4> in;
   // infer_type takes a vector of types: one per thread, kept between calls,
   // so that adding a node allocates nothing here.
   thread_local std::vector<TensorType> types;
   types.clear();
-  in.reserve(node.children.size());
   for (ClassId child : node.children) {
     const ClassData& d = data_[graph.find_const(child).value];
     if (!d.ok) {
@@ -574,7 +633,7 @@ ClassData HlirAnalysis::compute(const EGraph& graph, NodeId n) const {
     static const Attr kNoAttr = spool::NoAttr{};
     const Attr& attr = node.attr.value == 0 ? kNoAttr : lang_.payload(node.attr).attr;
     out.type = spool::infer_type(op, types, attr);
-    out.constant = fold(op, attr, out.type.dtype, in);
+    out.constant = fold(op, attr, out.type.dtype, std::span<const ClassData* const>(in.data(), in.size()));
   } catch (const spool::Error& e) {
     out.ok = false;
     out.error = fmt::format("{}: {}", graph.ops().name(node.op), e.what());

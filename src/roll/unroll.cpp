@@ -82,15 +82,23 @@ void unroll_loop(Graph& g, const Loop& loop) {
           for (size_t i = 0; i < node.inputs.size(); ++i) {
             const Edge& edge = node.inputs[i];
             const int q = edge.src.value < position.size() ? position[edge.src.value] : -1;
-            const Edge* value = q < 0 ? nullptr : &values[static_cast<size_t>(q)];
-            if (!value || !value->src.valid() || edge.view.is_identity() || !value->view.is_identity()) {
+            if (q < 0) {
+              inputs.push_back(edge);  // read from outside the body: as resolve() returns it
+              continue;
+            }
+            const Edge& value = values[static_cast<size_t>(q)];
+            if (!value.src.valid() || !value.view.is_identity()) {
               inputs.push_back(resolve(g, edge, position, values));
+              continue;
+            }
+            if (edge.view.is_identity()) {
+              inputs.push_back(Edge{value.src, {}});
               continue;
             }
             // The producer's value has the type of the original producer, so
             // the original's shape is the one the view reads.
             if (!own_views[i]) own_views[i] = compose_views(View{}, edge.view, g.node(edge.src).shape);
-            inputs.push_back(Edge{value->src, *own_views[i]});
+            inputs.push_back(Edge{value.src, *own_views[i]});
           }
           // A clone reads values of the types the original reads: its type is the original's.
           const Op op = node.op;
