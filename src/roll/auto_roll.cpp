@@ -23,6 +23,12 @@
 // The best candidate (most nodes saved) is rolled and the search repeats
 // until nothing rolls, so periodic patterns (a body of two alternating
 // layers) and nested repeats (a repeat inside a body) roll too.
+//
+// Cost: the first search reads the caller's graph, with step 0 applied only
+// to how it names constants and iotas; the graph returned is then built from
+// the nodes that survive the first roll (a few hundred of a model's
+// thousands) instead of copied whole and cut down, and later searches edit
+// it in place.
 
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
@@ -118,8 +124,8 @@ constexpr size_t kNowhere = SIZE_MAX;
 // How occurrence inputs at one (position, input) are wired.
 struct InputPlan {
   enum Kind { Internal, Carried, Static, PerIteration } kind = Internal;
-  size_t position = 0;           // Internal, Carried: the producer's position in the body
-  std::vector<NodeId> sources;   // Static (one), PerIteration (one per occurrence); Carried: the init
+  size_t position = 0;          // Internal, Carried: the producer's position in the body
+  std::vector<NodeId> sources;  // Static (one), PerIteration (one per occurrence); Carried: the init
 };
 
 struct Candidate {
@@ -577,16 +583,16 @@ class Roller {
     return h.h;
   }
 
-  const Graph* g_;                          // the graph searched
-  const std::vector<NodeId>* canonical_;    // its equal constants and iotas, or nullptr
-  std::vector<NodeId> topo_;                // of the last search
-  std::unique_ptr<const Node*[]> nodes_;    // by id, nullptr for deleted ids
-  std::vector<uint32_t> user_begin_;  // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
-  std::vector<NodeId> user_list_;     // of the graph as it is during one search
-  std::vector<bool> is_output_;       // nodes a graph output reads, during one search
-  std::vector<Loop> loops_;           // found by the last search
-  std::vector<bool> outside_like_;    // entry markers: outside inputs of their loop's body
-  mutable Where where_;               // check()'s scratch: all kNowhere between checks
+  const Graph* g_;                        // the graph searched
+  const std::vector<NodeId>* canonical_;  // its equal constants and iotas, or nullptr
+  std::vector<NodeId> topo_;              // of the last search
+  std::unique_ptr<const Node*[]> nodes_;  // by id, nullptr for deleted ids
+  std::vector<uint32_t> user_begin_;      // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
+  std::vector<NodeId> user_list_;         // of the graph as it is during one search
+  std::vector<bool> is_output_;           // nodes a graph output reads, during one search
+  std::vector<Loop> loops_;               // found by the last search
+  std::vector<bool> outside_like_;        // entry markers: outside inputs of their loop's body
+  mutable Where where_;                   // check()'s scratch: all kNowhere between checks
 };
 
 void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id) {
@@ -621,12 +627,14 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
       const InputPlan& plan = c.plans[j][i];
       NodeId marker;
       switch (plan.kind) {
-        case InputPlan::Internal: continue;
+        case InputPlan::Internal:
+          continue;
         case InputPlan::Carried: {
           auto it = start_of.find(plan.position);
           if (it == start_of.end())
-            it = start_of.emplace(plan.position, add_marker(Op::LoopStart, {Edge{plan.sources.front(), {}}},
-                                                             LoopAttr{loop_id, trips, slot_index++}))
+            it = start_of
+                     .emplace(plan.position, add_marker(Op::LoopStart, {Edge{plan.sources.front(), {}}},
+                                                        LoopAttr{loop_id, trips, slot_index++}))
                      .first;
           marker = it->second;
           break;
@@ -796,11 +804,12 @@ Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, 
     std::vector<Edge> inputs;
     inputs.reserve(n.inputs.size());
     for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
-    if (by_id && id.value == g.id_bound())
-      is_source(n) ? g.add_source(n.op, n.attr, n.dtype, n.shape)
-                   : g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});
-    else
+    if (!by_id || id.value != g.id_bound())
       g.add_with_id(id, n.op, std::move(inputs), n.attr, n.dtype, n.shape);
+    else if (is_source(n))
+      g.add_source(n.op, n.attr, n.dtype, n.shape);
+    else
+      g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});
   }
   if (g.id_bound() < graph.id_bound()) {
     const NodeId last{static_cast<uint32_t>(graph.id_bound() - 1)};

@@ -92,7 +92,8 @@ TEST_CASE("rolling keeps the ids of the nodes it keeps and numbers the markers a
     for (const NodeId id : graph.live_ids()) n += graph.node(id).op == Op::Constant;
     return n;
   };
-  const Graph one = chain(1, [](Graph& g, Tensor x, int) { return nn::relu(x * weight(g, "w", DType::F32, {8}) + 1.0); });
+  const Graph one =
+      chain(1, [](Graph& g, Tensor x, int) { return nn::relu(x * weight(g, "w", DType::F32, {8}) + 1.0); });
   CHECK(constants(g) == 5 * constants(one));
   CHECK(constants(rolled.graph) == constants(one));
   check_same_outputs(g, roll::unroll(rolled.graph));
@@ -243,7 +244,8 @@ TEST_CASE("independent repeats without carried state do not roll") {
   Graph g("parallel");
   const Tensor x = input(g, "x", DType::F32, {4, 8});
   Tensor acc = x;
-  for (int i = 0; i < 4; ++i) output("y" + std::to_string(i), nn::relu(x * weight(g, "w" + std::to_string(i), DType::F32, {8})));
+  for (int i = 0; i < 4; ++i)
+    output("y" + std::to_string(i), nn::relu(x * weight(g, "w" + std::to_string(i), DType::F32, {8})));
   (void)acc;
   CHECK(roll::auto_roll(g).report.loops == 0);
 }
