@@ -71,26 +71,27 @@ bool same_source(const Graph& g, NodeId a, NodeId b) { return a == b || same_val
 
 // A running 64-bit hash of words: a multiply and a shift per word, a few
 // instructions where boost::hash_combine over every dimension and view
-// step was most of a search. Signatures only need equal nodes to hash
+// step was most of a search. A shape or a view step goes in as one word, a
+// polynomial in its values (mod 2^64; distinct dimension lists of realistic
+// sizes give distinct words). Signatures only need equal nodes to hash
 // equal and unequal ones to collide rarely.
 struct Hasher {
+  static constexpr uint64_t kBase = 0x100000001b3ULL;
   uint64_t h = 0x243f6a8885a308d3ULL;
   void add(uint64_t v) {
     h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
     h ^= h >> 29;
   }
-  void add(DType dtype, const Shape& shape) {
-    add(static_cast<uint64_t>(dtype) | static_cast<uint64_t>(shape.size()) << 8);
-    for (const int64_t d : shape) add(static_cast<uint64_t>(d));
+  static uint64_t fold(uint64_t acc, const Shape& values) {
+    acc = acc * kBase + values.size();
+    for (const int64_t v : values) acc = acc * kBase + static_cast<uint64_t>(v);
+    return acc;
   }
+  void add(DType dtype, const Shape& shape) { add(fold(static_cast<uint64_t>(dtype), shape)); }
   void add(const View& view) {
-    for (const ViewStep& step : view.steps()) {
-      add(static_cast<uint64_t>(step.kind) | static_cast<uint64_t>(step.a.size()) << 8 |
-          static_cast<uint64_t>(step.b.size()) << 24 | static_cast<uint64_t>(step.c.size()) << 40);
-      for (const Shape* values : {&step.a, &step.b, &step.c})
-        for (const int64_t v : *values) add(static_cast<uint64_t>(v));
-      add(std::bit_cast<uint64_t>(step.value));
-    }
+    for (const ViewStep& step : view.steps())
+      add(fold(fold(fold(static_cast<uint64_t>(step.kind), step.a), step.b), step.c) * kBase +
+          std::bit_cast<uint64_t>(step.value));
     add(view.steps().size());
   }
 };
@@ -258,6 +259,8 @@ class Roller {
   std::vector<std::vector<NodeId>> context_orders() {
     topo_ = topo_order(*g_);
     const std::vector<NodeId>& topo = topo_;
+    topo_position_.reset(new uint32_t[g_->id_bound()]);  // read for live ids only
+    for (size_t i = 0; i < topo.size(); ++i) topo_position_[topo[i].value] = static_cast<uint32_t>(i);
     loops_ = find_loops(*g_, topo);
     const std::vector<Loop>& loops = loops_;
     if (loops.empty()) {  // one context, the top level (a graph before its first roll)
@@ -494,8 +497,14 @@ class Roller {
     if (slots == 0) return std::nullopt;  // no loop-carried state: independent repeats, not a loop
 
     // Nodes downstream of any occurrence (excluding occurrences): an outside
-    // input from there would close a cycle once the occurrences merge.
-    if (!outside_reads.empty()) {
+    // input from there would close a cycle once the occurrences merge. Such
+    // a node comes after the first occurrence's first node in topological
+    // order, so outside inputs that all come before it need no walk (the
+    // state's init and the values a model computes once before its layers).
+    const uint32_t first_position = topo_position_[at(0, 0).value];
+    const bool all_before = std::all_of(outside_reads.begin(), outside_reads.end(),
+                                        [&](NodeId id) { return topo_position_[id.value] < first_position; });
+    if (!all_before) {
       std::vector<bool> downstream(g_->id_bound(), false);
       std::vector<NodeId> stack;
       for (size_t k = 0; k < count; ++k)
@@ -583,16 +592,17 @@ class Roller {
     return h.h;
   }
 
-  const Graph* g_;                        // the graph searched
-  const std::vector<NodeId>* canonical_;  // its equal constants and iotas, or nullptr
-  std::vector<NodeId> topo_;              // of the last search
-  std::unique_ptr<const Node*[]> nodes_;  // by id, nullptr for deleted ids
-  std::vector<uint32_t> user_begin_;      // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
-  std::vector<NodeId> user_list_;         // of the graph as it is during one search
-  std::vector<bool> is_output_;           // nodes a graph output reads, during one search
-  std::vector<Loop> loops_;               // found by the last search
-  std::vector<bool> outside_like_;        // entry markers: outside inputs of their loop's body
-  mutable Where where_;                   // check()'s scratch: all kNowhere between checks
+  const Graph* g_;                             // the graph searched
+  const std::vector<NodeId>* canonical_;       // its equal constants and iotas, or nullptr
+  std::vector<NodeId> topo_;                   // of the last search
+  std::unique_ptr<uint32_t[]> topo_position_;  // by id: the position in topo_ (live ids)
+  std::unique_ptr<const Node*[]> nodes_;       // by id, nullptr for deleted ids
+  std::vector<uint32_t> user_begin_;           // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
+  std::vector<NodeId> user_list_;              // of the graph as it is during one search
+  std::vector<bool> is_output_;                // nodes a graph output reads, during one search
+  std::vector<Loop> loops_;                    // found by the last search
+  std::vector<bool> outside_like_;             // entry markers: outside inputs of their loop's body
+  mutable Where where_;                        // check()'s scratch: all kNowhere between checks
 };
 
 void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id) {
