@@ -235,10 +235,16 @@ class Roller {
     const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
     nodes_.reset(new const Node*[bound]);  // every entry written below
     user_begin_.assign(bound + 1, 0);
+    by_id_ = true;
+    has_markers_ = false;
     for (uint32_t id = 0; id < bound; ++id) {
       nodes_[id] = g_->contains(NodeId{id}) ? &g_->node(NodeId{id}) : nullptr;
-      if (nodes_[id])
-        for (const Edge& e : nodes_[id]->inputs) ++user_begin_[e.src.value + 1];
+      if (!nodes_[id]) continue;
+      has_markers_ |= is_loop_marker(nodes_[id]->op);
+      for (const Edge& e : nodes_[id]->inputs) {
+        ++user_begin_[e.src.value + 1];
+        by_id_ &= e.src.value < id;
+      }
     }
     for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
     user_list_.resize(user_begin_.back());
@@ -257,11 +263,23 @@ class Roller {
   // out: sources, and a loop's own entry markers, which are its body's
   // outside inputs just as sources are the top level's.
   std::vector<std::vector<NodeId>> context_orders() {
-    topo_ = topo_order(*g_);
+    // When every input has a smaller id than its reader, topo_order's walk
+    // (roots in id order, inputs first) emits each node as its own root:
+    // the order is the id order.
+    if (by_id_) {
+      topo_.clear();
+      for (uint32_t id = 0; id < g_->id_bound(); ++id)
+        if (nodes_[id]) topo_.push_back(NodeId{id});
+    } else {
+      topo_ = topo_order(*g_);
+    }
     const std::vector<NodeId>& topo = topo_;
     topo_position_.reset(new uint32_t[g_->id_bound()]);  // read for live ids only
     for (size_t i = 0; i < topo.size(); ++i) topo_position_[topo[i].value] = static_cast<uint32_t>(i);
-    loops_ = find_loops(*g_, topo);
+    if (has_markers_)
+      loops_ = find_loops(*g_, topo);
+    else
+      loops_.clear();  // what find_loops finds in a graph without markers
     const std::vector<Loop>& loops = loops_;
     if (loops.empty()) {  // one context, the top level (a graph before its first roll)
       std::vector<NodeId> order;
@@ -597,6 +615,8 @@ class Roller {
   std::vector<NodeId> topo_;                   // of the last search
   std::unique_ptr<uint32_t[]> topo_position_;  // by id: the position in topo_ (live ids)
   std::unique_ptr<const Node*[]> nodes_;       // by id, nullptr for deleted ids
+  bool by_id_ = false;                         // every input's id is below its reader's
+  bool has_markers_ = false;                   // the graph has loop markers
   std::vector<uint32_t> user_begin_;           // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
   std::vector<NodeId> user_list_;              // of the graph as it is during one search
   std::vector<bool> is_output_;                // nodes a graph output reads, during one search
