@@ -83,8 +83,10 @@ struct Hasher {
     h ^= h >> 29;
   }
   static uint64_t fold(uint64_t acc, const Shape& values) {
-    acc = acc * kBase + values.size();
-    for (const int64_t v : values) acc = acc * kBase + static_cast<uint64_t>(v);
+    const size_t n = values.size();
+    const int64_t* v = values.data();
+    acc = acc * kBase + n;
+    for (size_t i = 0; i < n; ++i) acc = acc * kBase + static_cast<uint64_t>(v[i]);
     return acc;
   }
   void add(DType dtype, const Shape& shape) { add(fold(static_cast<uint64_t>(dtype), shape)); }
@@ -100,9 +102,12 @@ struct Hasher {
 // written out: the exact check compares every input view of every
 // occurrence, and the library comparisons cost several times this.
 bool same_shape(const Shape& x, const Shape& y) {
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i] != y[i]) return false;
+  const size_t n = x.size();
+  if (n != y.size()) return false;
+  const int64_t* a = x.data();
+  const int64_t* b = y.data();
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
   return true;
 }
 
