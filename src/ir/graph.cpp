@@ -278,11 +278,13 @@ NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr,
   // add_with_id may still fill (the text form lists nodes in topological
   // order, not id order). Ids handed out by add() are never holes.
   for (const Edge& e : inputs) ++use_count_[e.src.value];
-  while (nodes_.size() <= id.value) {
-    nodes_.push_back(Node{Op::Input, DType::F32, {}, NoAttr{}, false});
-    use_count_.push_back(0);
-    holes_.resize(nodes_.size(), false);
-    holes_.back() = true;
+  if (nodes_.size() <= id.value) {  // every id up to `id` becomes a hole at once
+    const size_t from = nodes_.size();
+    nodes_.resize(id.value + 1);
+    for (size_t i = from; i < nodes_.size(); ++i) nodes_[i].alive = false;
+    use_count_.resize(nodes_.size(), 0);
+    holes_.resize(from, false);
+    holes_.resize(nodes_.size(), true);
   }
   holes_[id.value] = false;
   Node& node = nodes_[id.value];
