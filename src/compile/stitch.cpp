@@ -18,7 +18,7 @@ namespace {
 bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 
 // A region's term read as a program, once per region: what to_graph would
-// build, without building it. Term node t is read through `edge[t]`: a
+// build, without building it. Term node t is read through `edges[t]`: a
 // non-view term node and the views on the way to it, composed as to_graph
 // composes them. Non-view nodes carry their op, attribute and type (inferred
 // from the inputs as Graph::add would), and a placeholder the input K it

@@ -80,7 +80,7 @@ class HlirLanguage {
   // Open addressing with linear probing, at most half full.
   std::vector<Slot> cache_;
   size_t cached_ = 0;
-  mutable std::mutex cache_mutex_;
+  std::mutex cache_mutex_;
 };
 
 // The per-class facts: type, a known constant value (every element equal),
