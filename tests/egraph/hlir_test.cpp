@@ -250,7 +250,8 @@ TEST_CASE("HLIR attributes are interned by their printed form; a value seen agai
   CHECK(lang.view_attr(view) == view_id);
   for (size_t i = attrs.size(); i-- > 0;) {
     CHECK(lang.attr(attrs[i]) == ids[i]);
-    for (size_t t = 0; t < types.size(); ++t) CHECK(lang.source_attr(attrs[i], types[t]) == source_ids[i * types.size() + t]);
+    for (size_t t = 0; t < types.size(); ++t)
+      CHECK(lang.source_attr(attrs[i], types[t]) == source_ids[i * types.size() + t]);
   }
   CHECK(table.size() == size);
   // A different value that prints the same is the same attribute, every time.
@@ -265,7 +266,8 @@ TEST_CASE("HLIR attributes are interned by their printed form; a value seen agai
   hlir::HlirLanguage other;
   for (size_t i = 0; i < attrs.size(); ++i) {
     CHECK(other.attr(attrs[i]) == ids[i]);
-    for (size_t t = 0; t < types.size(); ++t) CHECK(other.source_attr(attrs[i], types[t]) == source_ids[i * types.size() + t]);
+    for (size_t t = 0; t < types.size(); ++t)
+      CHECK(other.source_attr(attrs[i], types[t]) == source_ids[i * types.size() + t]);
   }
   CHECK(other.view_attr(view) == view_id);
 }
