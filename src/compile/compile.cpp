@@ -316,7 +316,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
       const region::Instance& inst = s.split.instances[first_instance[d]];
       for (size_t k = 0; k < inst.inputs.size(); ++k) {
         const auto [j, r] = home[inst.inputs[k].value];
-        if (j == UINT32_MAX) continue;  // a graph input or weight: priced as itself
+        if (j == UINT32_MAX) continue;  // a source, or a loop input of sources: priced as itself
         const size_t from = s.split.instances[j].region;
         if (!extractor[from]) {  // not built yet: priced in the next pass
           changed = true;
@@ -541,8 +541,9 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
   result.program = roll::unroll(std::move(stitched));
   const double unrolled_ms = ms_since(t);
 #ifndef NDEBUG
-  // Every node was built through Graph::add, or cloned by unroll with its
-  // original's type: debug builds check that all of it types and is acyclic.
+  // Nodes are built with the types their terms give (the stitch) or cloned
+  // with their original's (unroll), not inferred again: debug builds check
+  // that all of it types and is acyclic.
   result.program.verify();
 #endif
   spdlog::debug("stitch {:.2f} ms, unroll {:.2f} ms, verify {:.2f} ms", stitch_ms, unrolled_ms - stitch_ms,

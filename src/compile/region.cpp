@@ -15,7 +15,9 @@
 // `loop_input_static x == x` and could fuse it into the body's kernels, and
 // the body's region must be able to do the same. A loop_input whose sources
 // are all one edge is static too (rules/loops.rules makes it so in the
-// e-graph), and is read the same way.
+// e-graph), and is read the same way. A loop input of distinct graph
+// sources (a layer's weights) is computed by no region: regions read it
+// through a placeholder and the stitch copies it, as it copies a source.
 
 #include <spool/compile/region.hpp>
 #include <spool/roll/roll.hpp>
@@ -30,6 +32,19 @@ namespace {
 bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 // Constants and iotas are values: each region keeps its own copy.
 bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
+
+// Whether a loop marker is a loop input of sources read as they are, not
+// all one node (see split).
+bool is_passed_through(const Graph& rolled, NodeId id) {
+  const Node& n = rolled.node(id);
+  if (n.op != Op::LoopInput) return false;
+  bool all_same = true;
+  for (const Edge& e : n.inputs) {
+    if (!is_source(rolled.node(e.src)) || !e.view.is_identity()) return false;
+    all_same &= e.src == n.inputs[0].src;
+  }
+  return !all_same;
+}
 
 // Builds one region's graph from the rolled graph.
 // Static loop inputs whose cone of computed producers has at most this many
@@ -186,6 +201,18 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   for (size_t i = 0; i < loops.size(); ++i) {
     for (const NodeId n : loops[i].entries) region_of[n.value] = marker_region[i];
     for (const NodeId n : loops[i].exits) region_of[n.value] = marker_region[i];
+  }
+  // A loop input of a loop with its own region whose sources are graph
+  // sources, read without a view and not all one node (a layer's weight, one
+  // per iteration), is in no region: every region reads it through a
+  // placeholder, as it reads a graph source, and the stitch copies it. No
+  // rule can rewrite it: loop-input-same-sources needs sources proven equal,
+  // and distinct sources never are (equal constants are one node after
+  // auto_roll). It would be a third of the top-level e-graph.
+  for (size_t i = 0; i < loops.size(); ++i) {
+    if (body_region[i] == marker_region[i]) continue;
+    for (const NodeId n : loops[i].entries)
+      if (is_passed_through(rolled, n)) region_of[n.value] = -1;
   }
 
   // Static loop inputs read as copies of their cones: a small cone of

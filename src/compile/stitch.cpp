@@ -113,6 +113,20 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     }
     return Edge{source_copy[id.value], {}};
   };
+  // A value no region computes: a graph source, or a loop input of graph
+  // sources that region::split keeps out of the regions, copied once.
+  auto copy_outside = [&](NodeId id) {
+    const Node& n = rolled.node(id);
+    if (is_source(n)) return copy_source(id);
+    SPOOL_ASSERT(n.op == Op::LoopInput, "rolled node %{} is computed by no region", id.value);
+    if (!source_copy[id.value].valid()) {
+      std::vector<Edge> sources;
+      sources.reserve(n.inputs.size());
+      for (const Edge& e : n.inputs) sources.push_back(Edge{copy_source(e.src).src, e.view});
+      source_copy[id.value] = out.add_known(n.op, std::move(sources), n.attr, TensorType{n.dtype, n.shape});
+    }
+    return Edge{source_copy[id.value], {}};
+  };
   auto compose = [&](const Edge& base, const View& view) {
     if (view.is_identity()) return base;  // what compose_views gives: the base's own view
     return Edge{base.src, compose_views(base.view, view, out.node(base.src).shape)};
@@ -151,9 +165,8 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   // value of its own type, so every node reads inputs of the types its term
   // node reads, and inferring its type again would give the same.
   auto value_of = [&](NodeId id) -> Edge {
-    if (is_source(rolled.node(id))) return copy_source(id);
     const auto [i0, r0] = home[id.value];
-    SPOOL_ASSERT(i0 != UINT32_MAX, "rolled node %{} is computed by no region", id.value);
+    if (i0 == UINT32_MAX) return copy_outside(id);
     stack.assign(1, Frame{i0, output_edge(i0, r0).base});
     auto push = [&](uint32_t i, uint32_t t) {
       if (value[i][t].src.valid()) return false;
@@ -177,11 +190,10 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
         // A placeholder: the rolled node it stands for.
         const NodeId m = inst.inputs.at(node.placeholder);
         Edge v;
-        if (is_source(rolled.node(m))) {
-          v = copy_source(m);
+        if (home[m.value].first == UINT32_MAX) {
+          v = copy_outside(m);
         } else {
           const auto [j, r] = home[m.value];
-          SPOOL_ASSERT(j != UINT32_MAX, "rolled node %{} is computed by no region", m.value);
           const TermProgram::TermEdge& e = output_edge(j, r);
           if (push(j, e.base)) continue;
           v = compose_term(value[j][e.base], e);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <spool/compile/compile.hpp>
+#include <spool/compile/region.hpp>
 #include <spool/egraph/hlir_cost.hpp>
 #include <spool/interp/interp.hpp>
 #include <spool/ir/tensor.hpp>
@@ -325,6 +326,36 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
   check_same_outputs(g, from_marked.program);
   CHECK(compacted(cse(from_marked.program)) == compacted(cse(unrolled.program)));
   CHECK(compacted(cse(from_marked.program)) == compacted(cse(from_rolled.program)));
+}
+
+TEST_CASE("loop inputs of per-layer weights are in no e-graph; regions read them as placeholders") {
+  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  config.layers = 8;
+  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  CompileOptions options;
+  options.rule_files = {kRules};
+  const Saturated s = saturate(g, options);
+  REQUIRE(count_ops(s.rolled, Op::LoopInput) > 0);
+  size_t in_egraphs = 0;
+  for (const Region& region : s.regions)
+    for (const egraph::ClassId c : region.egraph->classes())
+      for (const egraph::NodeId n : region.egraph->class_nodes(c))
+        in_egraphs += region.egraph->node(n).op == region.lang->op(Op::LoopInput);
+  CHECK(in_egraphs == 0);
+  // Each is read by the body through a placeholder, and computed by no region.
+  const auto home = region::home_of(s.rolled, s.split);
+  size_t read = 0;
+  for (const region::Instance& inst : s.split.instances)
+    for (const NodeId m : inst.inputs)
+      if (s.rolled.node(m).op == Op::LoopInput) {
+        CHECK(home[m.value].first == UINT32_MAX);
+        ++read;
+      }
+  CHECK(read == count_ops(s.rolled, Op::LoopInput));
+  const Graph program = s.program(extract_greedy(s));
+  check_same_outputs(g, program);
+  options.roll = false;
+  CHECK(compacted(cse(program)) == compacted(cse(compile(g, options).program)));
 }
 
 TEST_CASE("a loop whose carried state resolves to a constant compiles, with and without the unroll-union") {

@@ -47,7 +47,9 @@ inline constexpr const char* kInputPrefix = "@in.";
 Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops = true);
 
 // Where each node of the rolled graph is computed: (instance, output R of
-// its region), or (UINT32_MAX, 0) for nodes no region computes (sources).
+// its region), or (UINT32_MAX, 0) for nodes no region computes: sources, and
+// loop inputs whose sources are distinct graph sources (a layer's weights),
+// which every region reads through a placeholder as it reads a source.
 std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const Split& split);
 
 }  // namespace spool::region
