@@ -3,7 +3,9 @@
 #include <spool/ir/view.hpp>
 #include <spool/support/error.hpp>
 
+#include <atomic>
 #include <bit>
+#include <boost/container/small_vector.hpp>
 #include <boost/container_hash/hash.hpp>
 
 namespace spool {
@@ -46,21 +48,26 @@ bool is_identity_step(const ViewStep& step, const Shape& in) {
   SPOOL_ASSERT(false, "bad view kind");
 }
 
-// Merges `next` (which reads the output of `prev`) into `prev`, or returns false.
-bool merge_steps(ViewStep& prev, const ViewStep& next) {
+// Whether `next` (which reads the output of `prev`) folds into `prev`.
+bool can_merge(const ViewStep& prev, const ViewStep& next) {
   if (prev.kind != next.kind) return false;
+  return next.kind != ViewKind::Pad || std::bit_cast<uint64_t>(prev.value) == std::bit_cast<uint64_t>(next.value);
+}
+
+// Folds `next` into `prev`; can_merge(prev, next) holds.
+void merge_steps(ViewStep& prev, const ViewStep& next) {
   switch (next.kind) {
     case ViewKind::Permute: {
       // out axis i reads next.a[i] of prev's output, which reads prev.a[next.a[i]].
       Shape perm(next.a.size());
       for (size_t i = 0; i < perm.size(); ++i) perm[i] = prev.a[static_cast<size_t>(next.a[i])];
       prev.a = perm;
-      return true;
+      return;
     }
     case ViewKind::Reshape:
     case ViewKind::Expand:
       prev.a = next.a;
-      return true;
+      return;
     case ViewKind::Slice:
       // Index j of the second slice reads start2 + j*step2 of the first, which
       // reads start1 + (start2 + j*step2)*step1 of the source.
@@ -72,16 +79,66 @@ bool merge_steps(ViewStep& prev, const ViewStep& next) {
         prev.c[i] = step;
         prev.b[i] = count == 0 ? start : start + (count - 1) * step + 1;
       }
-      return true;
+      return;
     case ViewKind::Pad:
-      if (std::bit_cast<uint64_t>(prev.value) != std::bit_cast<uint64_t>(next.value)) return false;
       for (size_t i = 0; i < prev.a.size(); ++i) {
         prev.a[i] += next.a[i];
         prev.b[i] += next.b[i];
       }
-      return true;
+      return;
   }
   SPOOL_ASSERT(false, "bad view kind");
+}
+
+// Whether `perm` is a permutation of `rank` axes, without allocating for the
+// ranks views have (a tensor of rank over 64 takes the heap).
+bool is_permutation(const Shape& perm, size_t rank) {
+  if (perm.size() != rank) return false;
+  boost::container::small_vector<bool, 64> seen(rank, false);
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(axis)]) return false;
+    seen[static_cast<size_t>(axis)] = true;
+  }
+  return true;
+}
+
+// The shapes a chain of steps reads: shapes[i] is the input of step i and
+// shapes.back() what the chain produces.
+using ShapeChain = boost::container::small_vector<Shape, 4>;
+
+ShapeChain shape_chain(const std::vector<ViewStep>& steps, const Shape& source) {
+  ShapeChain shapes;
+  shapes.reserve(steps.size() + 1);
+  shapes.push_back(source);
+  for (const ViewStep& step : steps) shapes.push_back(view_step_shape(step, shapes.back(), kind_name(step.kind)));
+  return shapes;
+}
+
+// Appends `step` to `steps` whose shapes are `shapes`, as View::append does,
+// keeping `shapes` in step. `merged` says whether the last step was merged by
+// the previous call: View::append validates every step again, and a slice of
+// an empty slice merges into one that starts past the end of its axis, which
+// the next append rejects.
+void append_step(std::vector<ViewStep>& steps, ShapeChain& shapes, bool& merged, const ViewStep& step,
+                 std::string_view op) {
+  if (merged) view_step_shape(steps.back(), shapes[shapes.size() - 2], kind_name(steps.back().kind));
+  merged = false;
+  Shape out = view_step_shape(step, shapes.back(), op);  // validates, throws on a bad step
+  if (is_identity_step(step, shapes.back())) return;
+  if (!steps.empty() && can_merge(steps.back(), step)) {
+    merge_steps(steps.back(), step);
+    // A merged step can cancel out (a permute and its inverse, a reshape back).
+    if (is_identity_step(steps.back(), shapes[shapes.size() - 2])) {
+      steps.pop_back();
+      shapes.pop_back();
+    } else {
+      shapes.back() = std::move(out);
+      merged = true;
+    }
+    return;
+  }
+  steps.push_back(step);
+  shapes.push_back(std::move(out));
 }
 
 }  // namespace
@@ -105,14 +162,8 @@ Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op
   const size_t rank = in.size();
   switch (step.kind) {
     case ViewKind::Permute: {
-      std::vector<bool> seen(rank, false);
-      bool ok = step.a.size() == rank;
-      for (int64_t axis : step.a) {
-        if (!ok) break;
-        ok = axis >= 0 && axis < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(axis)];
-        if (ok) seen[static_cast<size_t>(axis)] = true;
-      }
-      if (!ok) fail("{}: ({}) is not a permutation of the {} axes of {}", op, list_str(step.a), rank, shape_str(in));
+      if (!is_permutation(step.a, rank))
+        fail("{}: ({}) is not a permutation of the {} axes of {}", op, list_str(step.a), rank, shape_str(in));
       Shape out(rank);
       for (size_t i = 0; i < rank; ++i) out[i] = in[static_cast<size_t>(step.a[i])];
       return out;
@@ -160,37 +211,80 @@ Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op
   SPOOL_ASSERT(false, "bad view kind");
 }
 
+const std::vector<ViewStep> View::no_steps_;
+
+std::vector<ViewStep>& View::own_steps() {
+  // A count of 1 is this View's own reference: no other View can gain one
+  // while this one is being changed. The fence orders this View's writes
+  // after a former sharer's last reads (its release of the count).
+  if (steps_.use_count() != 1) steps_ = std::make_shared<std::vector<ViewStep>>(*steps_);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return *steps_;
+}
+
 Shape View::apply(const Shape& source) const {
   Shape shape = source;
-  for (const ViewStep& step : steps_) shape = view_step_shape(step, shape, kind_name(step.kind));
+  for (const ViewStep& step : steps()) shape = view_step_shape(step, shape, kind_name(step.kind));
   return shape;
 }
 
 void View::append(const ViewStep& step, const Shape& source, std::string_view op) {
-  // shapes[i] is the input shape of step i; shapes.back() is what the view reads now.
-  std::vector<Shape> shapes{source};
-  for (const ViewStep& existing : steps_)
-    shapes.push_back(view_step_shape(existing, shapes.back(), kind_name(existing.kind)));
-  const Shape& current = shapes.back();
+  // `in` is the input shape of the last step; `current` what the view reads now.
+  Shape in, current = source;
+  for (const ViewStep& existing : steps()) {
+    Shape out = view_step_shape(existing, current, kind_name(existing.kind));
+    in = std::move(current);
+    current = std::move(out);
+  }
   view_step_shape(step, current, op);  // validates, throws on a bad step
   if (is_identity_step(step, current)) return;
-  if (!steps_.empty() && merge_steps(steps_.back(), step)) {
-    // A merged step can cancel out (a permute and its inverse, a reshape back).
-    if (is_identity_step(steps_.back(), shapes[shapes.size() - 2])) steps_.pop_back();
+  if (!steps_) {
+    steps_ = std::make_shared<std::vector<ViewStep>>(1, step);
     return;
   }
-  steps_.push_back(step);
+  if (can_merge(steps_->back(), step)) {
+    std::vector<ViewStep>& steps = own_steps();
+    merge_steps(steps.back(), step);
+    // A merged step can cancel out (a permute and its inverse, a reshape back).
+    if (is_identity_step(steps.back(), in)) {
+      steps.pop_back();
+      if (steps.empty()) steps_.reset();
+    }
+    return;
+  }
+  own_steps().push_back(step);
 }
 
 View compose_views(const View& inner, const View& outer, const Shape& source) {
-  View result = inner;
-  for (const ViewStep& step : outer.steps()) result.append(step, source, "view");
+  if (outer.is_identity()) return inner;
+  ShapeChain shapes = shape_chain(inner.steps(), source);
+  if (inner.is_identity()) {
+    // The usual case: `outer` was made for this source, so every step fits,
+    // none is the identity and none folds into the one before it; appending
+    // its steps one by one would copy them unchanged.
+    bool unchanged = true;
+    const std::vector<ViewStep>& steps = outer.steps();
+    for (size_t i = 0; i < steps.size() && unchanged; ++i) {
+      Shape out = view_step_shape(steps[i], shapes.back(), "view");
+      unchanged = !is_identity_step(steps[i], shapes.back()) && (i == 0 || !can_merge(steps[i - 1], steps[i]));
+      shapes.push_back(std::move(out));
+    }
+    if (unchanged) return outer;
+    shapes.resize(1);
+  }
+  std::vector<ViewStep> steps;
+  steps.reserve(inner.steps().size() + outer.steps().size());
+  steps = inner.steps();
+  bool merged = false;
+  for (const ViewStep& step : outer.steps()) append_step(steps, shapes, merged, step, "view");
+  View result;
+  if (!steps.empty()) result.steps_ = std::make_shared<std::vector<ViewStep>>(std::move(steps));
   return result;
 }
 
 size_t View::hash() const {
   size_t seed = 0;
-  for (const ViewStep& step : steps_) {
+  for (const ViewStep& step : steps()) {
     boost::hash_combine(seed, static_cast<int>(step.kind));
     for (const Shape* values : {&step.a, &step.b, &step.c})
       boost::hash_range(seed, values->begin(), values->end());
@@ -201,7 +295,7 @@ size_t View::hash() const {
 
 std::string View::str() const {
   std::string out;
-  for (const ViewStep& step : steps_) {
+  for (const ViewStep& step : steps()) {
     if (!out.empty()) out += ' ';
     out += kind_name(step.kind);
     out += '(';

@@ -12,6 +12,7 @@
 #include <spool/ir/dtype.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,15 @@ struct ViewStep {
   bool operator==(const ViewStep& other) const;
 };
 
+// A View is a value; its steps are shared between copies and copied only
+// when a View that shares them is appended to (copy-on-write), so copying an
+// edge costs a reference count, not a copy of every step's three shapes.
 class View {
  public:
   View() = default;
 
-  bool is_identity() const { return steps_.empty(); }
-  const std::vector<ViewStep>& steps() const { return steps_; }
+  bool is_identity() const { return steps_ == nullptr; }
+  const std::vector<ViewStep>& steps() const { return steps_ ? *steps_ : no_steps_; }
 
   // The shape a consumer sees when this view reads a buffer of `source` shape.
   Shape apply(const Shape& source) const;
@@ -50,14 +54,23 @@ class View {
   // operation in the message.
   void append(const ViewStep& step, const Shape& source, std::string_view op);
 
-  bool operator==(const View& other) const = default;
+  bool operator==(const View& other) const {
+    return steps_ == other.steps_ || (steps_ && other.steps_ && *steps_ == *other.steps_);
+  }
   size_t hash() const;
 
   // Text form: `permute(1,0) slice(0:4:1,0:8:2)`; "" for the identity.
   std::string str() const;
 
  private:
-  std::vector<ViewStep> steps_;
+  friend View compose_views(const View& inner, const View& outer, const Shape& source);
+
+  // The steps, to be changed in place: copied first if another View shares them.
+  std::vector<ViewStep>& own_steps();
+
+  static const std::vector<ViewStep> no_steps_;
+  // Never empty: the identity holds no vector at all.
+  std::shared_ptr<std::vector<ViewStep>> steps_;
 };
 
 // `outer` read through `inner`: the view that applies `inner` to a buffer of
