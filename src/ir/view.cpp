@@ -257,21 +257,21 @@ void View::append(const ViewStep& step, const Shape& source, std::string_view op
 
 View compose_views(const View& inner, const View& outer, const Shape& source) {
   if (outer.is_identity()) return inner;
-  ShapeChain shapes = shape_chain(inner.steps(), source);
   if (inner.is_identity()) {
     // The usual case: `outer` was made for this source, so every step fits,
     // none is the identity and none folds into the one before it; appending
     // its steps one by one would copy them unchanged.
-    bool unchanged = true;
     const std::vector<ViewStep>& steps = outer.steps();
+    Shape current = source;
+    bool unchanged = true;
     for (size_t i = 0; i < steps.size() && unchanged; ++i) {
-      Shape out = view_step_shape(steps[i], shapes.back(), "view");
-      unchanged = !is_identity_step(steps[i], shapes.back()) && (i == 0 || !can_merge(steps[i - 1], steps[i]));
-      shapes.push_back(std::move(out));
+      Shape out = view_step_shape(steps[i], current, "view");
+      unchanged = !is_identity_step(steps[i], current) && (i == 0 || !can_merge(steps[i - 1], steps[i]));
+      current = std::move(out);
     }
     if (unchanged) return outer;
-    shapes.resize(1);
   }
+  ShapeChain shapes = shape_chain(inner.steps(), source);
   std::vector<ViewStep> steps;
   steps.reserve(inner.steps().size() + outer.steps().size());
   steps = inner.steps();

@@ -30,6 +30,20 @@ Edge resolve(const Graph& g, const Edge& edge, const std::vector<int>& position,
   return Edge{value.src, compose_views(value.view, edge.view, g.node(value.src).shape)};
 }
 
+// How input `i` of a cloned body node is found in every iteration: the
+// original edge, read from outside the body (`from` < 0) or from the value of
+// body position `from`.
+struct InputPlan {
+  int from = -1;
+  Edge edge;
+  // The edge's view alone, composed onto the identity as resolve() would. A
+  // clone's value carries no view, so this is what the input reads in every
+  // iteration where its producer is a clone; composing it once instead of
+  // once per iteration is the bulk of unrolling a long loop. Computed at its
+  // first use.
+  std::optional<View> own;
+};
+
 void unroll_loop(Graph& g, const Loop& loop) {
   std::vector<int> position(g.id_bound(), -1);
   for (size_t i = 0; i < loop.body.size(); ++i) position[loop.body[i].value] = static_cast<int>(i);
@@ -37,27 +51,26 @@ void unroll_loop(Graph& g, const Loop& loop) {
   for (const NodeId exit : loop.exits)
     if (g.node(exit).op == Op::LoopEnd) end_of[static_cast<size_t>(position[g.node(exit).inputs[1].src.value])] = exit;
 
-  // plain[p][i]: input i of body node p seen through its own view alone,
-  // composed onto the identity as resolve() would. A clone's value carries no
-  // view, so this is what the input reads in every iteration where its
-  // producer is a clone; composing it once instead of once per iteration is
-  // the bulk of unrolling a long loop.
-  std::vector<std::vector<std::optional<View>>> plain(loop.body.size());
+  // Every body node but the entry markers is cloned once per iteration, its
+  // inputs found as planned here.
+  std::vector<std::vector<InputPlan>> plans(loop.body.size());
+  size_t cloned = 0;
+  for (size_t p = 0; p < loop.body.size(); ++p) {
+    const Node& node = g.node(loop.body[p]);
+    if (node.op == Op::LoopStart || node.op == Op::LoopInput || node.op == Op::LoopInputStatic) continue;
+    ++cloned;
+    plans[p].reserve(node.inputs.size());
+    for (const Edge& edge : node.inputs)
+      plans[p].push_back({edge.src.value < position.size() ? position[edge.src.value] : -1, edge, std::nullopt});
+  }
+  g.reserve(g.id_bound() + cloned * static_cast<size_t>(loop.trips));
   // iterations[k][p]: the value of body node p in iteration k.
   std::vector<std::vector<Edge>> iterations;
   iterations.reserve(static_cast<size_t>(loop.trips));
-  // Every body node but the entry markers is cloned once per iteration.
-  size_t cloned = 0;
-  for (const NodeId id : loop.body) {
-    const Op op = g.node(id).op;
-    cloned += op != Op::LoopStart && op != Op::LoopInput && op != Op::LoopInputStatic;
-  }
-  g.reserve(g.id_bound() + cloned * static_cast<size_t>(loop.trips));
   for (int64_t k = 0; k < loop.trips; ++k) {
     std::vector<Edge> values(loop.body.size());
     for (size_t p = 0; p < loop.body.size(); ++p) {
-      const NodeId id = loop.body[p];
-      const Node& node = g.node(id);  // valid until the next add
+      const Node& node = g.node(loop.body[p]);  // valid until the next add
       switch (node.op) {
         case Op::LoopStart: {
           if (k == 0) {
@@ -76,35 +89,28 @@ void unroll_loop(Graph& g, const Loop& loop) {
         case Op::LoopInputStatic: values[p] = node.inputs[0]; break;
         default: {
           std::vector<Edge> inputs;
-          inputs.reserve(node.inputs.size());
-          std::vector<std::optional<View>>& own_views = plain[p];
-          own_views.resize(node.inputs.size());
-          for (size_t i = 0; i < node.inputs.size(); ++i) {
-            const Edge& edge = node.inputs[i];
-            const int q = edge.src.value < position.size() ? position[edge.src.value] : -1;
-            if (q < 0) {
-              inputs.push_back(edge);  // read from outside the body: as resolve() returns it
+          inputs.reserve(plans[p].size());
+          for (InputPlan& plan : plans[p]) {
+            if (plan.from < 0) {
+              inputs.push_back(plan.edge);  // read from outside the body: as resolve() returns it
               continue;
             }
-            const Edge& value = values[static_cast<size_t>(q)];
+            const Edge& value = values[static_cast<size_t>(plan.from)];
             if (!value.src.valid() || !value.view.is_identity()) {
-              inputs.push_back(resolve(g, edge, position, values));
+              inputs.push_back(resolve(g, plan.edge, position, values));
               continue;
             }
-            if (edge.view.is_identity()) {
+            if (plan.edge.view.is_identity()) {
               inputs.push_back(Edge{value.src, {}});
               continue;
             }
             // The producer's value has the type of the original producer, so
             // the original's shape is the one the view reads.
-            if (!own_views[i]) own_views[i] = compose_views(View{}, edge.view, g.node(edge.src).shape);
-            inputs.push_back(Edge{value.src, *own_views[i]});
+            if (!plan.own) plan.own = compose_views(View{}, plan.edge.view, g.node(plan.edge.src).shape);
+            inputs.push_back(Edge{value.src, *plan.own});
           }
           // A clone reads values of the types the original reads: its type is the original's.
-          const Op op = node.op;
-          Attr attr = node.attr;
-          TensorType type{node.dtype, node.shape};
-          values[p] = Edge{g.add_known(op, std::move(inputs), std::move(attr), std::move(type)), {}};
+          values[p] = Edge{g.add_known(node.op, std::move(inputs), node.attr, TensorType{node.dtype, node.shape}), {}};
         }
       }
     }
@@ -113,30 +119,30 @@ void unroll_loop(Graph& g, const Loop& loop) {
 
   // Exits read the last iteration (loop_end) or their own (loop_output);
   // their readers are rewired in one pass over the graph.
-  std::vector<Edge> replacement(g.id_bound());
-  for (const NodeId exit : loop.exits) {
-    const Node& node = g.node(exit);
+  const size_t bound = g.id_bound();
+  std::vector<int> exit_slot(bound, -1);  // node id -> index in loop.exits, -1 for other nodes
+  std::vector<Edge> replacement(loop.exits.size());
+  for (size_t x = 0; x < loop.exits.size(); ++x) {
+    const Node& node = g.node(loop.exits[x]);
     const int64_t k = node.op == Op::LoopEnd ? loop.trips - 1 : std::get<LoopAttr>(node.attr).index;
-    replacement[exit.value] = resolve(g, node.inputs[0], position, iterations[static_cast<size_t>(k)]);
+    exit_slot[loop.exits[x].value] = static_cast<int>(x);
+    replacement[x] = resolve(g, node.inputs[0], position, iterations[static_cast<size_t>(k)]);
   }
   auto rewired = [&](const Edge& edge) {
-    const Edge& r = replacement[edge.src.value];
+    const Edge& r = replacement[static_cast<size_t>(exit_slot[edge.src.value])];
     if (edge.view.is_identity()) return r;  // compose_views(r.view, identity) is r.view
     return Edge{r.src, compose_views(r.view, edge.view, g.node(r.src).shape)};
   };
-  for (uint32_t id = 0; id < g.id_bound(); ++id) {
-    if (!g.contains(NodeId{id})) continue;
-    for (size_t i = 0; i < g.node(NodeId{id}).inputs.size(); ++i) {
-      const Edge& e = g.node(NodeId{id}).inputs[i];
-      const bool in_body = id < position.size() && position[id] >= 0;
-      if (!in_body && e.src.value < replacement.size() && replacement[e.src.value].src.valid())
-        g.set_input(NodeId{id}, i, rewired(e));
-    }
+  auto reads_exit = [&](const Edge& edge) { return edge.src.value < bound && exit_slot[edge.src.value] >= 0; };
+  for (uint32_t id = 0; id < bound; ++id) {
+    const bool in_body = id < position.size() && position[id] >= 0;
+    if (in_body || !g.contains(NodeId{id})) continue;
+    const size_t count = g.node(NodeId{id}).inputs.size();
+    for (size_t i = 0; i < count; ++i)
+      if (reads_exit(g.node(NodeId{id}).inputs[i])) g.set_input(NodeId{id}, i, rewired(g.node(NodeId{id}).inputs[i]));
   }
-  for (size_t o = 0; o < g.outputs().size(); ++o) {
-    const Edge& e = g.outputs()[o].edge;
-    if (e.src.value < replacement.size() && replacement[e.src.value].src.valid()) g.set_output(o, rewired(e));
-  }
+  for (size_t o = 0; o < g.outputs().size(); ++o)
+    if (reads_exit(g.outputs()[o].edge)) g.set_output(o, rewired(g.outputs()[o].edge));
   for (const NodeId exit : loop.exits) g.remove(exit);
   for (auto it = loop.body.rbegin(); it != loop.body.rend(); ++it) g.remove(*it);
 }
