@@ -90,16 +90,31 @@ void merge_steps(ViewStep& prev, const ViewStep& next) {
   SPOOL_ASSERT(false, "bad view kind");
 }
 
-// Whether `perm` is a permutation of `rank` axes, without allocating for the
-// ranks views have (a tensor of rank over 64 takes the heap).
+// Whether `perm` is a permutation of `rank` axes; without allocating for the
+// ranks tensors have.
 bool is_permutation(const Shape& perm, size_t rank) {
   if (perm.size() != rank) return false;
-  boost::container::small_vector<bool, 64> seen(rank, false);
+  if (rank <= 64) {
+    uint64_t seen = 0;
+    for (int64_t axis : perm) {
+      if (axis < 0 || axis >= static_cast<int64_t>(rank) || (seen >> axis & 1)) return false;
+      seen |= uint64_t{1} << axis;
+    }
+    return true;
+  }
+  std::vector<bool> seen(rank, false);
   for (int64_t axis : perm) {
     if (axis < 0 || axis >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(axis)]) return false;
     seen[static_cast<size_t>(axis)] = true;
   }
   return true;
+}
+
+// num_elements, inline: a reshape is validated on every view applied.
+int64_t elements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
 }
 
 // The shapes a chain of steps reads: shapes[i] is the input of step i and
@@ -171,7 +186,7 @@ Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op
     case ViewKind::Reshape: {
       for (int64_t d : step.a)
         if (d < 0) fail("{}: negative size in target shape {}", op, shape_str(step.a));
-      if (num_elements(step.a) != num_elements(in))
+      if (elements(step.a) != elements(in))
         fail("{}: cannot view {} ({} elements) as {} ({} elements)", op, shape_str(in), num_elements(in),
              shape_str(step.a), num_elements(step.a));
       return step.a;

@@ -134,12 +134,21 @@ void unroll_loop(Graph& g, const Loop& loop) {
     return Edge{r.src, compose_views(r.view, edge.view, g.node(r.src).shape)};
   };
   auto reads_exit = [&](const Edge& edge) { return edge.src.value < bound && exit_slot[edge.src.value] >= 0; };
-  for (uint32_t id = 0; id < bound; ++id) {
+  // The scan stops once every node edge that reads an exit is rewired (the
+  // exits' use counts less the outputs that read them): the readers are
+  // usually a few nodes right after the loop, before the clones.
+  size_t pending = 0;
+  for (const NodeId exit : loop.exits) pending += g.use_count(exit);
+  for (const Output& output : g.outputs()) pending -= reads_exit(output.edge);
+  for (uint32_t id = 0; id < bound && pending > 0; ++id) {
     const bool in_body = id < position.size() && position[id] >= 0;
     if (in_body || !g.contains(NodeId{id})) continue;
-    const size_t count = g.node(NodeId{id}).inputs.size();
-    for (size_t i = 0; i < count; ++i)
-      if (reads_exit(g.node(NodeId{id}).inputs[i])) g.set_input(NodeId{id}, i, rewired(g.node(NodeId{id}).inputs[i]));
+    const Node& node = g.node(NodeId{id});
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (!reads_exit(node.inputs[i])) continue;
+      g.set_input(NodeId{id}, i, rewired(node.inputs[i]));  // changes the node in place
+      --pending;
+    }
   }
   for (size_t o = 0; o < g.outputs().size(); ++o)
     if (reads_exit(g.outputs()[o].edge)) g.set_output(o, rewired(g.outputs()[o].edge));
