@@ -173,15 +173,19 @@ ViewStep pad_step(Shape before, Shape after, double value) {
 }
 ViewStep expand_step(Shape shape) { return {ViewKind::Expand, std::move(shape), {}, {}, 0.0}; }
 
-Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op) {
+namespace {
+
+// view_step_shape, writing the shape to `out` (which is not `in`): View::apply
+// reads and writes two buffers in turn instead of a new Shape per step.
+void step_shape(const ViewStep& step, const Shape& in, Shape& out, std::string_view op) {
   const size_t rank = in.size();
   switch (step.kind) {
     case ViewKind::Permute: {
       if (!is_permutation(step.a, rank))
         fail("{}: ({}) is not a permutation of the {} axes of {}", op, list_str(step.a), rank, shape_str(in));
-      Shape out(rank);
+      out.resize(rank);
       for (size_t i = 0; i < rank; ++i) out[i] = in[static_cast<size_t>(step.a[i])];
-      return out;
+      return;
     }
     case ViewKind::Reshape: {
       for (int64_t d : step.a)
@@ -189,30 +193,31 @@ Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op
       if (elements(step.a) != elements(in))
         fail("{}: cannot view {} ({} elements) as {} ({} elements)", op, shape_str(in), num_elements(in),
              shape_str(step.a), num_elements(step.a));
-      return step.a;
+      out = step.a;
+      return;
     }
     case ViewKind::Slice: {
       if (step.a.size() != rank || step.b.size() != rank || step.c.size() != rank)
         fail("{}: slice of rank {} applied to {}", op, step.a.size(), shape_str(in));
-      Shape out(rank);
+      out.resize(rank);
       for (size_t i = 0; i < rank; ++i) {
         if (step.c[i] < 1) fail("{}: step {} on axis {} must be at least 1", op, step.c[i], i);
         if (step.a[i] < 0 || step.a[i] > step.b[i] || step.b[i] > in[i])
           fail("{}: range {}:{} on axis {} is out of bounds for {}", op, step.a[i], step.b[i], i, shape_str(in));
         out[i] = (step.b[i] - step.a[i] + step.c[i] - 1) / step.c[i];
       }
-      return out;
+      return;
     }
     case ViewKind::Pad: {
       if (step.a.size() != rank || step.b.size() != rank)
         fail("{}: padding of rank {} applied to {}", op, step.a.size(), shape_str(in));
-      Shape out(rank);
+      out.resize(rank);
       for (size_t i = 0; i < rank; ++i) {
         if (step.a[i] < 0 || step.b[i] < 0)
           fail("{}: negative padding ({}, {}) on axis {}", op, step.a[i], step.b[i], i);
         out[i] = in[i] + step.a[i] + step.b[i];
       }
-      return out;
+      return;
     }
     case ViewKind::Expand: {
       if (step.a.size() != rank) fail("{}: cannot expand {} to {}: ranks differ", op, shape_str(in), shape_str(step.a));
@@ -220,10 +225,19 @@ Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op
         if (in[i] != step.a[i] && (in[i] != 1 || step.a[i] < 0))
           fail("{}: cannot expand {} to {}: axis {} has size {}, not 1", op, shape_str(in), shape_str(step.a), i,
                in[i]);
-      return step.a;
+      out = step.a;
+      return;
     }
   }
   SPOOL_ASSERT(false, "bad view kind");
+}
+
+}  // namespace
+
+Shape view_step_shape(const ViewStep& step, const Shape& in, std::string_view op) {
+  Shape out;
+  step_shape(step, in, out, op);
+  return out;
 }
 
 const std::vector<ViewStep> View::no_steps_;
@@ -238,9 +252,15 @@ std::vector<ViewStep>& View::own_steps() {
 }
 
 Shape View::apply(const Shape& source) const {
-  Shape shape = source;
-  for (const ViewStep& step : steps()) shape = view_step_shape(step, shape, kind_name(step.kind));
-  return shape;
+  if (!steps_) return source;
+  Shape buffers[2];
+  const Shape* in = &source;
+  for (size_t i = 0; i < steps_->size(); ++i) {
+    const ViewStep& step = (*steps_)[i];
+    step_shape(step, *in, buffers[i % 2], kind_name(step.kind));
+    in = &buffers[i % 2];
+  }
+  return std::move(buffers[(steps_->size() - 1) % 2]);
 }
 
 void View::append(const ViewStep& step, const Shape& source, std::string_view op) {

@@ -44,6 +44,29 @@ struct InputPlan {
   std::optional<View> own;
 };
 
+// compose_views(View{}, view, shape), remembering a few: a loop's outputs
+// read the values of its iterations through equal views (each its own copy),
+// as do several inputs of its body.
+class OntoIdentity {
+ public:
+  View operator()(const View& view, const Shape& shape) {
+    for (const Entry& e : entries_)
+      if (e.shape == shape && e.view == view) return e.composed;
+    View composed = compose_views(View{}, view, shape);
+    if (entries_.size() < kEntries) entries_.push_back({view, shape, composed});
+    return composed;
+  }
+
+ private:
+  static constexpr size_t kEntries = 8;
+  struct Entry {
+    View view;
+    Shape shape;
+    View composed;
+  };
+  std::vector<Entry> entries_;
+};
+
 void unroll_loop(Graph& g, const Loop& loop) {
   std::vector<int> position(g.id_bound(), -1);
   for (size_t i = 0; i < loop.body.size(); ++i) position[loop.body[i].value] = static_cast<int>(i);
@@ -64,6 +87,7 @@ void unroll_loop(Graph& g, const Loop& loop) {
       plans[p].push_back({edge.src.value < position.size() ? position[edge.src.value] : -1, edge, std::nullopt});
   }
   g.reserve(g.id_bound() + cloned * static_cast<size_t>(loop.trips));
+  OntoIdentity onto_identity;
   // iterations[k][p]: the value of body node p in iteration k.
   std::vector<std::vector<Edge>> iterations;
   iterations.reserve(static_cast<size_t>(loop.trips));
@@ -106,7 +130,7 @@ void unroll_loop(Graph& g, const Loop& loop) {
             }
             // The producer's value has the type of the original producer, so
             // the original's shape is the one the view reads.
-            if (!plan.own) plan.own = compose_views(View{}, plan.edge.view, g.node(plan.edge.src).shape);
+            if (!plan.own) plan.own = onto_identity(plan.edge.view, g.node(plan.edge.src).shape);
             inputs.push_back(Edge{value.src, *plan.own});
           }
           // A clone reads values of the types the original reads: its type is the original's.
@@ -131,7 +155,9 @@ void unroll_loop(Graph& g, const Loop& loop) {
   auto rewired = [&](const Edge& edge) {
     const Edge& r = replacement[static_cast<size_t>(exit_slot[edge.src.value])];
     if (edge.view.is_identity()) return r;  // compose_views(r.view, identity) is r.view
-    return Edge{r.src, compose_views(r.view, edge.view, g.node(r.src).shape)};
+    const Shape& source = g.node(r.src).shape;
+    if (r.view.is_identity()) return Edge{r.src, onto_identity(edge.view, source)};
+    return Edge{r.src, compose_views(r.view, edge.view, source)};
   };
   auto reads_exit = [&](const Edge& edge) { return edge.src.value < bound && exit_slot[edge.src.value] >= 0; };
   // The scan stops once every node edge that reads an exit is rewired (the
