@@ -272,6 +272,67 @@ TEST_CASE("a loop whose carried state resolves to a value outside the body unrol
   }
 }
 
+TEST_CASE("unrolling composes the views of loop inputs, body edges, exit readers and outputs") {
+  // Loop inputs read through a slice, body edges and the readers of the
+  // exits (a node and outputs) through their own views; two outputs read
+  // their iterations through equal views. The expected text is what unroll
+  // gave before it planned each clone's inputs once per loop.
+  const Result<Graph> rolled = parse_graph(R"(graph views {
+  %0 = input {name="x"} : f32[2,6]
+  %1 = input {name="w0"} : f32[2,8]
+  %2 = input {name="w1"} : f32[2,8]
+  %3 = input {name="w2"} : f32[2,8]
+  %4 = loop_start(%0) {loop=1, trips=3, index=0} : f32[2,6]
+  %5 = loop_input(%1 <slice(0:2:1,1:7:1)>, %2 <slice(0:2:1,1:7:1)>, %3 <slice(0:2:1,1:7:1)>) {loop=1, trips=3, index=0} : f32[2,6]
+  %6 = add(%4, %5) : f32[2,6]
+  %7 = exp2(%6 <permute(1,0)>) : f32[6,2]
+  %8 = add(%7, %5 <permute(1,0)>) : f32[6,2]
+  %9 = constant {value=0.5} : f32[]
+  %10 = mul(%4 <slice(0:2:1,0:6:2) pad(0:0,0:3;0)>, %9 <reshape(1,1) expand(2,6)>) : f32[2,6]
+  %11 = add(%8 <permute(1,0)>, %10) : f32[2,6]
+  %12 = loop_end(%11, %4) {loop=1, trips=3, index=0} : f32[2,6]
+  %13 = loop_output(%8) {loop=1, trips=3, index=0} : f32[6,2]
+  %14 = loop_output(%8) {loop=1, trips=3, index=2} : f32[6,2]
+  %15 = constant {value=2.0} : f32[]
+  %16 = mul(%12 <permute(1,0)>, %15 <reshape(1,1) expand(6,2)>) : f32[6,2]
+  output "t0" = %13 <permute(1,0) reshape(12)>
+  output "t2" = %14 <permute(1,0) reshape(12)>
+  output "final" = %16
+  output "final_flat" = %12 <reshape(12)>
+}
+)");
+  REQUIRE(rolled.ok());
+  CHECK(print_graph(roll::unroll(rolled.value())) == R"(graph views {
+  %0 = input {name="x"} : f32[2,6]
+  %1 = input {name="w0"} : f32[2,8]
+  %2 = input {name="w1"} : f32[2,8]
+  %3 = input {name="w2"} : f32[2,8]
+  %9 = constant {value=0.5} : f32[]
+  %15 = constant {value=2.0} : f32[]
+  %17 = add(%0, %1 <slice(0:2:1,1:7:1)>) : f32[2,6]
+  %18 = exp2(%17 <permute(1,0)>) : f32[6,2]
+  %19 = add(%18, %1 <slice(0:2:1,1:7:1) permute(1,0)>) : f32[6,2]
+  %20 = mul(%0 <slice(0:2:1,0:6:2) pad(0:0,0:3;0)>, %9 <reshape(1,1) expand(2,6)>) : f32[2,6]
+  %21 = add(%19 <permute(1,0)>, %20) : f32[2,6]
+  %22 = add(%21, %2 <slice(0:2:1,1:7:1)>) : f32[2,6]
+  %23 = exp2(%22 <permute(1,0)>) : f32[6,2]
+  %24 = add(%23, %2 <slice(0:2:1,1:7:1) permute(1,0)>) : f32[6,2]
+  %25 = mul(%21 <slice(0:2:1,0:6:2) pad(0:0,0:3;0)>, %9 <reshape(1,1) expand(2,6)>) : f32[2,6]
+  %26 = add(%24 <permute(1,0)>, %25) : f32[2,6]
+  %27 = add(%26, %3 <slice(0:2:1,1:7:1)>) : f32[2,6]
+  %28 = exp2(%27 <permute(1,0)>) : f32[6,2]
+  %29 = add(%28, %3 <slice(0:2:1,1:7:1) permute(1,0)>) : f32[6,2]
+  %30 = mul(%26 <slice(0:2:1,0:6:2) pad(0:0,0:3;0)>, %9 <reshape(1,1) expand(2,6)>) : f32[2,6]
+  %31 = add(%29 <permute(1,0)>, %30) : f32[2,6]
+  %16 = mul(%31 <permute(1,0)>, %15 <reshape(1,1) expand(6,2)>) : f32[6,2]
+  output "t0" = %19 <permute(1,0) reshape(12)>
+  output "t2" = %29 <permute(1,0) reshape(12)>
+  output "final" = %16
+  output "final_flat" = %31 <reshape(12)>
+}
+)");
+}
+
 TEST_CASE("inconsistent markers are reported, and the interpreter refuses rolled graphs") {
   Graph g("bad");
   const Tensor x = input(g, "x", DType::F32, {3});
