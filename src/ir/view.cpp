@@ -17,7 +17,7 @@ std::string list_str(const Shape& values) {
   return out;
 }
 
-const char* kind_name(ViewKind kind) {
+std::string_view kind_name(ViewKind kind) {
   switch (kind) {
     case ViewKind::Permute: return "permute";
     case ViewKind::Reshape: return "reshape";
@@ -264,27 +264,43 @@ Shape View::apply(const Shape& source) const {
 }
 
 void View::append(const ViewStep& step, const Shape& source, std::string_view op) {
-  // `in` is the input shape of the last step; `current` what the view reads now.
-  Shape in, current = source;
-  for (const ViewStep& existing : steps()) {
-    Shape out = view_step_shape(existing, current, kind_name(existing.kind));
-    in = std::move(current);
-    current = std::move(out);
+  // `current` is what the view reads now, `in` the input of its last step;
+  // the shapes are written to two buffers in turn.
+  Shape buffers[2];
+  const Shape* in = nullptr;
+  const Shape* current = &source;
+  const std::vector<ViewStep>& existing = steps();
+  for (size_t i = 0; i < existing.size(); ++i) {
+    step_shape(existing[i], *current, buffers[i % 2], kind_name(existing[i].kind));
+    in = current;
+    current = &buffers[i % 2];
   }
-  view_step_shape(step, current, op);  // validates, throws on a bad step
-  if (is_identity_step(step, current)) return;
+  Shape out;
+  step_shape(step, *current, out, op);  // validates, throws on a bad step
+  if (is_identity_step(step, *current)) return;
   if (!steps_) {
-    steps_ = std::make_shared<std::vector<ViewStep>>(1, step);
+    // Room for a second step: views are mostly built a step or two at a time.
+    steps_ = std::make_shared<std::vector<ViewStep>>();
+    steps_->reserve(2);
+    steps_->push_back(step);
     return;
   }
   if (can_merge(steps_->back(), step)) {
     std::vector<ViewStep>& steps = own_steps();
     merge_steps(steps.back(), step);
     // A merged step can cancel out (a permute and its inverse, a reshape back).
-    if (is_identity_step(steps.back(), in)) {
+    if (is_identity_step(steps.back(), *in)) {
       steps.pop_back();
       if (steps.empty()) steps_.reset();
     }
+    return;
+  }
+  if (steps_.use_count() != 1) {  // shared: a copy with room for the step
+    auto steps = std::make_shared<std::vector<ViewStep>>();
+    steps->reserve(steps_->size() + 1);
+    steps->insert(steps->end(), steps_->begin(), steps_->end());
+    steps->push_back(step);
+    steps_ = std::move(steps);
     return;
   }
   own_steps().push_back(step);
