@@ -7,6 +7,7 @@
 #include <bit>
 #include <boost/container/small_vector.hpp>
 #include <boost/container_hash/hash.hpp>
+#include <string_view>
 
 namespace spool {
 namespace {
@@ -17,13 +18,16 @@ std::string list_str(const Shape& values) {
   return out;
 }
 
+// With its length: a step's shape is checked naming its kind, and a switch
+// of plain strings becomes a table of pointers and a strlen per call.
 std::string_view kind_name(ViewKind kind) {
+  using namespace std::string_view_literals;
   switch (kind) {
-    case ViewKind::Permute: return "permute";
-    case ViewKind::Reshape: return "reshape";
-    case ViewKind::Slice: return "slice";
-    case ViewKind::Pad: return "pad";
-    case ViewKind::Expand: return "expand";
+    case ViewKind::Permute: return "permute"sv;
+    case ViewKind::Reshape: return "reshape"sv;
+    case ViewKind::Slice: return "slice"sv;
+    case ViewKind::Pad: return "pad"sv;
+    case ViewKind::Expand: return "expand"sv;
   }
   SPOOL_ASSERT(false, "bad view kind");
 }
@@ -118,14 +122,19 @@ int64_t elements(const Shape& shape) {
 }
 
 // The shapes a chain of steps reads: shapes[i] is the input of step i and
-// shapes.back() what the chain produces.
+// shapes.back() what the chain produces. Each shape is written in place.
 using ShapeChain = boost::container::small_vector<Shape, 4>;
+
+void step_shape(const ViewStep& step, const Shape& in, Shape& out, std::string_view op);
 
 ShapeChain shape_chain(const std::vector<ViewStep>& steps, const Shape& source) {
   ShapeChain shapes;
   shapes.reserve(steps.size() + 1);
   shapes.push_back(source);
-  for (const ViewStep& step : steps) shapes.push_back(view_step_shape(step, shapes.back(), kind_name(step.kind)));
+  for (const ViewStep& step : steps) {
+    shapes.emplace_back();
+    step_shape(step, shapes[shapes.size() - 2], shapes.back(), kind_name(step.kind));
+  }
   return shapes;
 }
 
@@ -136,24 +145,34 @@ ShapeChain shape_chain(const std::vector<ViewStep>& steps, const Shape& source) 
 // the next append rejects.
 void append_step(std::vector<ViewStep>& steps, ShapeChain& shapes, bool& merged, const ViewStep& step,
                  std::string_view op) {
-  if (merged) view_step_shape(steps.back(), shapes[shapes.size() - 2], kind_name(steps.back().kind));
+  if (merged) {
+    Shape unused;
+    step_shape(steps.back(), shapes[shapes.size() - 2], unused, kind_name(steps.back().kind));
+  }
   merged = false;
-  Shape out = view_step_shape(step, shapes.back(), op);  // validates, throws on a bad step
-  if (is_identity_step(step, shapes.back())) return;
+  // The step's output, written where it stays if the step is kept: shapes
+  // are now [..., input of the last step, current, out].
+  shapes.emplace_back();
+  step_shape(step, shapes[shapes.size() - 2], shapes.back(), op);  // validates, throws on a bad step
+  if (is_identity_step(step, shapes[shapes.size() - 2])) {
+    shapes.pop_back();
+    return;
+  }
   if (!steps.empty() && can_merge(steps.back(), step)) {
     merge_steps(steps.back(), step);
     // A merged step can cancel out (a permute and its inverse, a reshape back).
-    if (is_identity_step(steps.back(), shapes[shapes.size() - 2])) {
+    if (is_identity_step(steps.back(), shapes[shapes.size() - 3])) {
       steps.pop_back();
       shapes.pop_back();
+      shapes.pop_back();
     } else {
-      shapes.back() = std::move(out);
+      shapes[shapes.size() - 2] = std::move(shapes.back());
+      shapes.pop_back();
       merged = true;
     }
     return;
   }
   steps.push_back(step);
-  shapes.push_back(std::move(out));
 }
 
 }  // namespace
