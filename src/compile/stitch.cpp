@@ -21,8 +21,8 @@ bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 // build, without building it. Term node t is read through `edges[t]`: a
 // non-view term node and the views on the way to it, composed as to_graph
 // composes them. Non-view nodes carry their op, attribute and type (inferred
-// from the inputs as Graph::add would), and a placeholder the input K it
-// stands for.
+// from the inputs as Graph::add would); a placeholder "@in.K" also carries K,
+// the region input it stands for.
 struct TermProgram {
   struct Entry {
     Op op = Op::Input;
@@ -47,6 +47,8 @@ TermProgram read_term(const egraph::hlir::HlirLanguage& lang, const egraph::Term
   std::vector<TensorType> types;
   for (size_t i = 0; i < term.nodes.size(); ++i) {
     const egraph::Term::Node& n = term.nodes[i];
+    for (const uint32_t c : n.children)
+      if (c >= i) fail("program: term node {} reads node {}, which does not come before it", i, c);
     if (n.op == lang.view_op()) {
       TermProgram::TermEdge e = p.edges[n.children.at(0)];
       const Shape& source = p.entries[e.base].type.shape;
@@ -96,6 +98,8 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     if (terms[d].roots.size() != regions[d].roots.size())
       fail("program: the term of region {} has {} roots, the region {}", d, terms[d].roots.size(),
            regions[d].roots.size());
+    for (const uint32_t r : terms[d].roots)
+      if (r >= terms[d].nodes.size()) fail("program: a root of region {} is term node {} of {}", d, r, terms[d].nodes.size());
     programs.push_back(read_term(*regions[d].lang, terms[d]));
   }
   const std::vector<region::Instance>& instances = split.instances;
@@ -118,7 +122,10 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   auto copy_outside = [&](NodeId id) {
     const Node& n = rolled.node(id);
     if (is_source(n)) return copy_source(id);
-    SPOOL_ASSERT(n.op == Op::LoopInput, "rolled node %{} is computed by no region", id.value);
+    SPOOL_ASSERT(n.op == Op::LoopInput,
+                 "rolled node %{} is read from outside the regions but is neither a source nor a loop input of "
+                 "sources (a region reads only its placeholders' nodes and the roots of other regions)",
+                 id.value);
     if (!source_copy[id.value].valid()) {
       std::vector<Edge> sources;
       sources.reserve(n.inputs.size());

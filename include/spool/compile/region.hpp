@@ -46,10 +46,10 @@ inline constexpr const char* kInputPrefix = "@in.";
 // e-graph for the whole graph; loops short enough are still unioned).
 Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops = true);
 
-// Where each node of the rolled graph is computed: (instance, output R of
-// its region), or (UINT32_MAX, 0) for nodes no region computes: sources, and
-// loop inputs whose sources are distinct graph sources (a layer's weights),
-// which every region reads through a placeholder as it reads a source.
+// Where each value read across regions is computed: for a root of a region
+// instance, (instance, output R); (UINT32_MAX, 0) for every other node. A
+// placeholder stands for a root, a source, or a loop input of sources kept
+// out of the regions (a layer's weights, read as a source is read).
 std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const Split& split);
 
 }  // namespace spool::region
