@@ -33,15 +33,25 @@ bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 // Constants and iotas are values: each region keeps its own copy.
 bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
 
-// Whether a loop marker is a loop input of sources read as they are, not
-// all one node (see split).
+// Whether two sources are one leaf in a region's e-graph: regions copy
+// constants and iotas by value, and read every other source through a
+// placeholder of its own (two weight nodes of one name are two leaves).
+bool same_leaf(const Graph& rolled, NodeId a, NodeId b) {
+  if (a == b) return true;
+  const Node& x = rolled.node(a);
+  const Node& y = rolled.node(b);
+  return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
+}
+
+// Whether a loop marker is a loop input of sources read as they are, not all
+// one leaf, so that no rule can prove them all equal (see split).
 bool is_passed_through(const Graph& rolled, NodeId id) {
   const Node& n = rolled.node(id);
   if (n.op != Op::LoopInput) return false;
   bool all_same = true;
   for (const Edge& e : n.inputs) {
     if (!is_source(rolled.node(e.src)) || !e.view.is_identity()) return false;
-    all_same &= e.src == n.inputs[0].src;
+    all_same &= same_leaf(rolled, e.src, n.inputs[0].src);
   }
   return !all_same;
 }
@@ -203,12 +213,12 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
     for (const NodeId n : loops[i].exits) region_of[n.value] = marker_region[i];
   }
   // A loop input of a loop with its own region whose sources are graph
-  // sources, read without a view and not all one node (a layer's weight, one
+  // sources, read without a view, not all one leaf (a layer's weight, one
   // per iteration), is in no region: every region reads it through a
   // placeholder, as it reads a graph source, and the stitch copies it. No
-  // rule can rewrite it: loop-input-same-sources needs sources proven equal,
-  // and distinct sources never are (equal constants are one node after
-  // auto_roll). It would be a third of the top-level e-graph.
+  // rule can rewrite it: loop-input-same-sources needs its sources proven
+  // equal, and different leaves never are. It would be most of the
+  // top-level e-graph.
   for (size_t i = 0; i < loops.size(); ++i) {
     if (body_region[i] == marker_region[i]) continue;
     for (const NodeId n : loops[i].entries)

@@ -358,6 +358,27 @@ TEST_CASE("loop inputs of per-layer weights are in no e-graph; regions read them
   CHECK(compacted(cse(program)) == compacted(cse(compile(g, options).program)));
 }
 
+TEST_CASE("a loop input of a tied weight (a node per layer, one name) is read like the other weights") {
+  // Regions read each source node through a placeholder of its own, so the
+  // sources are different leaves and no rule can make the input static.
+  Graph g("tied");
+  NodeId h = g.add_source(Op::Input, NameAttr{"x"}, DType::F32, {4});
+  for (int l = 0; l < 6; ++l) {
+    const NodeId w = g.add_source(Op::Weight, NameAttr{"w"}, DType::F32, {4});
+    const NodeId m = g.add(Op::Mul, {Edge{h, {}}, Edge{w, {}}}, NoAttr{});
+    h = g.add(Op::Add, {Edge{m, {}}, Edge{h, {}}}, NoAttr{});
+  }
+  g.add_output("y", Edge{h, {}});
+  CompileOptions options;
+  options.rule_files = {kRules};
+  const Saturated s = saturate(g, options);
+  REQUIRE(count_ops(s.rolled, Op::LoopInput) == 1);
+  const auto home = region::home_of(s.rolled, s.split);
+  for (const NodeId id : s.rolled.live_ids())
+    if (s.rolled.node(id).op == Op::LoopInput) CHECK(home[id.value].first == UINT32_MAX);
+  check_same_outputs(g, s.program(extract_greedy(s)));
+}
+
 TEST_CASE("a loop whose carried state resolves to a constant compiles, with and without the unroll-union") {
   // loop_end(next = a constant outside the body): after the first iteration
   // the state is that constant (the iteration-invariant slot of roll::unroll).
