@@ -55,9 +55,10 @@ std::optional<std::string> file_text(const std::string& path) {
 // What a cached parse is checked against, per file it read: the size and
 // modification time (a stat: every compile asks whether its rule files
 // changed, and reading them costs more than the rest of a small compile's
-// bookkeeping). A file modified within a second of being stamped could
-// change again within the same timestamp tick (file times are coarse), so
-// its bytes are kept and compared too, as git does for racily clean files.
+// bookkeeping). A file modified shortly before it is stamped could change
+// again within the same timestamp tick (file times are coarse: 2 s on FAT),
+// so its bytes are kept and compared too, as git does for racily clean files.
+constexpr std::chrono::seconds kRacyWindow{3};
 struct FileStamp {
   std::string path;
   std::optional<std::pair<std::uintmax_t, std::filesystem::file_time_type>> stamp;  // nullopt: unreadable
@@ -70,12 +71,12 @@ FileStamp stamp_of(const std::string& path) {
   const std::filesystem::file_time_type time = std::filesystem::last_write_time(path, time_error);
   if (size_error || time_error) return {path, std::nullopt, std::nullopt};
   FileStamp s{path, std::make_pair(size, time), std::nullopt};
-  if (std::filesystem::file_time_type::clock::now() - time < std::chrono::seconds(1)) s.racy_text = file_text(path);
+  if (std::filesystem::file_time_type::clock::now() - time < kRacyWindow) s.racy_text = file_text(path);
   return s;
 }
 // Whether the file is as stamped. A racy stamp found unchanged once the file
-// is a second old loses its bytes: any later change moves the time.
-bool unchanged(FileStamp& s) {
+// is older than the window drops its bytes: any later change moves the time.
+bool still_current(FileStamp& s) {
   const FileStamp now = stamp_of(s.path);
   if (now.stamp != s.stamp) return false;
   if (!s.racy_text) return true;
@@ -100,9 +101,11 @@ std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto it = cache.find(path);
-    if (it != cache.end() && std::all_of(it->second.stamps.begin(), it->second.stamps.end(),
-                                         [](FileStamp& s) { return unchanged(s); }))
-      return it->second.file;
+    if (it != cache.end()) {
+      bool current = true;
+      for (FileStamp& stamp : it->second.stamps) current = current && still_current(stamp);
+      if (current) return it->second.file;
+    }
   }
   auto parse = [&](Entry& entry) {
     Result<rules::RuleFile> file = rules::load_rule_file(path);
