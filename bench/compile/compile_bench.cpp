@@ -84,10 +84,10 @@ int run(int argc, char** argv) {
   bool backoff = false, verbose = false;
   app.add_option("rules", rules, "rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   app.add_option("--max-layers", max_layers, "stop after this many layers")->check(CLI::Range(1, 1024));
-  app.add_option("--profile", profile,
+  CLI::Option* profile_option = app.add_option("--profile", profile,
                  "only compile max-layers rolled or unrolled, --runs times, and print the best (for profiling)")
       ->check(CLI::IsMember({"rolled", "unrolled"}));
-  app.add_option("--runs", runs, "compiles for --profile")->check(CLI::Range(1, 100000));
+  app.add_option("--runs", runs, "compiles for --profile")->check(CLI::Range(1, 100000))->needs(profile_option);
   app.add_option("--threads", threads, "regions saturated at once (0: TBB's default)")->check(CLI::Range(0, 1024));
   app.add_option("--runner-threads", runner_threads, "threads of each region's runner (0: TBB's default)")
       ->check(CLI::Range(0, 1024));
@@ -101,17 +101,22 @@ int run(int argc, char** argv) {
   // applies and the programs could not be compared.
   const egraph::SchedulerKind scheduler = backoff ? egraph::SchedulerKind::Backoff : egraph::SchedulerKind::Simple;
   if (rules.empty()) rules.push_back(std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules");
-  if (!profile.empty()) {
-    examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
-    config.layers = max_layers;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+  // The options of every compile here (rolled unless told otherwise).
+  auto base_options = [&] {
     CompileOptions options;
     options.rule_files = rules;
-    options.roll = profile == "rolled";
     options.runner.node_limit = 2'000'000;
     options.runner.scheduler = scheduler;
     options.runner.threads = runner_threads;
     options.threads = threads;
+    return options;
+  };
+  if (!profile.empty()) {
+    examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+    config.layers = max_layers;
+    const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+    CompileOptions options = base_options();
+    options.roll = profile == "rolled";
     const CompileResult r = best_of(g, options, runs);
     const CompileTimes& t = r.report.times;
     std::printf("%s, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
@@ -131,11 +136,7 @@ int run(int argc, char** argv) {
     examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
     config.layers = layers;
     const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
-    CompileOptions options;
-    options.rule_files = rules;
-    options.runner.node_limit = 2'000'000;
-    options.runner.scheduler = scheduler;
-    options.runner.threads = runner_threads;
+    CompileOptions options = base_options();
     const CompileResult rolled = best_of(g, options, 15);
     options.roll = false;
     const CompileResult unrolled = best_of(g, options, 5);
@@ -158,14 +159,7 @@ int run(int argc, char** argv) {
   }
   if (rolled_at_2 > 0 && max_layers >= 32)
     std::printf("rolled at 32 layers / rolled at 2 layers: %.2fx\n", rolled_last / rolled_at_2);
-  {
-    CompileOptions options;
-    options.rule_files = rules;
-    options.runner.node_limit = 2'000'000;
-    options.runner.scheduler = scheduler;
-    options.runner.threads = runner_threads;
-    extraction_alone(std::min(max_layers, 32), options);
-  }
+  extraction_alone(std::min(max_layers, 32), base_options());
   return 0;
 }
 

@@ -43,8 +43,8 @@ struct Node {
   bool alive = true;
 
   Node() = default;
-  Node(Op op_, DType dtype_, Shape shape_, Attr attr_, bool alive_ = true)
-      : op(op_), dtype(dtype_), shape(std::move(shape_)), attr(std::move(attr_)), alive(alive_) {}
+  Node(Op o, DType d, Shape s, Attr a, bool live = true)
+      : op(o), dtype(d), shape(std::move(s)), attr(std::move(a)), alive(live) {}
   Node(const Node&) = default;
   Node& operator=(const Node&) = default;
   // A move never throws (the inputs' heap buffer is taken, or at most three
