@@ -379,6 +379,21 @@ TEST_CASE("a loop input of a tied weight (a node per layer, one name) is read li
   check_same_outputs(g, s.program(extract_greedy(s)));
 }
 
+TEST_CASE("a region term whose node reads a later node is an error, not a program") {
+  const Graph g = nested(6, 2);
+  CompileOptions options;
+  options.rule_files = {kRules};
+  const Saturated s = saturate(g, options);
+  std::vector<egraph::Term> terms = extract_greedy(s);
+  CHECK_NOTHROW(s.rolled_program(terms));
+  for (egraph::Term::Node& n : terms[0].nodes)
+    if (!n.children.empty()) {
+      n.children[0] = static_cast<uint32_t>(terms[0].nodes.size());
+      break;
+    }
+  CHECK_THROWS_WITH_AS(s.rolled_program(terms), doctest::Contains("which does not come before it"), Error);
+}
+
 TEST_CASE("a loop whose carried state resolves to a constant compiles, with and without the unroll-union") {
   // loop_end(next = a constant outside the body): after the first iteration
   // the state is that constant (the iteration-invariant slot of roll::unroll).
