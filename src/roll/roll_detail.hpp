@@ -1,0 +1,64 @@
+#pragma once
+// Internal to auto_roll (src/roll/auto_roll.cpp, src/roll/survivors.cpp): a
+// candidate repeat as the search finds it, and the graphs the first roll
+// builds (equal constants and iotas merged; occurrences 1..N-1 left out).
+
+#include <spool/ir/graph.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace spool::roll::detail {
+
+inline bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
+
+// Constants and iotas are values, not places: two with the same attribute and
+// type are the same input.
+inline bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
+
+// A hash of a source: by value for constants and iotas, by node otherwise.
+size_t source_key(const Graph& g, NodeId id);
+
+// Two value sources (constants or iotas) of the same value.
+inline bool same_value(const Node& x, const Node& y) {
+  return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
+}
+
+// One node, or two value sources of the same value.
+inline bool same_source(const Graph& g, NodeId a, NodeId b) { return a == b || same_value(g.node(a), g.node(b)); }
+
+// How occurrence inputs at one (position, input) are wired.
+struct InputPlan {
+  enum Kind { Internal, Carried, Static, PerIteration } kind = Internal;
+  size_t position = 0;          // Internal, Carried: the producer's position in the body
+  std::vector<NodeId> sources;  // Static (one), PerIteration (one per occurrence); Carried: the init
+};
+
+struct Candidate {
+  size_t start = 0, period = 0, count = 0;
+  int64_t saving = 0;
+  std::vector<std::vector<InputPlan>> plans;  // [position][input]
+  std::vector<size_t> slot_positions;         // body positions whose value is carried
+  size_t markers = 0;                         // marker nodes the rewrite adds (at most)
+};
+
+// The best candidate of a search, with the context order it indexes.
+struct Found {
+  std::vector<NodeId> order;
+  Candidate candidate;
+};
+
+// canonical[id]: the node that stands for `id` (the first equal constant or
+// iota in id order; itself for every other node). `duplicates`: the others.
+std::vector<NodeId> value_canonical(const Graph& g, std::vector<NodeId>& duplicates);
+
+// A copy of `graph` with every duplicate read as its canonical node and removed.
+Graph merge_value_sources(const Graph& graph, const std::vector<NodeId>& canonical,
+                          const std::vector<NodeId>& duplicates);
+
+// merge_value_sources(graph) without occurrences 1..N-1 of `found` (see survivors.cpp).
+Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, const std::vector<NodeId>& topo,
+                      const Found& found, size_t markers);
+
+}  // namespace spool::roll::detail
