@@ -32,11 +32,6 @@ using spool::TensorType;
 
 namespace {
 
-std::string strip_braces(std::string s) {
-  if (s.size() >= 2 && s.front() == '{' && s.back() == '}') return s.substr(1, s.size() - 2);
-  return s;
-}
-
 std::string type_str(const TensorType& t) {
   return fmt::format("{}{}", spool::dtype_name(t.dtype), spool::shape_str(t.shape));
 }
@@ -47,105 +42,13 @@ void append_int(std::string& out, int64_t v) {
   out.append(buf, end);
 }
 
-// program_str appended to `out`.
-void append_program(std::string& out, const spool::ProgramAttr& program) {
-  out += '[';
-  for (size_t i = 0; i < program.instrs.size(); ++i) {
-    const spool::ProgramInstr& instr = program.instrs[i];
-    if (i) out += "; ";
-    out += spool::op_name(instr.op);
-    if (instr.op == Op::Constant) {
-      out += '[';
-      out += spool::scalar_str(instr.value);
-      out += ':';
-      out += spool::dtype_name(instr.value.dtype);
-      out += ']';
-      continue;
-    }
-    if (instr.op == Op::Iota) {
-      out += '[';
-      append_int(out, instr.axis);
-      out += ':';
-      out += spool::dtype_name(instr.dtype);
-      out += ']';
-      continue;
-    }
-    if (instr.op == Op::Cast) {
-      out += '[';
-      out += spool::dtype_name(instr.dtype);
-      out += ']';
-    }
-    out += '(';
-    for (int a = 0; a < spool::op_info(instr.op).arity; ++a) {
-      if (a) out += ',';
-      out += '$';
-      append_int(out, instr.args[static_cast<size_t>(a)]);
-    }
-    out += ')';
-  }
-  out += ']';
-}
-
-// The printed form of an attribute: attr_str without its braces. Names,
-// axes and the kernels' programs, the attributes graphs and rewrites are
-// full of, are spelled here exactly as attr_str spells them (hlir_test checks
-// both agree); the rest go through it. `room`: capacity to leave for what
-// the caller appends.
+// The printed form of an attribute: attr_str without its braces. `room`:
+// capacity to leave for what the caller appends.
 std::string attr_key(const Attr& attr, size_t room = 0) {
-  if (const auto* name = std::get_if<spool::NameAttr>(&attr)) {
-    std::string out;
-    out.reserve(name->name.size() + 8 + room);
-    out += "name=\"";
-    for (const char c : name->name) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-    return out;
-  }
-  if (const auto* axis = std::get_if<spool::AxisAttr>(&attr)) {
-    std::string out;
-    out.reserve(24 + room);
-    out += "axis=";
-    append_int(out, axis->axis);
-    return out;
-  }
-  if (const auto* program = std::get_if<spool::ProgramAttr>(&attr)) {
-    std::string out;
-    out.reserve(16 + 12 * program->instrs.size() + room);
-    out += "program=";
-    append_program(out, *program);
-    return out;
-  }
-  if (const auto* gemm = std::get_if<spool::GemmAttr>(&attr)) {
-    std::string out;
-    out.reserve(64 + 12 * (gemm->a.instrs.size() + gemm->b.instrs.size() + gemm->epilogue.instrs.size()) + room);
-    out += "a=";
-    append_program(out, gemm->a);
-    out += ", b=";
-    append_program(out, gemm->b);
-    out += ", epilogue=";
-    append_program(out, gemm->epilogue);
-    out += ", a_inputs=";
-    append_int(out, gemm->a_inputs);
-    out += ", b_inputs=";
-    append_int(out, gemm->b_inputs);
-    return out;
-  }
-  if (const auto* reduce = std::get_if<spool::ReduceAttr>(&attr)) {
-    std::string out;
-    out.reserve(48 + 12 * (reduce->prologue.instrs.size() + reduce->epilogue.instrs.size()) + room);
-    out += "kind=";
-    out += spool::op_name(reduce->kind);
-    out += ", axis=";
-    append_int(out, reduce->axis);
-    out += ", prologue=";
-    append_program(out, reduce->prologue);
-    out += ", epilogue=";
-    append_program(out, reduce->epilogue);
-    return out;
-  }
-  return strip_braces(spool::attr_str(attr));
+  std::string out;
+  out.reserve(64 + room);
+  spool::append_attr_fields(out, attr);
+  return out;
 }
 
 // type_str appended to `out`.
@@ -157,38 +60,6 @@ void append_type(std::string& out, const TensorType& t) {
     append_int(out, t.shape[i]);
   }
   out += ']';
-}
-
-// View::str, spelled here the same way (hlir_test checks both agree) without
-// a format call per axis.
-std::string view_key(const spool::View& view) {
-  std::string out;
-  out.reserve(24 * view.steps().size());
-  for (const spool::ViewStep& step : view.steps()) {
-    if (!out.empty()) out += ' ';
-    switch (step.kind) {
-      case spool::ViewKind::Permute: out += "permute("; break;
-      case spool::ViewKind::Reshape: out += "reshape("; break;
-      case spool::ViewKind::Slice: out += "slice("; break;
-      case spool::ViewKind::Pad: out += "pad("; break;
-      case spool::ViewKind::Expand: out += "expand("; break;
-    }
-    for (size_t i = 0; i < step.a.size(); ++i) {
-      if (i) out += ',';
-      append_int(out, step.a[i]);
-      if (step.kind == spool::ViewKind::Slice || step.kind == spool::ViewKind::Pad) {
-        out += ':';
-        append_int(out, step.b[i]);
-      }
-      if (step.kind == spool::ViewKind::Slice) {
-        out += ':';
-        append_int(out, step.c[i]);
-      }
-    }
-    if (step.kind == spool::ViewKind::Pad) out += fmt::format(";{}", step.value);
-    out += ')';
-  }
-  return out;
 }
 
 // Hashes for the interning cache: any function of the fields operator==
@@ -410,7 +281,7 @@ AttrId HlirLanguage::view_attr(const spool::View& view) {
   const uint64_t hash = mix(view_hash(view), static_cast<uint64_t>(Entry::View));
   const std::lock_guard lock(cache_mutex_);
   if (const auto id = cached(hash, same)) return *id;
-  const AttrId id = language_.attrs.intern_custom("hlir-view", view_key(view), HlirAttr{spool::NoAttr{}, {}, view});
+  const AttrId id = language_.attrs.intern_custom("hlir-view", view.str(), HlirAttr{spool::NoAttr{}, {}, view});
   if (same(payload(id))) remember(hash, id);
   return id;
 }

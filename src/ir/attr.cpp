@@ -4,6 +4,7 @@
 #include <spool/support/error.hpp>
 
 #include <bit>
+#include <charconv>
 #include <boost/container_hash/hash.hpp>
 #include <cmath>
 
@@ -56,26 +57,61 @@ void hash_program(size_t& seed, const ProgramAttr& program) {
 }
 }  // namespace
 
-std::string program_str(const ProgramAttr& program) {
-  std::string out = "[";
+namespace {
+
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+}  // namespace
+
+// Built by hand, not through format calls: attributes are printed to be
+// interned (src/egraph/hlir_analysis.cpp) as often as e-graph nodes are made.
+void append_program(std::string& out, const ProgramAttr& program) {
+  out += '[';
   for (size_t i = 0; i < program.instrs.size(); ++i) {
     const ProgramInstr& instr = program.instrs[i];
     if (i) out += "; ";
     out += op_name(instr.op);
     if (instr.op == Op::Constant) {
-      out += fmt::format("[{}:{}]", scalar_str(instr.value), dtype_name(instr.value.dtype));
+      out += '[';
+      out += scalar_str(instr.value);
+      out += ':';
+      out += dtype_name(instr.value.dtype);
+      out += ']';
       continue;
     }
     if (instr.op == Op::Iota) {
-      out += fmt::format("[{}:{}]", instr.axis, dtype_name(instr.dtype));
+      out += '[';
+      append_int(out, instr.axis);
+      out += ':';
+      out += dtype_name(instr.dtype);
+      out += ']';
       continue;
     }
-    if (instr.op == Op::Cast) out += fmt::format("[{}]", dtype_name(instr.dtype));
+    if (instr.op == Op::Cast) {
+      out += '[';
+      out += dtype_name(instr.dtype);
+      out += ']';
+    }
     out += '(';
-    for (int a = 0; a < op_info(instr.op).arity; ++a) out += fmt::format("{}${}", a ? "," : "", instr.args[static_cast<size_t>(a)]);
+    for (int a = 0; a < op_info(instr.op).arity; ++a) {
+      if (a) out += ',';
+      out += '$';
+      append_int(out, instr.args[static_cast<size_t>(a)]);
+    }
     out += ')';
   }
-  return out + "]";
+  out += ']';
+}
+
+std::string program_str(const ProgramAttr& program) {
+  std::string out;
+  out.reserve(2 + 12 * program.instrs.size());
+  append_program(out, program);
+  return out;
 }
 
 size_t hash_attr(const Attr& attr) {
@@ -134,44 +170,71 @@ std::string scalar_str(const Scalar& value) {
   return text;
 }
 
-std::string attr_str(const Attr& attr) {
-  return std::visit(
-      [](const auto& a) -> std::string {
+void append_attr_fields(std::string& out, const Attr& attr) {
+  std::visit(
+      [&](const auto& a) {
         using T = std::decay_t<decltype(a)>;
         if constexpr (std::is_same_v<T, NoAttr>) {
-          return "";
+          return;
         } else if constexpr (std::is_same_v<T, NameAttr>) {
-          std::string quoted = "\"";
-          for (char c : a.name) {
-            if (c == '"' || c == '\\') quoted += '\\';
-            quoted += c;
+          out += "name=\"";
+          for (const char c : a.name) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
           }
-          return "{name=" + quoted + "\"}";
+          out += '"';
         } else if constexpr (std::is_same_v<T, ScalarAttr>) {
-          return "{value=" + scalar_str(a.value) + "}";
+          out += "value=";
+          out += scalar_str(a.value);
         } else if constexpr (std::is_same_v<T, AxisAttr>) {
-          return fmt::format("{{axis={}}}", a.axis);
+          out += "axis=";
+          append_int(out, a.axis);
         } else if constexpr (std::is_same_v<T, DTypeAttr>) {
-          return fmt::format("{{to={}}}", dtype_name(a.to));
+          out += "to=";
+          out += dtype_name(a.to);
         } else if constexpr (std::is_same_v<T, TopKAttr>) {
-          return fmt::format("{{k={}}}", a.k);
+          out += "k=";
+          append_int(out, a.k);
         } else if constexpr (std::is_same_v<T, LoopAttr>) {
-          return fmt::format("{{loop={}, trips={}, index={}}}", a.loop, a.trips, a.index);
+          out += fmt::format("loop={}, trips={}, index={}", a.loop, a.trips, a.index);
         } else if constexpr (std::is_same_v<T, ProgramAttr>) {
-          return "{program=" + program_str(a) + "}";
+          out += "program=";
+          append_program(out, a);
         } else if constexpr (std::is_same_v<T, GemmAttr>) {
-          return fmt::format("{{a={}, b={}, epilogue={}, a_inputs={}, b_inputs={}}}", program_str(a.a),
-                             program_str(a.b), program_str(a.epilogue), a.a_inputs, a.b_inputs);
+          out += "a=";
+          append_program(out, a.a);
+          out += ", b=";
+          append_program(out, a.b);
+          out += ", epilogue=";
+          append_program(out, a.epilogue);
+          out += ", a_inputs=";
+          append_int(out, a.a_inputs);
+          out += ", b_inputs=";
+          append_int(out, a.b_inputs);
         } else if constexpr (std::is_same_v<T, ReduceAttr>) {
-          return fmt::format("{{kind={}, axis={}, prologue={}, epilogue={}}}", op_name(a.kind), a.axis,
-                             program_str(a.prologue), program_str(a.epilogue));
+          out += "kind=";
+          out += op_name(a.kind);
+          out += ", axis=";
+          append_int(out, a.axis);
+          out += ", prologue=";
+          append_program(out, a.prologue);
+          out += ", epilogue=";
+          append_program(out, a.epilogue);
         } else {
           static_assert(std::is_same_v<T, NormAttr>);
-          return fmt::format("{{eps={}, unit_offset={}}}", scalar_str(Scalar{DType::F32, a.eps, 0}),
+          out += fmt::format("eps={}, unit_offset={}", scalar_str(Scalar{DType::F32, a.eps, 0}),
                              a.unit_offset ? "true" : "false");
         }
       },
       attr);
+}
+
+std::string attr_str(const Attr& attr) {
+  if (std::holds_alternative<NoAttr>(attr)) return "";
+  std::string out = "{";
+  append_attr_fields(out, attr);
+  out += '}';
+  return out;
 }
 
 }  // namespace spool

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <boost/container/small_vector.hpp>
 #include <boost/container_hash/hash.hpp>
 #include <string_view>
@@ -363,25 +364,33 @@ size_t View::hash() const {
   return seed;
 }
 
+// Built by hand, not through format calls per axis: views are printed to be
+// interned (src/egraph/hlir_analysis.cpp) as often as e-graph nodes are made.
 std::string View::str() const {
+  auto append_int = [](std::string& out, int64_t v) {
+    char buf[24];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, end);
+  };
   std::string out;
+  out.reserve(24 * steps().size());
   for (const ViewStep& step : steps()) {
     if (!out.empty()) out += ' ';
     out += kind_name(step.kind);
     out += '(';
-    switch (step.kind) {
-      case ViewKind::Permute:
-      case ViewKind::Reshape:
-      case ViewKind::Expand: out += list_str(step.a); break;
-      case ViewKind::Slice:
-        for (size_t i = 0; i < step.a.size(); ++i)
-          out += fmt::format("{}{}:{}:{}", i ? "," : "", step.a[i], step.b[i], step.c[i]);
-        break;
-      case ViewKind::Pad:
-        for (size_t i = 0; i < step.a.size(); ++i) out += fmt::format("{}{}:{}", i ? "," : "", step.a[i], step.b[i]);
-        out += fmt::format(";{}", step.value);
-        break;
+    for (size_t i = 0; i < step.a.size(); ++i) {
+      if (i) out += ',';
+      append_int(out, step.a[i]);
+      if (step.kind == ViewKind::Slice || step.kind == ViewKind::Pad) {
+        out += ':';
+        append_int(out, step.b[i]);
+      }
+      if (step.kind == ViewKind::Slice) {
+        out += ':';
+        append_int(out, step.c[i]);
+      }
     }
+    if (step.kind == ViewKind::Pad) out += fmt::format(";{}", step.value);
     out += ')';
   }
   return out;

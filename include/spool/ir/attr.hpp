@@ -109,9 +109,12 @@ inline AttrKind attr_kind(const Attr& attr) { return static_cast<AttrKind>(attr.
 size_t hash_attr(const Attr& attr);
 // The attribute as written in the text form, e.g. `{axis=1}`; "" for NoAttr.
 std::string attr_str(const Attr& attr);
+// attr_str without its braces (`axis=1`), appended to `out`.
+void append_attr_fields(std::string& out, const Attr& attr);
 // Shortest text that reads back to exactly the same value ("inf", "-0", "nan").
 std::string scalar_str(const Scalar& value);
 // `[mul($0,$1); constant[0.5:f32]; add($2,$3)]`
 std::string program_str(const ProgramAttr& program);
+void append_program(std::string& out, const ProgramAttr& program);
 
 }  // namespace spool
