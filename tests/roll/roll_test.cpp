@@ -11,7 +11,7 @@
 
 #include "llama.hpp"
 
-#include <regex>
+#include <cctype>
 
 using namespace spool;
 
@@ -49,15 +49,18 @@ Graph chain(int layers, Body body) {
 // ids): every reader then has a smaller id than its inputs.
 Graph reversed_ids(const Graph& g) {
   const std::string text = print_graph(g);
-  const std::regex id("%([0-9]+)");
   std::string out;
-  size_t last = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), id); it != std::sregex_iterator(); ++it) {
-    out += text.substr(last, static_cast<size_t>(it->position()) - last);
-    out += "%" + std::to_string(g.id_bound() - 1 - std::stoul((*it)[1]));
-    last = static_cast<size_t>(it->position() + it->length());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool id = text[i] == '%' && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i + 1]));
+    if (!id) {
+      out += text[i];
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    out += "%" + std::to_string(g.id_bound() - 1 - std::stoul(text.substr(i + 1, end - i - 1)));
+    i = end - 1;
   }
-  out += text.substr(last);
   Result<Graph> parsed = parse_graph(out);
   REQUIRE(parsed.ok());
   return std::move(parsed.value());
