@@ -6,7 +6,8 @@
 // roll+saturate+extract+unroll, whether both give the same program, and the
 // extraction cost of each program; then greedy extraction alone (tree cost
 // against DAG cost) on the largest unrolled e-graph. Each figure is the best
-// of several runs (15 rolled, 5 unrolled), all measured in this one process.
+// of at least 5 runs that take 300 ms or more in all, all measured in this
+// one process.
 
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/hlir_cost.hpp>
@@ -23,10 +24,15 @@ using namespace spool;
 
 namespace {
 
-CompileResult best_of(const Graph& g, const CompileOptions& options, int runs) {
+// The fastest of at least `runs` compiles, repeated until they have taken
+// `min_ms` in all: a cheap compile is timed over as long as an expensive
+// one, so that both minimums are as close to the machine's quiet speed.
+CompileResult best_of(const Graph& g, const CompileOptions& options, int runs, double min_ms = 0) {
   CompileResult best = compile(g, options);
-  for (int i = 1; i < runs; ++i) {
+  double spent = best.report.times.total_ms;
+  for (int i = 1; i < runs || spent < min_ms; ++i) {
     CompileResult r = compile(g, options);
+    spent += r.report.times.total_ms;
     if (r.report.times.total_ms < best.report.times.total_ms) best = std::move(r);
   }
   return best;
@@ -130,6 +136,7 @@ int run(int argc, char** argv) {
   std::printf("%6s %8s | %7s %8s %7s %7s %8s | %3s %7s %7s | %5s %7s | %7s | %6s %9s\n", "layers", "mode", "roll",
               "saturate", "extract", "unroll", "total ms", "eg", "enodes", "classes", "hlir", "program", "ratio",
               "same", "cost");
+  constexpr double kMinMs = 300;  // per mode and depth
   double rolled_at_2 = 0, rolled_last = 0;
   for (int layers : {1, 2, 4, 8, 16, 32}) {
     if (layers > max_layers) break;
@@ -137,9 +144,9 @@ int run(int argc, char** argv) {
     config.layers = layers;
     const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
     CompileOptions options = base_options();
-    const CompileResult rolled = best_of(g, options, 15);
+    const CompileResult rolled = best_of(g, options, 5, kMinMs);
     options.roll = false;
-    const CompileResult unrolled = best_of(g, options, 5);
+    const CompileResult unrolled = best_of(g, options, 5, kMinMs);
     if (layers == 2) rolled_at_2 = rolled.report.times.total_ms;
     rolled_last = rolled.report.times.total_ms;
     const bool same = compacted(cse(rolled.program)) == compacted(cse(unrolled.program));
