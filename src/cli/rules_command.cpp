@@ -23,7 +23,7 @@ int check_file(const std::string& path, uint64_t seed, int trials) {
     return 1;
   }
   egraph::hlir::HlirLanguage lang;
-  const egraph::Registry registry = rules::hlir_registry(lang);
+  const egraph::Registry& registry = rules::hlir_registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   if (!sets) {

@@ -1,8 +1,10 @@
 // The compile pipeline, top to bottom. Each stage is one call and is logged.
 //
-// Regions are saturated in parallel, each in its own language and e-graph,
-// so nothing is shared between threads while they run: the e-graphs (and
-// with them the extracted programs) never depend on the thread count.
+// Regions are saturated in parallel, each in its own language (a copy of the
+// one the rules were compiled in) and e-graph; the compiled rules are shared
+// and only read. Nothing a thread writes is seen by another while they run:
+// the e-graphs (and with them the extracted programs) never depend on the
+// thread count.
 
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/extract.hpp>
@@ -34,9 +36,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
-
-// The guards and appliers rule files may call, for one region's language.
-egraph::Registry registry_for(egraph::hlir::HlirLanguage& lang) { return rules::hlir_registry(lang); }
 
 // A file's bytes, or nullopt if it cannot be read.
 std::optional<std::string> file_text(const std::string& path) {
@@ -85,8 +84,9 @@ bool still_current(FileStamp& s) {
   return true;
 }
 
-// Reads a rule file and everything it includes, and checks that its rules
-// compile (so a bad file is reported before any region starts). Parses are
+// Reads a rule file and everything it includes (a bad file is reported
+// before any region starts; so are rules that do not compile, by
+// compiled_rules). Parses are
 // kept for the process and reused while every file a parse read has the
 // same size and modification time: compiles of several models, or of one
 // model rolled and unrolled, read the same files. A parse is kept only if
@@ -110,10 +110,6 @@ std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
   auto parse = [&](Entry& entry) {
     Result<rules::RuleFile> file = rules::load_rule_file(path);
     if (!file) throw Error(file.error().render());
-    egraph::hlir::HlirLanguage scratch;
-    const Result<std::vector<egraph::RuleSet>> sets =
-        rules::compile_rules(file.value(), scratch.language(), registry_for(scratch), scratch.parse_options());
-    if (!sets) throw Error(sets.error().render());
     entry.stamps.clear();
     for (const std::string& f : file.value().files) entry.stamps.push_back(stamp_of(f));
     entry.file = std::make_shared<const rules::RuleFile>(std::move(file.value()));
@@ -127,6 +123,41 @@ std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
     cache[path] = again;
   }
   return again.file;
+}
+
+// The rules of a compile's rule files, compiled once into one language.
+// Each region's language starts as a copy of it, so the compiled rules (whose
+// patterns name its ops and attributes by id) run on every region's e-graph;
+// the appliers find a region's language through its e-graph.
+struct CompiledRules {
+  std::vector<std::shared_ptr<const rules::RuleFile>> files;  // compiled from, in order
+  egraph::hlir::HlirLanguage lang;
+  std::vector<std::vector<egraph::RuleSet>> sets;  // per file
+  std::vector<egraph::Schedule> schedules;         // per file
+};
+
+// The compiled rules of `files`; the last ones compiled are reused while the
+// files are the same parses (read_rule_file returns a new parse for a changed
+// file). Throws spool::Error, naming the rule, if one does not compile.
+std::shared_ptr<const CompiledRules> compiled_rules(const std::vector<std::shared_ptr<const rules::RuleFile>>& files) {
+  static std::mutex mutex;
+  static std::shared_ptr<const CompiledRules> last;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (last && last->files == files) return last;
+  }
+  auto compiled = std::make_shared<CompiledRules>();
+  compiled->files = files;
+  for (const std::shared_ptr<const rules::RuleFile>& file : files) {
+    Result<std::vector<egraph::RuleSet>> sets = rules::compile_rules(
+        *file, compiled->lang.language(), rules::hlir_registry(), compiled->lang.parse_options());
+    if (!sets) throw Error(sets.error().render());
+    compiled->sets.push_back(std::move(sets.value()));
+    compiled->schedules.push_back(rules::schedule_of(*file));
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  last = compiled;
+  return compiled;
 }
 
 // Runs `body(i)` for i in [0, n) on up to `threads` threads (0: TBB's
@@ -146,9 +177,9 @@ void parallel_indices(size_t n, int threads, const Body& body) {
 
 // One region's e-graph: its graph, plus (for loops short enough) the same
 // graph with those loops unrolled, each output unioned with its unrolled self.
-Region build_region(const region::RegionGraph& rg) {
+Region build_region(const region::RegionGraph& rg, const egraph::hlir::HlirLanguage& rules_lang) {
   Region region;
-  region.lang = std::make_unique<egraph::hlir::HlirLanguage>();
+  region.lang = std::make_unique<egraph::hlir::HlirLanguage>(rules_lang);
   region.egraph = egraph::hlir::make_egraph(*region.lang);
   egraph::EGraph& eg = *region.egraph;
   if (rg.short_loops.empty()) {
@@ -185,23 +216,18 @@ Region build_region(const region::RegionGraph& rg) {
   return region;
 }
 
-void saturate_region(Region& region, const std::vector<std::shared_ptr<const rules::RuleFile>>& files,
-                     const CompileOptions& options) {
+void saturate_region(Region& region, const CompiledRules& rules, const CompileOptions& options) {
   egraph::EGraph& eg = *region.egraph;
   egraph::hlir::HlirLanguage& lang = *region.lang;
-  const egraph::Registry registry = registry_for(lang);
   size_t iterations = 0;
   auto run = [&](egraph::RunReport report) {
     iterations += report.iterations;
     region.saturation = std::move(report);
     region.saturation.iterations = iterations;
   };
-  for (const std::shared_ptr<const rules::RuleFile>& file : files) {
-    Result<std::vector<egraph::RuleSet>> sets =
-        rules::compile_rules(*file, lang.language(), registry, lang.parse_options());
-    if (!sets) throw Error(sets.error().render());
+  for (size_t f = 0; f < rules.sets.size(); ++f) {
     egraph::Runner runner(options.runner);
-    run(runner.run(eg, sets.value(), rules::schedule_of(*file)));
+    run(runner.run(eg, rules.sets[f], rules.schedules[f]));
   }
   if (options.extra_rules) {
     const std::vector<egraph::Rule> rules = options.extra_rules(lang);
@@ -399,12 +425,13 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   const auto rules_start = Clock::now();
   std::vector<std::shared_ptr<const rules::RuleFile>> files;
   for (const std::string& path : options.rule_files) files.push_back(read_rule_file(path));
-  spdlog::debug("rule files read in {:.2f} ms", ms_since(rules_start));
+  const std::shared_ptr<const CompiledRules> rules = compiled_rules(files);
+  spdlog::debug("rule files read and compiled in {:.2f} ms", ms_since(rules_start));
   s.regions.resize(s.split.regions.size());
   parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
     const auto region_start = Clock::now();
-    s.regions[i] = build_region(s.split.regions[i]);
-    saturate_region(s.regions[i], files, options);
+    s.regions[i] = build_region(s.split.regions[i], rules->lang);
+    saturate_region(s.regions[i], *rules, options);
     spdlog::debug("region {}: {} graph nodes, {} e-nodes, {} iterations ({}) in {:.1f} ms", i,
                   s.split.regions[i].graph.num_live(), s.regions[i].egraph->num_nodes(),
                   s.regions[i].saturation.iterations, egraph::stop_reason_name(s.regions[i].saturation.stop),

@@ -208,6 +208,13 @@ HlirLanguage::HlirLanguage() {
   view_ = language_.ops.add("view", 1);
 }
 
+HlirLanguage::HlirLanguage(const HlirLanguage& other)
+    : language_(other.language_), ops_(other.ops_), view_(other.view_) {
+  const std::lock_guard lock(other.cache_mutex_);
+  cache_ = other.cache_;
+  cached_ = other.cached_;
+}
+
 std::optional<Op> HlirLanguage::hlir_op(OpId op) const {
   if (op == view_ || op.value >= spool::kNumOps) return std::nullopt;
   return spool::kAllOps[op.value];  // registered in ops.def order

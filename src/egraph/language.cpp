@@ -26,6 +26,13 @@ std::optional<OpId> OpTable::find(std::string_view name) const {
 
 AttrTable::AttrTable() { entries_.push_back(AttrEntry{}); }
 
+AttrTable::AttrTable(const AttrTable& other) {
+  std::lock_guard lock(other.mutex_);
+  entries_.reserve(other.entries_.size());
+  for (const AttrEntry& e : other.entries_) entries_.push_back(e);
+  by_key_ = other.by_key_;
+}
+
 AttrId AttrTable::intern(AttrEntry entry, std::string key) {
   std::lock_guard lock(mutex_);
   auto it = by_key_.find(key);

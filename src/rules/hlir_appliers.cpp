@@ -707,20 +707,20 @@ std::optional<ClassId> loop_input_static(EGraph& g, HlirLanguage& lang, const Ma
   return std::nullopt;
 }
 
-}  // namespace
-
-egraph::Registry hlir_registry(HlirLanguage& lang) {
+egraph::Registry make_registry() {
   egraph::Registry r;
   // Every applier takes the matched root class first; `classes` is the least
   // number of class arguments (root included), `attrs` the exact number of
   // attribute arguments. A rule that calls one otherwise is a user error.
   using Fn = std::optional<ClassId> (*)(EGraph&, HlirLanguage&, const MatchView&);
   auto add = [&](const char* name, size_t classes, size_t attrs, const char* usage, Fn fn) {
-    r.add_applier(name, [&lang, fn, name, classes, attrs, usage](EGraph& g, const MatchView& m) {
+    r.add_applier(name, [fn, name, classes, attrs, usage](EGraph& g, const MatchView& m) {
       if (m.args.size() < classes || m.attr_args.size() != attrs || g.find(m.args[0]) != g.find(m.root))
         fail("applier '{}' expects ({}) with the matched root first, got {} class and {} attribute arguments", name,
              usage, m.args.size(), m.attr_args.size());
-      return fn(g, lang, m);
+      const auto* analysis = dynamic_cast<const HlirAnalysis*>(g.analysis());
+      SPOOL_ASSERT(analysis, "HLIR appliers need an e-graph with the HLIR analysis");
+      return fn(g, analysis->language(), m);
     });
   };
   add("fused-op", 2, 0, "apply fused-op ?root ?operand...", fused_op);
@@ -737,6 +737,13 @@ egraph::Registry hlir_registry(HlirLanguage& lang) {
   add("layer-norm-kernel", 6, 7, "apply layer-norm-kernel ?root ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb",
       layer_norm_kernel);
   return r;
+}
+
+}  // namespace
+
+const egraph::Registry& hlir_registry() {
+  static const egraph::Registry registry = make_registry();
+  return registry;
 }
 
 }  // namespace spool::rules

@@ -73,7 +73,7 @@ Compiled saturate_and_extract(const Graph& hlir) {
   eg->rebuild();
   Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
   REQUIRE(file.ok());
-  const egraph::Registry registry = rules::hlir_registry(lang);
+  const egraph::Registry& registry = rules::hlir_registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE(sets.ok());
@@ -219,7 +219,7 @@ TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
   const double unfused = egraph::Extractor(*eg, cost).cost(roots[0]);
   Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
   REQUIRE(file.ok());
-  const egraph::Registry registry = rules::hlir_registry(lang);
+  const egraph::Registry& registry = rules::hlir_registry();
   auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE(sets.ok());
   egraph::Runner().run(*eg, sets.value(), rules::schedule_of(file.value()));

@@ -245,7 +245,7 @@ TEST_CASE("every shipped rule file survives random mutations, parsed, compiled a
       }
       ++parsed;
       hlir::HlirLanguage lang;
-      const Registry registry = rules::hlir_registry(lang);
+      const Registry& registry = rules::hlir_registry();
       Result<std::vector<RuleSet>> sets =
           rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
       if (!sets) {

@@ -15,7 +15,7 @@ std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<r
   Result<rules::RuleFile> file = rules::load_rule_file(path);
   REQUIRE_MESSAGE(file.ok(), file.error().render());
   egraph::hlir::HlirLanguage lang;
-  const egraph::Registry registry = rules::hlir_registry(lang);
+  const egraph::Registry& registry = rules::hlir_registry();
   auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE_MESSAGE(sets.ok(), sets.error().render());
   if (checks)

@@ -35,6 +35,10 @@ struct HlirAttr {
 class HlirLanguage {
  public:
   HlirLanguage();
+  // Every op and attribute of `other` under the same ids, so that rules
+  // compiled in `other` run unchanged on e-graphs of the copy.
+  explicit HlirLanguage(const HlirLanguage& other);
+  HlirLanguage& operator=(const HlirLanguage&) = delete;
 
   Language& language() { return language_; }
   const Language& language() const { return language_; }
@@ -80,7 +84,7 @@ class HlirLanguage {
   // Open addressing with linear probing, at most half full.
   std::vector<Slot> cache_;
   size_t cached_ = 0;
-  std::mutex cache_mutex_;
+  mutable std::mutex cache_mutex_;
 };
 
 // The per-class facts: type, a known constant value (every element equal),
@@ -104,6 +108,7 @@ struct ClassData {
 class HlirAnalysis : public Analysis {
  public:
   explicit HlirAnalysis(HlirLanguage& lang) : lang_(lang) {}
+  HlirLanguage& language() const { return lang_; }
   const ClassData& data(ClassId c) const { return data_[c.value]; }
 
   void make(const EGraph& graph, ClassId c, NodeId n) override;

@@ -70,7 +70,10 @@ struct AttrEntry {
 class AttrTable {
  public:
   AttrTable();
-  AttrTable(const AttrTable&) = delete;
+  // A copy holds every entry under the same id (explicit: a table is copied
+  // only on purpose, e.g. to start a language from one its rules were
+  // compiled in).
+  explicit AttrTable(const AttrTable& other);
   AttrTable& operator=(const AttrTable&) = delete;
 
   static constexpr AttrId none() { return AttrId{0}; }
@@ -96,7 +99,7 @@ class AttrTable {
   AttrId intern(AttrEntry entry, std::string key);
 
   tbb::concurrent_vector<AttrEntry> entries_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<std::string, AttrId> by_key_;
 };
 

@@ -23,6 +23,9 @@ inline constexpr size_t kMaxProgramInstrs = 32;
 inline constexpr size_t kMaxKernelInputs = 6;
 
 // The appliers and guards of the shipped rules (rules/README.md lists them).
-egraph::Registry hlir_registry(egraph::hlir::HlirLanguage& lang);
+// They run on e-graphs made by egraph::hlir::make_egraph and read the HLIR
+// language through the graph's analysis, so rules compiled with this
+// registry in one language run on any copy of it.
+const egraph::Registry& hlir_registry();
 
 }  // namespace spool::rules
