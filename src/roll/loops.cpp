@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <map>
-#include <span>
 
 namespace spool::roll {
 namespace {
@@ -95,40 +94,32 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
   }
   if (loops.empty()) return {};  // no markers: nothing below has work to do
 
-  // Users of every node, once, in one flat array: readers of node i are
-  // user_list[user_begin[i], user_begin[i+1]), in `order`.
-  std::vector<uint32_t> user_begin(graph.id_bound() + 1, 0);
-  for (const NodeId id : order)
-    for (const Edge& edge : graph.node(id).inputs) ++user_begin[edge.src.value + 1];
-  for (size_t i = 1; i < user_begin.size(); ++i) user_begin[i] += user_begin[i - 1];
-  std::vector<NodeId> user_list(user_begin.back());
-  {
-    std::vector<uint32_t> next(user_begin.begin(), user_begin.end() - 1);
-    for (const NodeId id : order)
-      for (const Edge& edge : graph.node(id).inputs) user_list[next[edge.src.value]++] = id;
-  }
-  auto users = [&](NodeId id) {
-    return std::span<const NodeId>(user_list.data() + user_begin[id.value],
-                                   user_list.data() + user_begin[id.value + 1]);
-  };
+  // The sources of every loop_end edge, sorted: a loop_start must be read
+  // by exactly one.
+  std::vector<uint32_t> end_reads;
+  for (const auto& [id, loop] : loops)
+    for (const NodeId exit : loop.exits)
+      if (graph.node(exit).op == Op::LoopEnd)
+        for (const Edge& edge : graph.node(exit).inputs) end_reads.push_back(edge.src.value);
+  std::sort(end_reads.begin(), end_reads.end());
 
   for (auto& [id, loop] : loops) {
+    // What the entries reach through users, in one pass in topological
+    // order: a node is in the body when it reads a body node and is no exit
+    // of this loop.
     std::vector<bool> in_body(graph.id_bound(), false);
-    std::vector<NodeId> stack(loop.entries.begin(), loop.entries.end());
     for (const NodeId entry : loop.entries) in_body[entry.value] = true;
-    while (!stack.empty()) {
-      const NodeId current = stack.back();
-      stack.pop_back();
-      for (const NodeId user : users(current)) {
-        const Node& u = graph.node(user);
-        if (is_exit(u.op) && std::get<LoopAttr>(u.attr).loop == id) continue;
-        if (in_body[user.value]) continue;
-        in_body[user.value] = true;
-        stack.push_back(user);
+    for (const NodeId n : order) {
+      if (!in_body[n.value]) {
+        const Node& node = graph.node(n);
+        if (is_exit(node.op) && std::get<LoopAttr>(node.attr).loop == id) continue;
+        if (std::none_of(node.inputs.begin(), node.inputs.end(),
+                         [&](const Edge& edge) { return in_body[edge.src.value]; }))
+          continue;
+        in_body[n.value] = true;
       }
+      loop.body.push_back(n);
     }
-    for (const NodeId n : order)
-      if (in_body[n.value]) loop.body.push_back(n);
 
     for (const NodeId exit : loop.exits) {
       const Node& e = graph.node(exit);
@@ -142,9 +133,8 @@ std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& orde
     for (const NodeId entry : loop.entries) {
       const Node& n = graph.node(entry);
       if (n.op != Op::LoopStart) continue;
-      const std::span<const NodeId> slot_users = users(entry);
-      const auto ends = std::count_if(slot_users.begin(), slot_users.end(),
-                                      [&](NodeId u) { return graph.node(u).op == Op::LoopEnd; });
+      const auto [first, last] = std::equal_range(end_reads.begin(), end_reads.end(), entry.value);
+      const auto ends = last - first;
       if (ends != 1) fail("loop {}: loop_start %{} has {} loop_ends, not 1", id, entry.value, ends);
     }
   }
