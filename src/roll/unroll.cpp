@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <span>
 
 namespace spool::roll {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 // iteration (with the edge's view on top), or the edge itself when it reads
 // a node outside the body. `values` is indexed by body position (`position`
 // maps node ids to it, -1 outside the body); unset values have no source.
-Edge resolve(const Graph& g, const Edge& edge, const std::vector<int>& position, const std::vector<Edge>& values) {
+Edge resolve(const Graph& g, const Edge& edge, const std::vector<int>& position, std::span<const Edge> values) {
   const int p = edge.src.value < position.size() ? position[edge.src.value] : -1;
   if (p < 0) return edge;
   const Edge& value = values[static_cast<size_t>(p)];
@@ -88,12 +89,13 @@ void unroll_loop(Graph& g, const Loop& loop) {
   }
   g.reserve(g.id_bound() + cloned * static_cast<size_t>(loop.trips));
   OntoIdentity onto_identity;
-  // iterations[k][p]: the value of body node p in iteration k.
-  std::vector<std::vector<Edge>> iterations;
-  iterations.reserve(static_cast<size_t>(loop.trips));
+  // The value of body node p in iteration k is values_in(k)[p].
+  const size_t n = loop.body.size();
+  std::vector<Edge> all_values(n * static_cast<size_t>(loop.trips));
+  auto values_in = [&](int64_t k) { return std::span<Edge>(all_values.data() + static_cast<size_t>(k) * n, n); };
   for (int64_t k = 0; k < loop.trips; ++k) {
-    std::vector<Edge> values(loop.body.size());
-    for (size_t p = 0; p < loop.body.size(); ++p) {
+    const std::span<Edge> values = values_in(k);
+    for (size_t p = 0; p < n; ++p) {
       const Node& node = g.node(loop.body[p]);  // valid until the next add
       switch (node.op) {
         case Op::LoopStart: {
@@ -106,7 +108,7 @@ void unroll_loop(Graph& g, const Loop& loop) {
           // outside the body (after saturation, e.g. a constant or the
           // loop's own static input), so every iteration after the first
           // starts from that same value. resolve() returns it unchanged.
-          values[p] = resolve(g, next_state, position, iterations.back());
+          values[p] = resolve(g, next_state, position, values_in(k - 1));
           break;
         }
         case Op::LoopInput: values[p] = node.inputs[static_cast<size_t>(k)]; break;
@@ -138,7 +140,6 @@ void unroll_loop(Graph& g, const Loop& loop) {
         }
       }
     }
-    iterations.push_back(std::move(values));
   }
 
   // Exits read the last iteration (loop_end) or their own (loop_output);
@@ -150,7 +151,7 @@ void unroll_loop(Graph& g, const Loop& loop) {
     const Node& node = g.node(loop.exits[x]);
     const int64_t k = node.op == Op::LoopEnd ? loop.trips - 1 : std::get<LoopAttr>(node.attr).index;
     exit_slot[loop.exits[x].value] = static_cast<int>(x);
-    replacement[x] = resolve(g, node.inputs[0], position, iterations[static_cast<size_t>(k)]);
+    replacement[x] = resolve(g, node.inputs[0], position, values_in(k));
   }
   auto rewired = [&](const Edge& edge) {
     const Edge& r = replacement[static_cast<size_t>(exit_slot[edge.src.value])];
@@ -196,6 +197,9 @@ Graph unroll(Graph g) {
     if (loops.empty()) break;
     // The innermost loop: the last one in outermost-first order.
     unroll_loop(g, loops.back());
+    // Every marker belongs to a loop and goes with it: after the only
+    // loop, none is left to look for.
+    if (loops.size() == 1) break;
   }
   return g;
 }
