@@ -21,9 +21,9 @@ bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 // A region's term read as a program, once per region: what to_graph would
 // build, without building it. Term node t is read through `edges[t]`: a
 // non-view term node and the views on the way to it, composed as to_graph
-// composes them. Non-view nodes carry their op, attribute and type (inferred
-// from the inputs as Graph::add would); a placeholder "@in.K" also carries K,
-// the region input it stands for.
+// composes them. Non-view nodes carry their op, attribute and type (the
+// type Graph::add would infer from the inputs, see read_term); a placeholder
+// "@in.K" also carries K, the region input it stands for.
 struct TermProgram {
   struct Entry {
     Op op = Op::Input;
