@@ -8,7 +8,6 @@
 #include <spool/support/error.hpp>
 
 #include <charconv>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,9 +20,9 @@ bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 // A region's term read as a program, once per region: what to_graph would
 // build, without building it. Term node t is read through `edges[t]`: a
 // non-view term node and the views on the way to it, composed as to_graph
-// composes them. Non-view nodes carry their op, attribute and type (the
-// type Graph::add would infer from the inputs, see read_term); a placeholder
-// "@in.K" also carries K, the region input it stands for.
+// composes them. Non-view nodes carry their op, attribute and type (inferred
+// from the inputs as Graph::add would); a placeholder "@in.K" also carries K,
+// the region input it stands for.
 struct TermProgram {
   struct Entry {
     Op op = Op::Input;
@@ -40,106 +39,20 @@ struct TermProgram {
   size_t num_nodes = 0;  // non-view term nodes
 };
 
-// The e-graph class of a term node, found by reading the e-graph only
-// (program() runs on one Saturated from several threads at once): a leaf
-// by its op and attribute among the e-graph's leaves, any other node among
-// the parents of one of its children's classes. A term extracted from the
-// e-graph finds every node; a node it does not hold has no class.
-class ClassFinder {
- public:
-  explicit ClassFinder(const egraph::EGraph& graph) : graph_(graph) {
-    for (uint32_t n = 0; n < graph.node_id_bound(); ++n) {
-      const egraph::ENodeRef node = graph.node(egraph::NodeId{n});
-      if (node.children.empty()) leaves_.push_back({node.op, node.attr, graph.class_of(egraph::NodeId{n})});
-    }
-  }
-
-  egraph::ClassId leaf(egraph::OpId op, egraph::AttrId attr) const {
-    for (const Leaf& l : leaves_)
-      if (l.op == op && l.attr == attr) return l.cls;
-    return {};
-  }
-
-  // `children`: the children's classes, all valid.
-  egraph::ClassId node(egraph::OpId op, egraph::AttrId attr, std::span<const egraph::ClassId> children) const {
-    egraph::ClassId fewest = children[0];
-    for (const egraph::ClassId c : children)
-      if (graph_.class_parents(c).size() < graph_.class_parents(fewest).size()) fewest = c;
-    for (const egraph::NodeId p : graph_.class_parents(fewest)) {
-      const egraph::ENodeRef n = graph_.node(p);
-      if (n.op != op || n.attr != attr || n.children.size() != children.size()) continue;
-      bool same = true;
-      for (size_t k = 0; k < children.size() && same; ++k) same = graph_.find_const(n.children[k]) == children[k];
-      if (same) return graph_.class_of(p);
-    }
-    return {};
-  }
-
- private:
-  struct Leaf {
-    egraph::OpId op;
-    egraph::AttrId attr;
-    egraph::ClassId cls;
-  };
-  const egraph::EGraph& graph_;
-  std::vector<Leaf> leaves_;
-};
-
-// A term node the region's e-graph holds in a well-typed class has that
-// class's type: the analysis inferred it from the types of the children's
-// classes, which are the types of the term's children, when it made the
-// class, and a merge keeps it. Only the nodes the e-graph does not hold are
-// checked and typed here.
-TermProgram read_term(const Region& region, const egraph::Term& term) {
+TermProgram read_term(const egraph::hlir::HlirLanguage& lang, const egraph::Term& term) {
   static const Attr kNoAttr = NoAttr{};
-  const egraph::hlir::HlirLanguage& lang = *region.lang;
-  const auto* analysis = dynamic_cast<const egraph::hlir::HlirAnalysis*>(region.egraph->analysis());
-  const ClassFinder finder(*region.egraph);
   TermProgram p;
   p.entries.resize(term.nodes.size());
   p.edges.resize(term.nodes.size());
-  std::vector<egraph::ClassId> classes(term.nodes.size());
-  std::vector<egraph::ClassId> children;
-  auto class_of = [&](const egraph::Term::Node& n) -> egraph::ClassId {
-    if (n.children.empty()) return finder.leaf(n.op, n.attr);
-    children.clear();
-    for (const uint32_t c : n.children) {
-      if (!classes[c].valid()) return {};
-      children.push_back(classes[c]);
-    }
-    return finder.node(n.op, n.attr, children);
-  };
-  // The type of a well-typed class the term node is in, if any.
-  auto known_type = [&](size_t i) -> const TensorType* {
-    if (!analysis || !classes[i].valid()) return nullptr;
-    const egraph::hlir::ClassData& data = analysis->data(classes[i]);
-    return data.ok ? &data.type : nullptr;
-  };
   std::vector<TensorType> types;
   for (size_t i = 0; i < term.nodes.size(); ++i) {
     const egraph::Term::Node& n = term.nodes[i];
     for (const uint32_t c : n.children)
       if (c >= i) fail("program: term node {} reads node {}, which does not come before it", i, c);
-    classes[i] = class_of(n);
     if (n.op == lang.view_op()) {
       TermProgram::TermEdge e = p.edges[n.children.at(0)];
       const Shape& source = p.entries[e.base].type.shape;
-      const View& view = *lang.payload(n.attr).view;
-      if (e.view.is_identity() && known_type(i)) {
-        // A view in the e-graph was built by View::append on the type of the
-        // class it reads (add_graph takes the views of graph edges, the
-        // rules append theirs on the class they read), so it is canonical
-        // on that shape: appending its steps to the identity again gives it
-        // back unchanged.
-#ifndef NDEBUG
-        View again;
-        for (const ViewStep& step : view.steps()) again.append(step, source, "view");
-        SPOOL_ASSERT(again == view, "view {} of the e-graph is not canonical on {}", view.str(), shape_str(source));
-#endif
-        e.view = view;
-      } else {
-        for (const ViewStep& step : view.steps()) e.view.append(step, source, "view");
-      }
+      for (const ViewStep& step : lang.payload(n.attr).view->steps()) e.view.append(step, source, "view");
       p.edges[i] = std::move(e);
       continue;
     }
@@ -162,10 +75,6 @@ TermProgram read_term(const Region& region, const egraph::Term& term) {
         if (ec != std::errc() || ptr != end) fail("program: a region reads '{}', which is no placeholder", name);
         entry.placeholder = k;
       }
-      continue;
-    }
-    if (const TensorType* known = known_type(i)) {
-      entry.type = *known;
       continue;
     }
     types.clear();
@@ -191,7 +100,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
            regions[d].roots.size());
     for (const uint32_t r : terms[d].roots)
       if (r >= terms[d].nodes.size()) fail("program: a root of region {} is term node {} of {}", d, r, terms[d].nodes.size());
-    programs.push_back(read_term(regions[d], terms[d]));
+    programs.push_back(read_term(*regions[d].lang, terms[d]));
   }
   const std::vector<region::Instance>& instances = split.instances;
   const auto home = region::home_of(rolled, split);
