@@ -29,7 +29,6 @@
 namespace spool::region {
 namespace {
 
-bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 // Constants and iotas are values: each region keeps its own copy.
 bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
 
@@ -50,7 +49,7 @@ bool is_passed_through(const Graph& rolled, NodeId id) {
   if (n.op != Op::LoopInput) return false;
   bool all_same = true;
   for (const Edge& e : n.inputs) {
-    if (!is_source(rolled.node(e.src)) || !e.view.is_identity()) return false;
+    if (!is_source(rolled.node(e.src).op) || !e.view.is_identity()) return false;
     all_same &= same_leaf(rolled, e.src, n.inputs[0].src);
   }
   return !all_same;
@@ -147,7 +146,7 @@ class Builder {
     while (!stack.empty()) {
       const NodeId id = stack.back();
       stack.pop_back();
-      if (copying_[id.value] || is_source(rolled_.node(id))) continue;
+      if (copying_[id.value] || is_source(rolled_.node(id).op)) continue;
       copying_[id.value] = true;
       for (const Edge& e : rolled_.node(id).inputs) stack.push_back(e.src);
     }
@@ -205,7 +204,7 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
   const std::vector<NodeId> live = rolled.live_ids();
   std::vector<int> region_of(rolled.id_bound(), -1);
   for (const NodeId id : live)
-    if (!is_source(rolled.node(id))) region_of[id.value] = 0;
+    if (!is_source(rolled.node(id).op)) region_of[id.value] = 0;
   for (size_t i = 0; i < loops.size(); ++i)  // outermost first: the innermost wins
     for (const NodeId n : loops[i].body) region_of[n.value] = body_region[i];
   for (size_t i = 0; i < loops.size(); ++i) {
@@ -244,7 +243,7 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops) {
         const NodeId id = stack.back();
         stack.pop_back();
         const Node& n = rolled.node(id);
-        if (seen[id.value] || is_source(n)) continue;
+        if (seen[id.value] || is_source(n.op)) continue;
         seen[id.value] = true;
         ok = !is_loop_marker(n.op) && ++size <= kMaxCopiedCone;
         for (const Edge& in : n.inputs) stack.push_back(in.src);

@@ -15,7 +15,6 @@
 namespace spool {
 namespace {
 
-bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 
 // A region's term read as a program, once per region: what to_graph would
 // build, without building it. Term node t is read through `edges[t]`: a
@@ -61,7 +60,7 @@ TermProgram read_term(const egraph::hlir::HlirLanguage& lang, const egraph::Term
     entry.attr = n.attr.value == 0 ? &kNoAttr : &lang.payload(n.attr).attr;
     p.edges[i].base = static_cast<uint32_t>(i);
     ++p.num_nodes;
-    if (op_info(entry.op).cls == OpClass::Source) {
+    if (is_source(entry.op)) {
       entry.type = *lang.payload(n.attr).type;
       check_source(entry.op, *entry.attr, entry.type.dtype, entry.type.shape);
       if (entry.op == Op::Input || entry.op == Op::Weight) {
@@ -121,7 +120,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   // sources that region::split keeps out of the regions, copied once.
   auto copy_outside = [&](NodeId id) {
     const Node& n = rolled.node(id);
-    if (is_source(n)) return copy_source(id);
+    if (is_source(n.op)) return copy_source(id);
     SPOOL_ASSERT(n.op == Op::LoopInput,
                  "rolled node %{} is read from outside the regions but is neither a source nor a loop input of "
                  "sources (a region reads only its placeholders' nodes and the roots of other regions)",
@@ -211,7 +210,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
           fail("program: placeholder {}{} of region {} receives a value of another type", region::kInputPrefix,
                node.placeholder, inst.region);
         value[i][t] = std::move(v);
-      } else if (op_info(node.op).cls == OpClass::Source) {
+      } else if (is_source(node.op)) {
         value[i][t] = Edge{out.add_source(node.op, *node.attr, node.type.dtype, node.type.shape), {}};
       } else {
         const auto& children = terms[inst.region].nodes[t].children;

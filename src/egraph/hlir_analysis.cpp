@@ -598,26 +598,6 @@ std::unique_ptr<EGraph> make_egraph(HlirLanguage& lang) {
 
 // ---- Graph <-> e-graph --------------------------------------------------------------------
 
-namespace {
-
-// graph.topo_order(), which is id order whenever every node reads only
-// smaller ids (the usual case, checked in one pass without building the
-// Boost graph).
-std::vector<spool::NodeId> topo_order(const spool::Graph& graph) {
-  std::vector<spool::NodeId> order;
-  order.reserve(graph.num_live());
-  for (uint32_t i = 0; i < graph.id_bound(); ++i) {
-    const spool::NodeId id{i};
-    if (!graph.contains(id)) continue;
-    for (const spool::Edge& e : graph.node(id).inputs)
-      if (e.src.value >= i) return graph.topo_order();
-    order.push_back(id);
-  }
-  return order;
-}
-
-}  // namespace
-
 std::vector<ClassId> add_graph(EGraph& egraph, HlirLanguage& lang, const spool::Graph& graph) {
   std::vector<ClassId> classes(graph.id_bound());
   auto edge_class = [&](const spool::Edge& e) {
@@ -626,7 +606,7 @@ std::vector<ClassId> add_graph(EGraph& egraph, HlirLanguage& lang, const spool::
     return c;
   };
   spool::TensorType type;
-  for (spool::NodeId id : topo_order(graph)) {
+  for (spool::NodeId id : graph.topo_order()) {
     const spool::Node& node = graph.node(id);
     if (spool::op_info(node.op).cls == OpClass::Source) {
       type.dtype = node.dtype;

@@ -37,7 +37,21 @@ class PostOrder : public boost::default_dfs_visitor {
 
 }  // namespace
 
+std::optional<std::vector<NodeId>> Graph::id_order_if_topological() const {
+  std::vector<NodeId> order;
+  order.reserve(num_live_);
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].alive) continue;
+    for (const Edge& edge : nodes_[i].inputs)
+      if (edge.src.value >= i) return std::nullopt;
+    order.push_back(NodeId{i});
+  }
+  return order;
+}
+
 std::vector<NodeId> Graph::topo_order() const {
+  // The depth-first search below emits each node as its own root there.
+  if (std::optional<std::vector<NodeId>> order = id_order_if_topological()) return std::move(*order);
   BoostGraph adapter(nodes_.size());
   for (uint32_t i = 0; i < nodes_.size(); ++i) {
     if (!nodes_[i].alive) continue;

@@ -200,16 +200,12 @@ class Roller {
     const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
     nodes_.reset(new const Node*[bound]);  // every entry written below
     user_begin_.assign(bound + 1, 0);
-    by_id_ = true;
     has_markers_ = false;
     for (uint32_t id = 0; id < bound; ++id) {
       nodes_[id] = g_->contains(NodeId{id}) ? &g_->node(NodeId{id}) : nullptr;
       if (!nodes_[id]) continue;
       has_markers_ |= is_loop_marker(nodes_[id]->op);
-      for (const Edge& e : nodes_[id]->inputs) {
-        ++user_begin_[e.src.value + 1];
-        by_id_ &= e.src.value < id;
-      }
+      for (const Edge& e : nodes_[id]->inputs) ++user_begin_[e.src.value + 1];
     }
     for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
     user_list_.resize(user_begin_.back());
@@ -228,16 +224,7 @@ class Roller {
   // out: sources, and a loop's own entry markers, which are its body's
   // outside inputs just as sources are the top level's.
   std::vector<std::vector<NodeId>> context_orders() {
-    // When every input has a smaller id than its reader, topo_order's walk
-    // (roots in id order, inputs first) emits each node as its own root:
-    // the order is the id order.
-    if (by_id_) {
-      topo_.clear();
-      for (uint32_t id = 0; id < g_->id_bound(); ++id)
-        if (nodes_[id]) topo_.push_back(NodeId{id});
-    } else {
-      topo_ = topo_order(*g_);
-    }
+    topo_ = topo_order(*g_);
     const std::vector<NodeId>& topo = topo_;
     topo_position_.reset(new uint32_t[g_->id_bound()]);  // read for live ids only
     for (size_t i = 0; i < topo.size(); ++i) topo_position_[topo[i].value] = static_cast<uint32_t>(i);
@@ -249,7 +236,7 @@ class Roller {
     if (loops.empty()) {  // one context, the top level (a graph before its first roll)
       std::vector<NodeId> order;
       for (const NodeId id : topo)
-        if (!is_source(node(id))) order.push_back(id);
+        if (!is_source(node(id).op)) order.push_back(id);
       std::vector<std::vector<NodeId>> orders;
       if (!order.empty()) orders.push_back(std::move(order));
       return orders;
@@ -263,7 +250,7 @@ class Roller {
       for (const NodeId n : loop.entries) outside_like_[n.value] = true;
     std::map<int64_t, std::vector<NodeId>> by_context;
     for (const NodeId id : topo)
-      if (!is_source(node(id)) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
+      if (!is_source(node(id).op) && !outside_like_[id.value]) by_context[context[id.value]].push_back(id);
     std::vector<std::vector<NodeId>> orders;
     for (auto& [ctx, order] : by_context) orders.push_back(std::move(order));
     return orders;
@@ -434,7 +421,7 @@ class Roller {
           InputPlan::Kind kind;
           size_t position = 0;
           if (it->first == kNowhere) {
-            if (!is_source(node(e.src))) outside_reads.push_back(e.src);
+            if (!is_source(node(e.src).op)) outside_reads.push_back(e.src);
             kind = InputPlan::PerIteration;
           } else if (it->first == k) {
             kind = InputPlan::Internal;
@@ -580,7 +567,6 @@ class Roller {
   std::vector<NodeId> topo_;                   // of the last search
   std::unique_ptr<uint32_t[]> topo_position_;  // by id: the position in topo_ (live ids)
   std::unique_ptr<const Node*[]> nodes_;       // by id, nullptr for deleted ids
-  bool by_id_ = false;                         // every input's id is below its reader's
   bool has_markers_ = false;                   // the graph has loop markers
   std::vector<uint32_t> user_begin_;           // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
   std::vector<NodeId> user_list_;              // of the graph as it is during one search

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace spool::roll {
 namespace {
@@ -21,6 +22,7 @@ bool is_exit(Op op) { return op == Op::LoopEnd || op == Op::LoopOutput; }
 }  // namespace
 
 std::vector<NodeId> topo_order(const Graph& graph) {
+  if (std::optional<std::vector<NodeId>> order = graph.id_order_if_topological()) return std::move(*order);
   // Graph::topo_order's walk: roots in id order, inputs in input order (a
   // repeated input is looked at again), each node emitted when it finishes.
   enum : uint8_t { kUnseen, kOnPath, kDone };
@@ -61,20 +63,7 @@ std::vector<NodeId> topo_order(const Graph& graph) {
   return order;
 }
 
-std::vector<Loop> find_loops(const Graph& graph) {
-  // When every input has a smaller id than its reader (a graph built
-  // producers first, as the stitch builds it), topo_order's walk emits each
-  // node as its own root: the order is the id order, found in one pass.
-  std::vector<NodeId> order;
-  order.reserve(graph.num_live());
-  for (uint32_t id = 0; id < graph.id_bound(); ++id) {
-    if (!graph.contains(NodeId{id})) continue;
-    for (const Edge& edge : graph.node(NodeId{id}).inputs)
-      if (edge.src.value >= id) return find_loops(graph, topo_order(graph));
-    order.push_back(NodeId{id});
-  }
-  return find_loops(graph, order);
-}
+std::vector<Loop> find_loops(const Graph& graph) { return find_loops(graph, topo_order(graph)); }
 
 std::vector<Loop> find_loops(const Graph& graph, const std::vector<NodeId>& order) {
   std::map<int64_t, Loop> loops;

@@ -11,7 +11,6 @@
 
 namespace spool::roll::detail {
 
-inline bool is_source(const Node& n) { return op_info(n.op).cls == OpClass::Source; }
 
 // Constants and iotas are values, not places: two with the same attribute and
 // type are the same input.

@@ -111,18 +111,18 @@ Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, 
   if (!by_id)
     for (const NodeId id : topo) {
       const Node& n = graph.node(id);
-      if (is_source(n) && canonical[id.value] == id) g.add_with_id(id, n.op, {}, n.attr, n.dtype, n.shape);
+      if (is_source(n.op) && canonical[id.value] == id) g.add_with_id(id, n.op, {}, n.attr, n.dtype, n.shape);
     }
   for (const NodeId id : topo) {
     if (canonical[id.value] != id || stand_in[id.value].valid()) continue;
     const Node& n = graph.node(id);
-    if (!by_id && is_source(n)) continue;
+    if (!by_id && is_source(n.op)) continue;
     std::vector<Edge> inputs;
     inputs.reserve(n.inputs.size());
     for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
     if (!by_id || id.value != g.id_bound())
       g.add_with_id(id, n.op, std::move(inputs), n.attr, n.dtype, n.shape);
-    else if (is_source(n))
+    else if (is_source(n.op))
       g.add_source(n.op, n.attr, n.dtype, n.shape);
     else
       g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});

@@ -133,6 +133,10 @@ class Graph {
   // Live nodes in a topological order (producers first; stable for a given
   // graph). Throws spool::Error if the graph has a cycle.
   std::vector<NodeId> topo_order() const;
+  // The live ids in id order if every input has a smaller id than its reader
+  // (a graph built producers first): then that is topo_order()'s order, found
+  // in one pass. nullopt otherwise.
+  std::optional<std::vector<NodeId>> id_order_if_topological() const;
   // Checks that the graph is acyclic and every node's type matches what its
   // inputs infer. Throws spool::Error describing the first problem.
   void verify() const;

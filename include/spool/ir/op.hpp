@@ -48,6 +48,7 @@ inline constexpr OpInfo kOpInfo[] = {
 inline const OpInfo& op_info(Op op) { return kOpInfo[static_cast<int>(op)]; }
 inline std::string_view op_name(Op op) { return op_info(op).name; }
 inline bool is_loop_marker(Op op) { return op_info(op).cls == OpClass::LoopMarker; }
+inline bool is_source(Op op) { return op_info(op).cls == OpClass::Source; }
 std::optional<Op> parse_op(std::string_view name);
 
 }  // namespace spool
