@@ -233,10 +233,11 @@ void Graph::reserve(size_t nodes) {
   use_count_.reserve(nodes);
 }
 
-NodeId Graph::push(Node node) {
+NodeId Graph::push(Op op, DType dtype, Shape&& shape, Attr&& attr, std::vector<Edge>&& inputs) {
   SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "graph exceeds 2^32 node ids");
-  for (const Edge& e : node.inputs) ++use_count_[e.src.value];
-  nodes_.push_back(std::move(node));
+  for (const Edge& e : inputs) ++use_count_[e.src.value];
+  Node& node = nodes_.emplace_back(op, dtype, std::move(shape), std::move(attr), true);
+  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
   use_count_.push_back(0);
   holes_.clear();  // once add() hands out an id, no earlier hole may be filled
   ++num_live_;
@@ -246,21 +247,17 @@ NodeId Graph::push(Node node) {
 NodeId Graph::add_known(Op op, std::vector<Edge> inputs, Attr attr, TensorType type) {
   for (const Edge& edge : inputs)
     if (!contains(edge.src)) fail("{}: input %{} is not a live node", name_of(op), edge.src.value);
-  Node node{op, type.dtype, std::move(type.shape), std::move(attr), true};
-  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
-  return push(std::move(node));
+  return push(op, type.dtype, std::move(type.shape), std::move(attr), std::move(inputs));
 }
 
 NodeId Graph::add(Op op, std::vector<Edge> inputs, Attr attr) {
   TensorType type = infer(op, inputs, attr);
-  Node node{op, type.dtype, std::move(type.shape), std::move(attr), true};
-  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
-  return push(std::move(node));
+  return push(op, type.dtype, std::move(type.shape), std::move(attr), std::move(inputs));
 }
 
 NodeId Graph::add_source(Op op, Attr attr, DType dtype, Shape shape) {
   check_source(op, attr, dtype, shape);
-  return push(Node{op, dtype, std::move(shape), std::move(attr), true});
+  return push(op, dtype, std::move(shape), std::move(attr), {});
 }
 
 NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr, DType dtype, Shape shape) {

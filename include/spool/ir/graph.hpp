@@ -149,7 +149,8 @@ class Graph {
   NodeId add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr, DType dtype, Shape shape);
 
  private:
-  NodeId push(Node node);
+  // Appends a live node built in place (its inputs already checked).
+  NodeId push(Op op, DType dtype, Shape&& shape, Attr&& attr, std::vector<Edge>&& inputs);
   [[noreturn]] void not_live(NodeId id) const;  // node() of a dead or unknown id: a compiler bug
   TensorType infer(Op op, const std::vector<Edge>& inputs, const Attr& attr) const;
 
