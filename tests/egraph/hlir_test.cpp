@@ -155,6 +155,31 @@ TEST_CASE("sound HLIR rules saturate and the extracted term converts back to a G
   CHECK(eg->find(again[0]) == eg->find(outs[0]));
 }
 
+TEST_CASE("a copy of an HLIR language keeps every id, and rules compiled in the original run on its e-graphs") {
+  hlir::HlirLanguage original;
+  // A rule whose pattern interns an attribute (axis=1) in the original.
+  std::vector<Rule> rules;
+  rules.push_back(rewrite(original.language(), "mul-comm-under-sum", "(sum_reduce[axis=1] (mul ?a ?b))",
+                          "(sum_reduce[axis=1] (mul ?b ?a))", nullptr, {}, original.parse_options()));
+  const AttrId axis = original.attr(spool::AxisAttr{1});
+  const size_t attrs = original.language().attrs.size();
+
+  hlir::HlirLanguage copy(original);
+  CHECK(copy.language().attrs.size() == attrs);
+  CHECK(copy.attr(spool::AxisAttr{1}) == axis);
+  CHECK(copy.op(spool::Op::SumReduce) == original.op(spool::Op::SumReduce));
+  auto eg = hlir::make_egraph(copy);
+  hlir::add_graph(*eg, copy, small_graph());
+  // The graph's attributes are interned in the copy only.
+  CHECK(copy.language().attrs.size() > attrs);
+  CHECK(original.language().attrs.size() == attrs);
+  eg->rebuild();
+  const size_t before = eg->num_nodes();
+  Runner(quick()).run(*eg, rules);
+  CHECK(eg->num_nodes() == before + 2);  // (mul ?b ?a) and the sum_reduce over it
+  eg->check_invariants();
+}
+
 TEST_CASE("HLIR attributes in patterns") {
   hlir::HlirLanguage lang;
   Vars vars;

@@ -8,6 +8,7 @@
 #include <spool/support/error.hpp>
 
 #include <cmath>
+#include <optional>
 
 #include <set>
 
@@ -152,6 +153,28 @@ TEST_CASE("topological order and cycle detection go through Boost.Graph") {
   const Tensor r = -p;
   CHECK(error_of([&] { h.set_input(r.node(), 0, q.edge()); }) ==
         fmt::format("set_input: neg %{} would change type from f32[3] to f32[4]", r.node().value));
+}
+
+TEST_CASE("the id order is the topological order exactly when every input precedes its reader") {
+  Graph g;
+  const Tensor x = input(g, "x", DType::F32, {3});
+  const Tensor a = exp2(x);
+  const Tensor d = -x;
+  const std::optional<std::vector<NodeId>> by_id = g.id_order_if_topological();
+  REQUIRE(by_id.has_value());
+  CHECK(*by_id == std::vector<NodeId>{x.node(), a.node(), d.node()});
+  CHECK(g.topo_order() == *by_id);
+
+  // a reads d, a later id: acyclic, but the id order is no longer topological.
+  g.set_input(a.node(), 0, d.edge());
+  CHECK_FALSE(g.id_order_if_topological().has_value());
+  CHECK(g.topo_order() == std::vector<NodeId>{x.node(), d.node(), a.node()});
+
+  // Deleted ids are skipped.
+  g.set_input(a.node(), 0, x.edge());
+  g.remove(d.node());
+  REQUIRE(g.id_order_if_topological().has_value());
+  CHECK(*g.id_order_if_topological() == std::vector<NodeId>{x.node(), a.node()});
 }
 
 TEST_CASE("dtype conversions round to nearest even") {

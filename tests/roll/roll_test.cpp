@@ -109,7 +109,12 @@ TEST_CASE("a graph whose readers have smaller ids than their inputs rolls and un
     examples::LlamaConfig config = examples::LlamaConfig::tiny();
     config.layers = 4;
     const Graph g = reversed_ids(examples::build_llama(config, examples::Phase::prefill(8)));
+    // The roll passes' order is Graph::topo_order's, here where the ids are
+    // not topological, and on the rolled graph, whose markers read later ids.
+    CHECK_FALSE(g.id_order_if_topological().has_value());
+    CHECK(roll::topo_order(g) == g.topo_order());
     const roll::RollResult rolled = roll::auto_roll(g);
+    CHECK(roll::topo_order(rolled.graph) == rolled.graph.topo_order());
     CHECK(rolled.report.trips == std::vector<int64_t>{3});
     CHECK(rolled.report.hlir_nodes_after < rolled.report.hlir_nodes_before);
     CHECK_NOTHROW(rolled.graph.verify());

@@ -15,6 +15,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
