@@ -84,12 +84,12 @@ bool still_current(FileStamp& s) {
   return true;
 }
 
-// Reads a rule file and everything it includes (a bad file is reported
-// before any region starts; so are rules that do not compile, by
-// compiled_rules). Parses are
-// kept for the process and reused while every file a parse read has the
-// same size and modification time: compiles of several models, or of one
-// model rolled and unrolled, read the same files. A parse is kept only if
+// Reads a rule file and everything it includes; a file that does not parse
+// is reported here, before any region starts (rules that do not compile are
+// reported by compiled_rules, also before). Parses are kept for the process
+// and reused while every file a parse read has the same size and
+// modification time: compiles of several models, or of one model rolled and
+// unrolled, read the same files. A parse is kept only if
 // no file changed while it was made (their stamps before and after agree).
 std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
   struct Entry {

@@ -15,7 +15,6 @@
 namespace spool {
 namespace {
 
-
 // A region's term read as a program, once per region: what to_graph would
 // build, without building it. Term node t is read through `edges[t]`: a
 // non-view term node and the views on the way to it, composed as to_graph

@@ -50,7 +50,8 @@ std::optional<std::vector<NodeId>> Graph::id_order_if_topological() const {
 }
 
 std::vector<NodeId> Graph::topo_order() const {
-  // The depth-first search below emits each node as its own root there.
+  // There the depth-first search below would emit every node as its own
+  // root, in id order: taken in one pass, without building the adapter.
   if (std::optional<std::vector<NodeId>> order = id_order_if_topological()) return std::move(*order);
   BoostGraph adapter(nodes_.size());
   for (uint32_t i = 0; i < nodes_.size(); ++i) {
