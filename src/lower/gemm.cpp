@@ -506,9 +506,53 @@ int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels) 
   return sim::simulate_timing(p, em.config, nullptr).cycles;
 }
 
+// Batch axes next to M over which every B input is broadcast, folded into
+// M: grouped-query attention multiplies [KV heads, group, S, D] by K^T read
+// as [KV heads, 1, D, T], and as a batch of group x S-row products each
+// query head would load the same keys again; as one product of group * S
+// rows per KV head the keys are loaded once (and a decode step's one-row
+// products become group-row ones). An axis folds only where every A input,
+// epilogue input and the output step over it exactly as over a run of M rows
+// (stride = M * the M stride), so the folded kernel reads and writes the same
+// elements. Operands read through a fused gather keep their batch axes (the
+// index is loaded per batch of axis 0).
+GemmJob fold_broadcast_batches(GemmJob job) {
+  auto gathered = [](const std::vector<Access>& ins) {
+    return std::any_of(ins.begin(), ins.end(), [](const Access& a) { return a.index_buffer >= 0; });
+  };
+  if (gathered(job.a) || gathered(job.b)) return job;
+  for (;;) {
+    const size_t r = job.out.shape.size();
+    if (r < 3) return job;
+    const size_t x = r - 3, m = r - 2;
+    const int64_t rows = job.out.shape[m];
+    // With one row, any stride over the axis is the folded rows' stride.
+    auto follows_rows = [&](const Access& a) {
+      return a.shape.size() == r && a.strides.size() == r && a.shape[x] == job.out.shape[x] &&
+             (rows == 1 || a.strides[x] == rows * a.strides[m]);
+    };
+    bool foldable = job.out.shape[x] > 1 && follows_rows(job.out);
+    for (const Access& b : job.b) foldable = foldable && b.strides.size() == r && b.strides[x] == 0;
+    for (const Access& a : job.a) foldable = foldable && follows_rows(a);
+    for (const Access& e : job.epilogue) foldable = foldable && follows_rows(e);
+    if (!foldable) return job;
+    auto fold = [&](Access& a, bool into_rows) {
+      if (into_rows && rows == 1) a.strides[m] = a.strides[x];
+      if (into_rows) a.shape[m] *= a.shape[x];
+      a.shape.erase(a.shape.begin() + static_cast<std::ptrdiff_t>(x));
+      a.strides.erase(a.strides.begin() + static_cast<std::ptrdiff_t>(x));
+    };
+    for (Access& a : job.a) fold(a, true);
+    for (Access& b : job.b) fold(b, false);
+    for (Access& e : job.epilogue) fold(e, true);
+    fold(job.out, true);
+  }
+}
+
 }  // namespace
 
-std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& job) {
+std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
+  const GemmJob job = fold_broadcast_batches(unfolded);
   if (has_iota(job.a_program) || has_iota(job.b_program) || has_iota(job.epilogue_program))
     return std::string("a program reads an iota");
   if (!is_float(job.dtype)) fail("lower: {}: integer GEMMs do not run on the systolic arrays", job.info.name);

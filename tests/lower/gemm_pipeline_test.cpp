@@ -2,15 +2,21 @@
 // come before tile i's array steps), and a prologue over a K^T operand (keys
 // read through a transposed view, as in decode attention) loads rows of k
 // contiguously and feeds the array with trans_b; a prologue input constant
-// along k (a norm's per-row scale) is loaded one value per row. All compared
+// along k (a norm's per-row scale) is loaded one value per row; grouped-query
+// attention's products load each key and value once per KV head. All compared
 // with the interpreter, and asserted on the generated kernels.
 
 #include "lower_test_util.hpp"
 
 #include <spool/nn/nn.hpp>
+#include <spool/sim/sim.hpp>
+
+#include <algorithm>
 
 using namespace spool;
 using spool::lower_test::check_against_interp;
+using spool::lower_test::constant_instr;
+using spool::lower_test::instr;
 
 namespace {
 
@@ -116,5 +122,63 @@ TEST_CASE("gemm: an A prologue input broadcast along k is loaded one value per r
         CHECK(d->dims.size() == 1);
       });
     CHECK(loads > 0);
+  }
+}
+
+TEST_CASE("gemm: grouped-query attention loads each key once (a group's query heads are one product of group x S rows)") {
+  // scores = (q k^T) * 0.5 and out = (p * row) v per KV head, the keys and
+  // values read as [Hkv, 1, ..] and broadcast over the G query heads of a
+  // group (a literal in the epilogue, a per-row input in the prologue). The
+  // same products with keys and values stored once per query head load G
+  // copies of them; the broadcast ones must load one.
+  const int64_t Hkv = 2, G = 4, D = 32, T = 40;
+  auto build = [&](int64_t S, bool per_head_kv) {
+    Graph g("gqa");
+    Tensor q = input(g, "q", DType::F32, {Hkv, G, S, D});
+    Tensor p = input(g, "p", DType::F32, {Hkv, G, S, T});
+    Tensor row = input(g, "row", DType::F32, {Hkv, G, S, 1});
+    Tensor kt, v;
+    if (per_head_kv) {
+      kt = input(g, "keys", DType::F32, {Hkv, G, T, D}).transpose(2, 3);
+      v = input(g, "values", DType::F32, {Hkv, G, T, D});
+    } else {
+      kt = input(g, "keys", DType::F32, {Hkv, T, D}).unsqueeze(1).transpose(2, 3).broadcast_to({Hkv, G, D, T});
+      v = input(g, "values", DType::F32, {Hkv, T, D}).unsqueeze(1).broadcast_to({Hkv, G, T, D});
+    }
+    GemmAttr scaled;
+    scaled.epilogue.instrs = {constant_instr(0.5), instr(Op::Mul, 0, 1)};
+    output("scores", Tensor(&g, g.add(Op::Gemm, {q.edge(), kt.edge()}, scaled)));
+    GemmAttr row_scaled;
+    row_scaled.a.instrs = {instr(Op::Mul, 0, 1)};
+    row_scaled.a_inputs = 2;
+    output("out", Tensor(&g, g.add(Op::Gemm, {p.edge(), row.broadcast_to({Hkv, G, S, T}).edge(), v.edge()},
+                                   row_scaled)));
+    return g;
+  };
+  for (const char* cfg : {"toy", "tpuv3"}) {
+    for (const int64_t S : {int64_t{1}, int64_t{5}}) {
+      CAPTURE(cfg);
+      CAPTURE(S);
+      lower::Lowered grouped, per_head;
+      CHECK(check_against_interp(build(S, false), cfg, 11, 2, &grouped) < 1e-5);
+      CHECK(check_against_interp(build(S, true), cfg, 11, 2, &per_head) < 1e-5);
+      // One batch loop (the KV heads) in the grouped GEMMs, two per head.
+      auto batch_loops = [](const lower::Lowered& l) {
+        size_t most = 0;
+        for (const npu::Kernel& k : l.program.kernels)
+          most = std::max<size_t>(most, std::count_if(k.loop_vars.begin(), k.loop_vars.end(), [](const std::string& v) {
+                                    return v.rfind("batch", 0) == 0;
+                                  }));
+        return most;
+      };
+      CHECK(batch_loops(grouped) == 1);
+      CHECK(batch_loops(per_head) == 2);
+      // The grouped products move at least the G - 1 extra copies of the
+      // keys and values fewer bytes.
+      const sim::NpuConfig config = sim::load_config(cfg);
+      const int64_t kv_bytes = 2 * Hkv * T * D * 4;
+      CHECK(sim::run(grouped.program, config).dram_useful_bytes + (G - 1) * kv_bytes <=
+            sim::run(per_head.program, config).dram_useful_bytes);
+    }
   }
 }
