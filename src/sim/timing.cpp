@@ -171,7 +171,7 @@ struct ArrayState {
   Time drained = 0;       // the last tile's results have left
   WeightTile weights;
   IssueQueue queue;
-  Time busy = 0;
+  Time busy = 0;  // streaming rows, and loading weights when there is no shadow buffer
   int track = -1;
 };
 
@@ -625,7 +625,10 @@ class TimingSim {
     if (!plan.resident) {
       a.weights = tile;
       a.preload_free = plan.start;
-      a.busy += preload;
+      // Weights without a shadow buffer hold the array while they load; with
+      // one they load behind the tile streaming through it, and counting
+      // them too would put a saturated array above 100%.
+      if (c_.systolic.weight_buffers < 2) a.busy += preload;
     }
     a.stream_free = plan.start + m * core_period_;
     a.drained = done;
