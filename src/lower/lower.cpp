@@ -188,12 +188,24 @@ class Lowering {
     return dense_access(em_.add_buffer(name, dtype, shape, kind), dtype, shape);
   }
 
+  // The rows of a copy or fill tile: the longest axis but the last. Moving
+  // data, any axis will do, and the longest gives the fewest, largest tiles
+  // (a head-major [heads, S, D] output read token-major as [S, heads, D] is
+  // copied in tiles of S rows, not of one row per head).
+  static int widest_row_axis(const Shape& shape) {
+    const int r = static_cast<int>(shape.size());
+    int row = r - 2;
+    for (int a = r - 3; a >= 0; --a)
+      if (shape[static_cast<size_t>(a)] > shape[static_cast<size_t>(row)]) row = a;
+    return row;
+  }
+
   void copy(const Access& from, const Access& to, const std::string& name) {
     TiledSpec s;
     s.info = KernelInfo{em_.unique_name(name), "copy", false, 0, "", 1};
     s.shape = from.shape;
     s.col_axis = std::max<int>(0, static_cast<int>(from.shape.size()) - 1);
-    s.row_axis = static_cast<int>(from.shape.size()) - 2;
+    s.row_axis = widest_row_axis(from.shape);
     s.inputs = {from};
     s.outputs = {TiledOutput{to, TileOut::Full, 1}};
     s.body = [](VecBuilder&, const std::vector<int>& in, const SpadRef*) { return std::vector<int>{in[0]}; };
@@ -214,7 +226,7 @@ class Lowering {
     s.info = KernelInfo{em_.unique_name(name), "fill", false, 0, "", 1};
     s.shape = to.shape;
     s.col_axis = std::max<int>(0, static_cast<int>(to.shape.size()) - 1);
-    s.row_axis = static_cast<int>(to.shape.size()) - 2;
+    s.row_axis = widest_row_axis(to.shape);
     s.outputs = {TiledOutput{to, TileOut::Full, 1}};
     const ScalarType t = value_type(to.dtype);
     s.body = [t, value](VecBuilder& vb, const std::vector<int>&, const SpadRef*) { return std::vector<int>{vb.constant(t, value)}; };

@@ -80,6 +80,30 @@ TEST_CASE("lower: views are strided reads (permute, slice, expand, reshape)") {
   }
 }
 
+TEST_CASE("lower: a view copied to a dense buffer is tiled along its longest axis") {
+  // Attention's head-major [heads, S, D] output read token-major as
+  // [S, heads * D]: the permute is strided, the reshape after it is not, so
+  // the permuted view is copied. Its tiles hold S rows of one head, not one
+  // row per head.
+  for (const char* cfg : kConfigs) {
+    CAPTURE(cfg);
+    const int64_t H = 8, S = 64, D = 16;
+    Graph g("token_major");
+    Tensor x = input(g, "x", DType::F32, {H, S, D});
+    Tensor w = weight(g, "w", DType::F32, {H * D, 24});
+    output("y", Tensor(&g, g.add(Op::Gemm, {x.permute({1, 0, 2}).reshape({S, H * D}).edge(), w.edge()}, GemmAttr{})));
+    lower::Lowered l;
+    CHECK(check_against_interp(g, cfg, 4, 2, &l) < 1e-5);
+    int copies = 0;
+    for (const lower::KernelInfo& k : l.report.per_kernel)
+      if (k.kind == "copy") {
+        ++copies;
+        CHECK(k.tile.rfind("rows " + std::to_string(S) + " ", 0) == 0);
+      }
+    CHECK(copies == 1);
+  }
+}
+
 TEST_CASE("lower: reductions, softmax and norms match the interpreter") {
   for (const char* cfg : kConfigs) {
     for (Shape shape : {Shape{5, 13}, Shape{3, 17, 130}, Shape{40}}) {
