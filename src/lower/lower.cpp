@@ -188,10 +188,12 @@ class Lowering {
     return dense_access(em_.add_buffer(name, dtype, shape, kind), dtype, shape);
   }
 
-  // The rows of a copy or fill tile: the longest axis but the last. Moving
-  // data, any axis will do, and the longest gives the fewest, largest tiles
-  // (a head-major [heads, S, D] output read token-major as [S, heads, D] is
-  // copied in tiles of S rows, not of one row per head).
+  // The rows of an elementwise, copy or fill tile: the longest axis but the
+  // last. Any axis will do for a kernel that reads and writes element for
+  // element, and the longest gives the fewest, largest tiles (a head-major
+  // [heads, S, D] output read token-major as [S, heads, D] is copied in
+  // tiles of S rows, not of one row per head; a decode step's [heads, 1, D]
+  // values go in one tile, not one per head).
   static int widest_row_axis(const Shape& shape) {
     const int r = static_cast<int>(shape.size());
     int row = r - 2;
@@ -464,7 +466,7 @@ class Lowering {
     s.info = KernelInfo{em_.unique_name(name), n.op == Op::Fused ? "fused" : std::string(op_name(n.op)), fused, 0, "", 1};
     s.shape = n.shape;
     s.col_axis = std::max<int>(0, static_cast<int>(n.shape.size()) - 1);
-    s.row_axis = static_cast<int>(n.shape.size()) - 2;
+    s.row_axis = widest_row_axis(n.shape);
     for (const Edge& e : n.inputs) s.inputs.push_back(read(e, name));
     const size_t k = s.inputs.size();
     const auto iotas = program_iotas(p, n.shape, name);
@@ -778,7 +780,7 @@ class Lowering {
     s.info = KernelInfo{em_.unique_name(name), "fused", p.instrs.size() > 1, 0, "", 1};
     s.shape = out.shape;
     s.col_axis = std::max<int>(0, static_cast<int>(out.shape.size()) - 1);
-    s.row_axis = static_cast<int>(out.shape.size()) - 2;
+    s.row_axis = widest_row_axis(out.shape);
     s.inputs = ins;
     const size_t k = ins.size();
     const auto iotas = program_iotas(p, out.shape, name);

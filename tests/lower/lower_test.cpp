@@ -80,11 +80,12 @@ TEST_CASE("lower: views are strided reads (permute, slice, expand, reshape)") {
   }
 }
 
-TEST_CASE("lower: a view copied to a dense buffer is tiled along its longest axis") {
+TEST_CASE("lower: vector kernels are tiled along their longest axis but the last") {
   // Attention's head-major [heads, S, D] output read token-major as
   // [S, heads * D]: the permute is strided, the reshape after it is not, so
   // the permuted view is copied. Its tiles hold S rows of one head, not one
-  // row per head.
+  // row per head. And a decode step's [heads, 1, D] elementwise kernel takes
+  // one tile of all heads, not one tile per head.
   for (const char* cfg : kConfigs) {
     CAPTURE(cfg);
     const int64_t H = 8, S = 64, D = 16;
@@ -101,6 +102,13 @@ TEST_CASE("lower: a view copied to a dense buffer is tiled along its longest axi
         CHECK(k.tile.rfind("rows " + std::to_string(S) + " ", 0) == 0);
       }
     CHECK(copies == 1);
+
+    Graph step("decode_step");
+    Tensor q = input(step, "q", DType::F32, {H, 1, D});
+    output("scaled", q * 0.5);
+    CHECK(check_against_interp(step, cfg, 5, 2, &l) < 1e-6);
+    REQUIRE(l.report.per_kernel.size() == 1);
+    CHECK(l.report.per_kernel[0].tile == "rows " + std::to_string(H) + " cols " + std::to_string(D));
   }
 }
 
