@@ -2,14 +2,18 @@
 //
 // Bytes are what a kernel moves to and from DRAM: a view is read in place,
 // so a broadcast input costs the bytes of its (smaller) source and a slice
-// the bytes of the slice; a known constant is one scalar. The estimate only
-// has to rank alternatives of one class, so it is simple and deterministic.
+// the bytes of the slice; a known constant is one scalar. A padded view is
+// the exception: the lowering copies it for each reader (see pad_copies).
+// The estimate only has to rank alternatives of one class, so it is simple
+// and deterministic.
 
 #include <spool/egraph/hlir_cost.hpp>
+#include <spool/ir/kernel.hpp>
 #include <spool/support/error.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace spool::egraph::hlir {
 namespace {
@@ -25,6 +29,30 @@ double bytes(const spool::TensorType& t) {
 }
 
 double elements(const spool::TensorType& t) { return static_cast<double>(spool::num_elements(t.shape)); }
+
+// What a reader pays for the pads of `view` over a `source`-shaped value of
+// `dtype`: the lowering reads every other view step in place, but copies a
+// padded view into a buffer of its padded shape (a fill of the pad value,
+// then the interior copied in) once per reader. Bytes moved and kernels
+// launched. A pad that is the last step, with value 0, read by a sum of
+// parts is a concat's part, copied into the concat's buffer as its own
+// value would be: free here.
+struct PadCopies {
+  double bytes = 0, kernels = 0;
+};
+PadCopies pad_copies(const spool::View& view, const spool::Shape& source, spool::DType dtype, bool reader_sums_parts) {
+  PadCopies out;
+  const std::vector<spool::ViewStep>& steps = view.steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].kind != spool::ViewKind::Pad) continue;
+    if (reader_sums_parts && i + 1 == steps.size() && steps[i].value == 0.0) continue;
+    const double interior = bytes({dtype, view.apply(source, i)});
+    const double padded = bytes({dtype, view.apply(source, i + 1)});
+    out.bytes += padded + 2 * interior;  // the fill's writes, the copy's reads and writes
+    out.kernels += 2;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -42,8 +70,15 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
   if (cls == spool::OpClass::Source || cls == spool::OpClass::LoopMarker) return config_.free_node;
 
   const ClassData& out = data_of(graph, graph.class_of(n));
-  // DRAM traffic: every distinct input once, the output once.
-  double traffic = bytes(out.type);
+  static const spool::Attr kNone{spool::NoAttr{}};
+  const spool::Attr& attr = node.attr == AttrId{} ? kNone : lang_.payload(node.attr).attr;
+  const bool sums_parts =
+      (op == spool::Op::Add || op == spool::Op::Max) ||
+      (op == spool::Op::Fused && spool::is_sum_program(std::get<spool::ProgramAttr>(attr), node.children.size()));
+  // DRAM traffic: every distinct input once, the output once; and the copies
+  // of padded inputs that are only padded views (a value with a node of its
+  // own, or a view without a pad, may be read in place instead).
+  double traffic = bytes(out.type), launches = 1;
   std::vector<ClassId> seen;
   for (ClassId child : node.children) {
     const ClassId c = graph.find_const(child);
@@ -55,16 +90,28 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
       continue;
     }
     double read = bytes(d.type);
+    std::optional<PadCopies> copies;  // the cheapest way to read the class; none: in place
+    bool in_place = false;
     for (NodeId m : graph.class_nodes(c)) {
       const ENodeRef v = graph.node(m);
-      if (v.op != lang_.view_op() || graph.find_const(v.children[0]) == c) continue;
-      read = std::min(read, bytes(data_of(graph, v.children[0]).type));
+      if (v.op != lang_.view_op()) {
+        in_place = true;
+        continue;
+      }
+      if (graph.find_const(v.children[0]) == c) continue;
+      const spool::TensorType& source = data_of(graph, v.children[0]).type;
+      read = std::min(read, bytes(source));
+      const PadCopies p = pad_copies(*lang_.payload(v.attr).view, source.shape, source.dtype, sums_parts);
+      if (p.kernels == 0) in_place = true;
+      if (!copies || p.bytes < copies->bytes) copies = p;
     }
     traffic += read;
+    if (!in_place && copies) {
+      traffic += copies->bytes;
+      launches += copies->kernels;
+    }
   }
 
-  static const spool::Attr kNone{spool::NoAttr{}};
-  const spool::Attr& attr = node.attr == AttrId{} ? kNone : lang_.payload(node.attr).attr;
   auto in_elements = [&](size_t i) { return elements(data_of(graph, node.children[i]).type); };
   double vector_ops = 0, flops = 0;
   switch (cls) {
@@ -123,8 +170,8 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     case spool::OpClass::LoopMarker:
       SPOOL_ASSERT(false, "handled above");
   }
-  return config_.launch_cycles + traffic / config_.dram_bytes_per_cycle + flops / config_.matmul_flops_per_cycle +
-         vector_ops / config_.vector_ops_per_cycle;
+  return config_.launch_cycles * launches + traffic / config_.dram_bytes_per_cycle +
+         flops / config_.matmul_flops_per_cycle + vector_ops / config_.vector_ops_per_cycle;
 }
 
 double program_cost(const spool::Graph& program) {

@@ -84,6 +84,18 @@ DType program_result(const ProgramAttr& program, std::span<const DType> inputs, 
   return program_types(program, inputs, rank, op).back();
 }
 
+bool is_sum_program(const ProgramAttr& p, size_t inputs) {
+  std::vector<int> uses(inputs + p.instrs.size(), 0);
+  for (const ProgramInstr& in : p.instrs) {
+    if (in.op != Op::Add && in.op != Op::Max) return false;
+    ++uses[in.args[0]];
+    ++uses[in.args[1]];
+  }
+  for (size_t i = 0; i + 1 < inputs + p.instrs.size(); ++i)
+    if (uses[i] != 1) return false;
+  return !p.instrs.empty();
+}
+
 TensorType infer_kernel_type(Op op, const std::vector<TensorType>& in, const Attr& attr) {
   const std::string_view name = op_name(op);
   switch (op) {

@@ -3,9 +3,11 @@
 #include <spool/ir/view.hpp>
 #include <spool/support/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <charconv>
+#include <cstdint>
 #include <boost/container/small_vector.hpp>
 #include <boost/container_hash/hash.hpp>
 #include <string_view>
@@ -271,16 +273,19 @@ std::vector<ViewStep>& View::own_steps() {
   return *steps_;
 }
 
-Shape View::apply(const Shape& source) const {
-  if (!steps_) return source;
+Shape View::apply(const Shape& source) const { return apply(source, SIZE_MAX); }
+
+Shape View::apply(const Shape& source, size_t count) const {
+  const size_t n = std::min(count, steps().size());
+  if (n == 0) return source;
   Shape buffers[2];
   const Shape* in = &source;
-  for (size_t i = 0; i < steps_->size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const ViewStep& step = (*steps_)[i];
     step_shape(step, *in, buffers[i % 2], kind_name(step.kind));
     in = &buffers[i % 2];
   }
-  return std::move(buffers[(steps_->size() - 1) % 2]);
+  return std::move(buffers[(n - 1) % 2]);
 }
 
 void View::append(const ViewStep& step, const Shape& source, std::string_view op) {

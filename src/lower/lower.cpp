@@ -33,19 +33,6 @@ using npu::BufferKind;
 using npu::ScalarType;
 using npu::VecOp;
 
-bool is_add_program(const ProgramAttr& p, size_t inputs) {
-  // Every input used once, by add (or logical or) instructions only.
-  std::vector<int> uses(inputs + p.instrs.size(), 0);
-  for (const ProgramInstr& in : p.instrs) {
-    if (in.op != Op::Add && in.op != Op::Max) return false;
-    ++uses[in.args[0]];
-    ++uses[in.args[1]];
-  }
-  for (size_t i = 0; i < inputs + p.instrs.size() - 1; ++i)
-    if (uses[i] != 1) return false;
-  return !p.instrs.empty();
-}
-
 struct Piece {
   Edge edge;        // read without its final pad step
   Shape before;     // where the part starts in the output
@@ -78,7 +65,7 @@ class Lowering {
   std::optional<std::vector<Piece>> pieces(NodeId id, bool top) {
     const Node& n = g_.node(id);
     const bool add = (n.op == Op::Add && n.dtype != DType::Bool) || (n.op == Op::Max && n.dtype == DType::Bool);
-    const bool fused_add = n.op == Op::Fused && is_add_program(std::get<ProgramAttr>(n.attr), n.inputs.size());
+    const bool fused_add = n.op == Op::Fused && is_sum_program(std::get<ProgramAttr>(n.attr), n.inputs.size());
     if (!add && !fused_add) return std::nullopt;
     if (!top && g_.use_count(id) != 1) return std::nullopt;
     std::vector<Piece> out;

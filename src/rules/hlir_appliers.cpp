@@ -262,12 +262,26 @@ struct Producer {
 // padding, not the producer's value there) and whose program has no iota
 // (its index would be the view's output index, not the producer's). A
 // class with several readers that a gemm computes has no producer to
-// inline (see below).
+// inline (see below), and a producer that reads a value only through
+// padded views (a concat's parts) is not inlined: the lowering copies a
+// padded view for each kernel that reads it, so the consumer reads the
+// concat's value instead.
 std::optional<Producer> fused_producer(EGraph& g, HlirLanguage& lang, ClassId c, size_t budget) {
   std::optional<Producer> best;
+  // Whether a class is only ever read through padded views.
+  auto padded_only = [&](ClassId k) {
+    bool any = false;
+    for (const NodeId id : g.class_nodes(g.find(k))) {
+      const egraph::ENodeRef e = g.node(id);
+      if (e.op != lang.view_op() || !has_pad(*lang.payload(e.attr).view)) return false;
+      any = true;
+    }
+    return any;
+  };
   auto consider = [&](const NodeCopy& n, const View& view) {
     const ProgramAttr& p = std::get<ProgramAttr>(attr_of(lang, n.attr));
     if (p.instrs.size() > budget || (!view.is_identity() && has_iota(p))) return;
+    if (std::any_of(n.kids.begin(), n.kids.end(), padded_only)) return;
     if (best && best->program.instrs.size() >= p.instrs.size()) return;
     best = Producer{p, n.kids, view};
   };

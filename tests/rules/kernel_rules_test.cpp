@@ -8,6 +8,7 @@
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/hlir_cost.hpp>
 #include <spool/interp/interp.hpp>
+#include <spool/ir/kernel.hpp>
 #include <spool/ir/text.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/roll/roll.hpp>
@@ -243,6 +244,50 @@ TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
   const double gemm_alone = 400 + (64.0 * 256 + 512.0 * 256 + 64.0 * 512) * 4 / 512;
   CHECK(best.tree_cost < gemm_alone + 400 + 2 * 64.0 * 512 * 4 / 512);
   MESSAGE("linear+bias+silu [64,256]x[256,512]: " << unfused << " cycles as HLIR, " << best.tree_cost << " fused");
+}
+
+TEST_CASE("a padded view is priced as the copy the lowering makes of it, except as a concat's part") {
+  // The lowering reads views in place but a pad, which it copies into a
+  // filled buffer once per reader: two kernels and their bytes. A sum of
+  // zero-padded parts is a concat, whose parts are copied into place anyway.
+  auto cost = [](const Graph& g) { return egraph::hlir::program_cost(g); };
+  Graph padded("padded"), plain("plain"), parts("parts"), whole("whole");
+  const Tensor x = input(padded, "x", DType::F32, {64, 64});
+  output("y", nn::exp(x.pad(1, 0, 64, 0.0)));
+  output("y", nn::exp(input(plain, "x", DType::F32, {64, 128})));
+  const Tensor a = input(parts, "a", DType::F32, {64, 64}), b = input(parts, "b", DType::F32, {64, 64});
+  output("y", a.pad(1, 0, 64, 0.0) + b.pad(1, 64, 0, 0.0));
+  output("y", input(whole, "a", DType::F32, {64, 128}) + input(whole, "b", DType::F32, {64, 128}));
+  const double launch = egraph::hlir::HlirCostConfig{}.launch_cycles;
+  CHECK(cost(padded) >= cost(plain) + 2 * launch);
+  CHECK(cost(parts) <= cost(whole));
+}
+
+TEST_CASE("a fused kernel reads a concat's value instead of inlining the concat's padded parts") {
+  // RoPE's rotate-half, cat(-x2, x1) * sin + x * cos: with the concat
+  // inlined, the kernel would read two padded views, each copied by the
+  // lowering; reading the concat's value, it reads none.
+  Graph g("rotate");
+  const Tensor x = input(g, "x", DType::F32, {8, 16});
+  const Tensor sin = input(g, "sin", DType::F32, {8, 16}), cos = input(g, "cos", DType::F32, {8, 16});
+  const Tensor rotated = nn::concat({-x.slice(1, 8, 16), x.slice(1, 0, 8)}, -1);
+  output("y", rotated * sin + x * cos);
+  const Compiled result = saturate_and_extract(g);
+  int padded_reads = 0;
+  for (NodeId id : result.program.topo_order()) {
+    const Node& n = result.program.node(id);
+    const bool sums_parts =
+        n.op == Op::Add || (n.op == Op::Fused && is_sum_program(std::get<ProgramAttr>(n.attr), n.inputs.size()));
+    for (const Edge& e : n.inputs)
+      for (const ViewStep& step : e.view.steps())
+        if (step.kind == ViewKind::Pad) {
+          CHECK_MESSAGE(sums_parts, op_name(n.op) << " reads a padded view");
+          ++padded_reads;
+        }
+  }
+  CHECK(padded_reads == 2);  // the concat's two parts
+  CHECK(count_kernels(result.program).ops[Op::Fused] >= 1);
+  CHECK(max_rel_error(g, result.program, 5) <= 1e-6);
 }
 
 TEST_CASE("fusion stays bounded on a long elementwise chain") {

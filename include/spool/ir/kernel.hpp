@@ -19,6 +19,10 @@ std::vector<DType> program_types(const ProgramAttr& program, std::span<const DTy
 // The dtype of the program's result.
 DType program_result(const ProgramAttr& program, std::span<const DType> inputs, size_t rank, std::string_view op);
 
+// Whether the program only adds its `inputs` up (add, or max: a logical or
+// of bools), each input used once: with zero-padded inputs, a concat.
+bool is_sum_program(const ProgramAttr& program, size_t inputs);
+
 // Type inference of the kernel ops (OpClass::Kernel).
 TensorType infer_kernel_type(Op op, const std::vector<TensorType>& inputs, const Attr& attr);
 

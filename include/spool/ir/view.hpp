@@ -47,6 +47,8 @@ class View {
 
   // The shape a consumer sees when this view reads a buffer of `source` shape.
   Shape apply(const Shape& source) const;
+  // The shape after the first `count` steps (at most all of them).
+  Shape apply(const Shape& source, size_t count) const;
 
   // Appends a step that reads this view's output (the view reading a buffer
   // of `source` shape), merging it into the previous step where possible.
