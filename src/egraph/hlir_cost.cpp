@@ -56,6 +56,34 @@ PadCopies pad_copies(const spool::View& view, const spool::Shape& source, spool:
 
 }  // namespace
 
+// The issue slots of one pass of `program` over an element, its inputs of
+// dtypes `inputs`: each instruction weighed by its op's interval and its
+// value's width against an f32 add's.
+double HlirCost::program_slots(const spool::ProgramAttr& program, std::span<const spool::DType> inputs,
+                               size_t rank) const {
+  if (program.instrs.empty()) return 0;
+  const std::vector<spool::DType> types = spool::program_types(program, inputs, rank, "cost");
+  double slots = 0;
+  for (size_t i = 0; i < program.instrs.size(); ++i) {
+    slots += op_slots(program.instrs[i].op, types[inputs.size() + i]);
+  }
+  return slots;
+}
+
+double HlirCost::op_slots(spool::Op op, spool::DType dtype) const {
+  double slots = 1;
+  switch (op) {
+    case spool::Op::Sin: slots = config_.sin_slots; break;
+    case spool::Op::Exp2:
+    case spool::Op::Log2:
+    case spool::Op::Sqrt:
+    case spool::Op::Recip:
+    case spool::Op::Mod: slots = config_.slow_slots; break;
+    default: break;
+  }
+  return slots * static_cast<double>(spool::dtype_bytes(dtype)) / 4.0;
+}
+
 double HlirCost::cost(const EGraph& graph, NodeId node, std::span<const double> child_costs) const {
   double total = node_cost(graph, node);
   for (double c : child_costs) total += c;
@@ -113,6 +141,12 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
   }
 
   auto in_elements = [&](size_t i) { return elements(data_of(graph, node.children[i]).type); };
+  auto in_types = [&](size_t from, size_t to) {
+    std::vector<spool::DType> types;
+    for (size_t i = from; i < to; ++i) types.push_back(data_of(graph, node.children[i]).type.dtype);
+    return types;
+  };
+  const size_t rank = out.type.shape.size();
   double vector_ops = 0, flops = 0;
   switch (cls) {
     case spool::OpClass::Unary:
@@ -120,6 +154,8 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     case spool::OpClass::Binary:
     case spool::OpClass::Compare:
     case spool::OpClass::Select:
+      vector_ops = elements(out.type) * op_slots(op, out.type.dtype);  // as a one-instruction fused kernel
+      break;
     case spool::OpClass::Gather:
       vector_ops = elements(out.type);
       break;
@@ -133,22 +169,33 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     case spool::OpClass::Kernel:
       switch (op) {
         case spool::Op::Fused:
-          vector_ops = elements(out.type) * static_cast<double>(std::get<spool::ProgramAttr>(attr).instrs.size());
+          vector_ops = elements(out.type) * program_slots(std::get<spool::ProgramAttr>(attr),
+                                                          in_types(0, node.children.size()), rank);
           break;
         case spool::Op::Gemm: {
           const spool::GemmAttr& g = std::get<spool::GemmAttr>(attr);
           const spool::Shape& a = data_of(graph, node.children[0]).type.shape;
           const double k = static_cast<double>(a.back());
+          const size_t na = static_cast<size_t>(g.a_inputs), nb = static_cast<size_t>(g.b_inputs);
           flops = 2 * elements(out.type) * k;
-          vector_ops = in_elements(0) * static_cast<double>(g.a.instrs.size()) +
-                       in_elements(static_cast<size_t>(g.a_inputs)) * static_cast<double>(g.b.instrs.size()) +
-                       elements(out.type) * static_cast<double>(g.epilogue.instrs.size());
+          const std::vector<spool::DType> a_types = in_types(0, na);
+          std::vector<spool::DType> epilogue_types{a_types.empty() ? out.type.dtype
+                                                                   : spool::program_result(g.a, a_types, rank, "cost")};
+          for (const spool::DType t : in_types(na + nb, node.children.size())) epilogue_types.push_back(t);
+          vector_ops = in_elements(0) * program_slots(g.a, a_types, rank) +
+                       in_elements(na) * program_slots(g.b, in_types(na, na + nb), rank) +
+                       elements(out.type) * program_slots(g.epilogue, epilogue_types, rank);
           break;
         }
         case spool::Op::Reduce: {
           const spool::ReduceAttr& r = std::get<spool::ReduceAttr>(attr);
-          vector_ops = in_elements(0) * static_cast<double>(1 + r.prologue.instrs.size()) +
-                       elements(out.type) * static_cast<double>(r.epilogue.instrs.size());
+          const std::vector<spool::DType> types = in_types(0, node.children.size());
+          const size_t in_rank = data_of(graph, node.children[0]).type.shape.size();
+          const spool::DType value =
+              r.prologue.instrs.empty() ? types[0] : spool::program_result(r.prologue, types, in_rank, "cost");
+          vector_ops = in_elements(0) * (static_cast<double>(spool::dtype_bytes(value)) / 4.0 +
+                                         program_slots(r.prologue, types, in_rank)) +
+                       elements(out.type) * program_slots(r.epilogue, std::vector<spool::DType>{value}, rank);
           break;
         }
         case spool::Op::Softmax:

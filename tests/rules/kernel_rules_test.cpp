@@ -263,6 +263,36 @@ TEST_CASE("a padded view is priced as the copy the lowering makes of it, except 
   CHECK(cost(parts) <= cost(whole));
 }
 
+TEST_CASE("the kernel cost weighs an instruction by its vector issue slots: a sin as 8 adds, an i64 add as 2") {
+  // The timing model's vector unit: an op over E elements of b bits takes
+  // E * b / (lanes * VLEN) issue slots of its interval (sin 8, add 1).
+  const int64_t E = 64 * 1024;
+  const egraph::hlir::HlirCostConfig config;
+  auto cost_of = [](Graph& g) { return egraph::hlir::program_cost(g); };
+  auto one_op = [&](DType dtype, Op op, bool fused) {
+    Graph g("one");
+    const Tensor x = input(g, "x", dtype, {E});
+    ProgramAttr p;
+    p.instrs = {ProgramInstr{}};
+    p.instrs[0].op = op;
+    p.instrs[0].args = {0, 0, 0};
+    const NodeId y = fused ? g.add(Op::Fused, {x.edge()}, p) : g.add(op, {x.edge()}, NoAttr{});
+    output("y", Tensor(&g, y));
+    return cost_of(g);
+  };
+  for (bool fused : {false, true}) {
+    CAPTURE(fused);
+    const double slot = static_cast<double>(E) / config.vector_ops_per_cycle;
+    CHECK(one_op(DType::F32, Op::Sin, fused) - one_op(DType::F32, Op::Neg, fused) ==
+          doctest::Approx((config.sin_slots - 1) * slot));
+    CHECK(one_op(DType::F32, Op::Exp2, fused) - one_op(DType::F32, Op::Neg, fused) ==
+          doctest::Approx((config.slow_slots - 1) * slot));
+    // Twice the bytes in and out, and twice the slots.
+    CHECK(one_op(DType::I64, Op::Neg, fused) - one_op(DType::I32, Op::Neg, fused) ==
+          doctest::Approx(slot + 2.0 * E * 4 / config.dram_bytes_per_cycle));
+  }
+}
+
 TEST_CASE("a fused kernel reads a concat's value instead of inlining the concat's padded parts") {
   // RoPE's rotate-half, cat(-x2, x1) * sin + x * cos: with the concat
   // inlined, the kernel would read two padded views, each copied by the

@@ -5,7 +5,8 @@
 // single-op kernel): a launch overhead, plus its DRAM traffic (the bytes of
 // every distinct input it reads and of the output it writes) at DRAM
 // bandwidth, plus its compute (gemm FLOPs at systolic-array throughput,
-// element-ops at vector throughput). Views, sources and loop markers are
+// element-ops at vector throughput, each op weighed by its issue slots: a
+// sin as 8 adds, an i64 value as 2 f32 ones). Views, sources and loop markers are
 // nearly free. So a fused kernel wins exactly where it removes a DRAM round
 // trip or a launch. The cost is monotone, as extraction requires: a node
 // costs strictly more than each of its children.
@@ -21,6 +22,11 @@ struct HlirCostConfig {
   double dram_bytes_per_cycle = 512;      // about 481 GB/s at 940 MHz
   double matmul_flops_per_cycle = 65536;  // 2 arrays of 128x128 MACs
   double vector_ops_per_cycle = 1024;     // 128 lanes of 8 f32
+  // Issue slots of a program instruction over f32, against an add's: the
+  // vector unit's intervals (a 64-bit value takes twice the slots, a
+  // narrower one fewer).
+  double sin_slots = 8;   // sin
+  double slow_slots = 4;  // exp2, log2, sqrt, recip, mod
   double free_node = 1e-3;                // views, sources, loop markers
 };
 
@@ -32,6 +38,9 @@ class HlirCost : public CostFunction {
   double node_cost(const EGraph& graph, NodeId node) const;
 
  private:
+  double program_slots(const spool::ProgramAttr& program, std::span<const spool::DType> inputs, size_t rank) const;
+  double op_slots(spool::Op op, spool::DType dtype) const;
+
   const HlirLanguage& lang_;
   HlirCostConfig config_;
 };
