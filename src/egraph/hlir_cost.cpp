@@ -11,6 +11,8 @@
 #include <spool/ir/kernel.hpp>
 #include <spool/support/error.hpp>
 
+#include <boost/container/small_vector.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -59,13 +61,24 @@ PadCopies pad_copies(const spool::View& view, const spool::Shape& source, spool:
 // The issue slots of one pass of `program` over an element, its inputs of
 // dtypes `inputs`: each instruction weighed by its op's interval and its
 // value's width against an f32 add's.
-double HlirCost::program_slots(const spool::ProgramAttr& program, std::span<const spool::DType> inputs,
-                               size_t rank) const {
+// The value types are read off the instructions (the e-graph's programs are
+// typed when built; spool::program_types checks them, at several times the cost).
+double HlirCost::program_slots(const spool::ProgramAttr& program, std::span<const spool::DType> inputs) const {
   if (program.instrs.empty()) return 0;
-  const std::vector<spool::DType> types = spool::program_types(program, inputs, rank, "cost");
+  boost::container::small_vector<spool::DType, 32> types(inputs.begin(), inputs.end());
   double slots = 0;
-  for (size_t i = 0; i < program.instrs.size(); ++i) {
-    slots += op_slots(program.instrs[i].op, types[inputs.size() + i]);
+  for (const spool::ProgramInstr& in : program.instrs) {
+    spool::DType t;
+    if (in.op == spool::Op::Constant)
+      t = in.value.dtype;
+    else if (in.op == spool::Op::Iota || in.op == spool::Op::Cast)
+      t = in.dtype;
+    else if (spool::op_info(in.op).cls == spool::OpClass::Compare)
+      t = spool::DType::Bool;
+    else
+      t = types[in.args[spool::op_info(in.op).cls == spool::OpClass::Select ? 1 : 0]];
+    types.push_back(t);
+    slots += op_slots(in.op, t);
   }
   return slots;
 }
@@ -149,7 +162,6 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     for (size_t i = from; i < to; ++i) types.push_back(data_of(graph, node.children[i]).type.dtype);
     return types;
   };
-  const size_t rank = out.type.shape.size();
   double vector_ops = 0, flops = 0;
   switch (cls) {
     case spool::OpClass::Unary:
@@ -172,8 +184,8 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     case spool::OpClass::Kernel:
       switch (op) {
         case spool::Op::Fused:
-          vector_ops = elements(out.type) * program_slots(std::get<spool::ProgramAttr>(attr),
-                                                          in_types(0, node.children.size()), rank);
+          vector_ops =
+              elements(out.type) * program_slots(std::get<spool::ProgramAttr>(attr), in_types(0, node.children.size()));
           break;
         case spool::Op::Gemm: {
           const spool::GemmAttr& g = std::get<spool::GemmAttr>(attr);
@@ -181,24 +193,20 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
           const double k = static_cast<double>(a.back());
           const size_t na = static_cast<size_t>(g.a_inputs), nb = static_cast<size_t>(g.b_inputs);
           flops = 2 * elements(out.type) * k;
-          const std::vector<spool::DType> a_types = in_types(0, na);
-          std::vector<spool::DType> epilogue_types{a_types.empty() ? out.type.dtype
-                                                                   : spool::program_result(g.a, a_types, rank, "cost")};
-          for (const spool::DType t : in_types(na + nb, node.children.size())) epilogue_types.push_back(t);
-          vector_ops = in_elements(0) * program_slots(g.a, a_types, rank) +
-                       in_elements(na) * program_slots(g.b, in_types(na, na + nb), rank) +
-                       elements(out.type) * program_slots(g.epilogue, epilogue_types, rank);
+          // The epilogue reads the product (f32 accumulators, or the operands' type).
+          std::vector<spool::DType> epilogue_types = in_types(na + nb, node.children.size());
+          epilogue_types.insert(epilogue_types.begin(), spool::DType::F32);
+          vector_ops = in_elements(0) * program_slots(g.a, in_types(0, na)) +
+                       in_elements(na) * program_slots(g.b, in_types(na, na + nb)) +
+                       elements(out.type) * program_slots(g.epilogue, epilogue_types);
           break;
         }
         case spool::Op::Reduce: {
           const spool::ReduceAttr& r = std::get<spool::ReduceAttr>(attr);
           const std::vector<spool::DType> types = in_types(0, node.children.size());
-          const size_t in_rank = data_of(graph, node.children[0]).type.shape.size();
-          const spool::DType value =
-              r.prologue.instrs.empty() ? types[0] : spool::program_result(r.prologue, types, in_rank, "cost");
-          vector_ops = in_elements(0) * (static_cast<double>(spool::dtype_bytes(value)) / 4.0 +
-                                         program_slots(r.prologue, types, in_rank)) +
-                       elements(out.type) * program_slots(r.epilogue, std::vector<spool::DType>{value}, rank);
+          // The reduction and its epilogue run on the dtype of the output.
+          vector_ops = in_elements(0) * (program_slots(r.prologue, types) + op_slots(r.kind, out.type.dtype)) +
+                       elements(out.type) * program_slots(r.epilogue, std::vector<spool::DType>{out.type.dtype});
           break;
         }
         case spool::Op::Softmax:

@@ -38,7 +38,7 @@ class HlirCost : public CostFunction {
   double node_cost(const EGraph& graph, NodeId node) const;
 
  private:
-  double program_slots(const spool::ProgramAttr& program, std::span<const spool::DType> inputs, size_t rank) const;
+  double program_slots(const spool::ProgramAttr& program, std::span<const spool::DType> inputs) const;
   double op_slots(spool::Op op, spool::DType dtype) const;
 
   const HlirLanguage& lang_;
