@@ -460,29 +460,39 @@ std::optional<ClassId> gemm_from_product(EGraph& g, HlirLanguage& lang, const Ma
 size_t gemm_size(const GemmAttr& a) { return a.a.instrs.size() + a.b.instrs.size() + a.epilogue.instrs.size(); }
 
 // gemm-prologue ?r ?g ?x...: the gemm gemm[?g](?x...) of ?r with the fused
-// producers of its A and B inputs inlined into its prologues.
-std::optional<ClassId> gemm_prologue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+// producers of its A and B inputs inlined into its prologues;
+// gemm-prologue-a and gemm-prologue-b inline those of one operand only, so
+// that an operand another kernel computes anyway (a key with RoPE applied,
+// which the layer also returns) can be read while the other is fused.
+std::optional<ClassId> gemm_prologue_of(EGraph& g, HlirLanguage& lang, const MatchView& m, bool into_a, bool into_b) {
   auto node = matched_node(g, m.root, lang.op(Op::Gemm), m.attr_args[0], m.args.subspan(1));
   if (!node) return std::nullopt;
   GemmAttr attr = std::get<GemmAttr>(attr_of(lang, node->attr));
   const size_t na = static_cast<size_t>(attr.a_inputs), nb = static_cast<size_t>(attr.b_inputs);
   std::vector<ClassId> a = slice(node->kids, 0, na), b = slice(node->kids, na, na + nb);
   const std::vector<ClassId> rest = slice(node->kids, na + nb, node->kids.size());
-  bool changed = false;
-  if (auto built = absorb_producers(g, lang, attr.a, a, false); built && !built->second.empty()) {
-    attr.a = built->first;
-    a = built->second;
-    changed = true;
-  }
-  if (auto built = absorb_producers(g, lang, attr.b, b, false); built && !built->second.empty()) {
-    attr.b = built->first;
-    b = built->second;
-    changed = true;
-  }
-  if (!changed || gemm_size(attr) > kMaxProgramInstrs) return std::nullopt;
+  auto absorb = [&](ProgramAttr& program, std::vector<ClassId>& inputs) {
+    auto built = absorb_producers(g, lang, program, inputs, false);
+    if (!built || built->second.empty()) return false;
+    program = built->first;
+    inputs = built->second;
+    return true;
+  };
+  const bool changed_a = into_a && absorb(attr.a, a);
+  const bool changed_b = into_b && absorb(attr.b, b);
+  if (!(changed_a || changed_b) || gemm_size(attr) > kMaxProgramInstrs) return std::nullopt;
   attr.a_inputs = static_cast<int64_t>(a.size());
   attr.b_inputs = static_cast<int64_t>(b.size());
   return add_kernel(g, lang, Op::Gemm, attr, concat(concat(a, b), rest));
+}
+std::optional<ClassId> gemm_prologue(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  return gemm_prologue_of(g, lang, m, true, true);
+}
+std::optional<ClassId> gemm_prologue_a(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  return gemm_prologue_of(g, lang, m, true, false);
+}
+std::optional<ClassId> gemm_prologue_b(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  return gemm_prologue_of(g, lang, m, false, true);
 }
 
 // A program reading a kernel's own value as input 0 (`product`), followed by
@@ -741,6 +751,8 @@ egraph::Registry make_registry() {
   add("fuse-producers", 2, 1, "apply fuse-producers ?root ?program ?input...", fuse_producers);
   add("gemm-from-product", 3, 1, "apply gemm-from-product ?root ?x ?y ?axis", gemm_from_product);
   add("gemm-prologue", 3, 1, "apply gemm-prologue ?root ?gemm ?input...", gemm_prologue);
+  add("gemm-prologue-a", 3, 1, "apply gemm-prologue-a ?root ?gemm ?input...", gemm_prologue_a);
+  add("gemm-prologue-b", 3, 1, "apply gemm-prologue-b ?root ?gemm ?input...", gemm_prologue_b);
   add("gemm-epilogue", 2, 1, "apply gemm-epilogue ?root ?program ?input...", gemm_epilogue);
   add("reduce-op", 2, 1, "apply reduce-op ?root ?x ?axis", reduce_op);
   add("reduce-prologue", 2, 1, "apply reduce-prologue ?root ?reduce ?input...", reduce_prologue);

@@ -320,6 +320,41 @@ TEST_CASE("a fused kernel reads a concat's value instead of inlining the concat'
   CHECK(max_rel_error(g, result.program, 5) <= 1e-6);
 }
 
+TEST_CASE("a gemm fuses one operand's producer and reads the other as another kernel computes it") {
+  // scores = (q * 2) sin(k)^T for 8 query heads sharing the keys, with
+  // sin(k) also an output (as a layer returns its keys with RoPE applied):
+  // q * 2 runs in the A prologue, and B reads the kernel that computes
+  // sin(k) once instead of running the sins again for every head.
+  const int64_t H = 8;
+  Graph g("scores");
+  const Tensor q = input(g, "q", DType::F32, {H, 64, 64});
+  const Tensor k = input(g, "k", DType::F32, {512, 64});
+  const Tensor keys = sin(k);
+  output("keys", keys);
+  const Tensor keys_t = keys.transpose(0, 1).unsqueeze(0).broadcast_to({H, 64, 512});
+  output("scores", Tensor(&g, g.add(Op::Gemm, {(q * 2.0).edge(), keys_t.edge()}, GemmAttr{})));
+  const Compiled result = saturate_and_extract(g);
+  int gemms = 0, sins = 0;
+  for (NodeId id : result.program.topo_order()) {
+    const Node& n = result.program.node(id);
+    auto count_sins = [&](const ProgramAttr& p) {
+      for (const ProgramInstr& in : p.instrs) sins += in.op == Op::Sin;
+    };
+    if (n.op == Op::Sin) ++sins;
+    if (n.op == Op::Fused) count_sins(std::get<ProgramAttr>(n.attr));
+    if (n.op != Op::Gemm) continue;
+    ++gemms;
+    const GemmAttr& a = std::get<GemmAttr>(n.attr);
+    count_sins(a.a);
+    count_sins(a.b);
+    CHECK(!a.a.instrs.empty());
+    CHECK(a.b.instrs.empty());
+  }
+  CHECK(gemms == 1);
+  CHECK(sins == 1);
+  CHECK(max_rel_error(g, result.program, 6) <= 1e-6);
+}
+
 TEST_CASE("fusion stays bounded on a long elementwise chain") {
   Graph g("chain");
   const Tensor y = input(g, "y", DType::F32, {4, 8});
