@@ -53,6 +53,18 @@ struct Share {
   int64_t lo = 0, hi = -1;  // hi < 0: all
 };
 
+// A tile moved between DRAM and a [rows x ld] scratchpad tile, its two dims
+// ordered so that DRAM is walked along its contiguous axis innermost: a tile
+// of a transposed view (rows next to each other in DRAM, columns far apart)
+// moves column by column, each column one run of requests, where row by row
+// every element would be a request of its own.
+Stmt tile_dma(bool load, int buffer, const Affine& off, int64_t row_stride, int64_t col_stride, const SpadRef& spad,
+              int64_t ld, const Extent& rows, const Extent& cols, int tag) {
+  if (row_stride == 1 && col_stride != 1 && col_stride != 0)
+    return dma(load, buffer, off, {col_stride, row_stride}, spad, {1, ld}, {cols, rows}, tag);
+  return dma(load, buffer, off, {row_stride, col_stride}, spad, {ld, 1}, {rows, cols}, tag);
+}
+
 class TiledKernel {
  public:
   TiledKernel(const TiledSpec& spec, const Layout& layout, int64_t TR, int64_t TC, Share share = Share{},
@@ -168,7 +180,7 @@ class TiledKernel {
     const Affine off = offset_of(a, r, c);
     switch (in_kind_[i]) {
       case LoadKind::Full:
-        kb_.emit(dma(true, a.buffer, off, {a.strides[l_.row], a.strides[l_.col]}, dst, {TC_, 1}, {re, ce}, kLoadTag));
+        kb_.emit(tile_dma(true, a.buffer, off, a.strides[l_.row], a.strides[l_.col], dst, TC_, re, ce, kLoadTag));
         break;
       case LoadKind::PerCol: kb_.emit(dma(true, a.buffer, off, {a.strides[l_.col]}, dst, {1}, {ce}, kLoadTag)); break;
       case LoadKind::PerRow:
@@ -226,7 +238,7 @@ class TiledKernel {
       switch (out.shape) {
         case TileOut::Full:
           off = off + c * (TC_ * a.strides[l_.col]);
-          kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row], a.strides[l_.col]}, src, {TC_, 1}, {re, ce}, kStoreTag));
+          kb_.emit(tile_dma(false, a.buffer, off, a.strides[l_.row], a.strides[l_.col], src, TC_, re, ce, kStoreTag));
           break;
         case TileOut::Row: kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row]}, src, {1}, {re}, kStoreTag)); break;
         case TileOut::RowsK:
