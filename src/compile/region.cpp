@@ -29,17 +29,11 @@
 namespace spool::region {
 namespace {
 
-// Constants and iotas are values: each region keeps its own copy.
-bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
-
 // Whether two sources are one leaf in a region's e-graph: regions copy
 // constants and iotas by value, and read every other source through a
 // placeholder of its own (two weight nodes of one name are two leaves).
 bool same_leaf(const Graph& rolled, NodeId a, NodeId b) {
-  if (a == b) return true;
-  const Node& x = rolled.node(a);
-  const Node& y = rolled.node(b);
-  return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
+  return a == b || same_value(rolled.node(a), rolled.node(b));
 }
 
 // Whether a loop marker is a loop input of sources read as they are, not all

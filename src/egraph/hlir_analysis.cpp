@@ -36,12 +36,6 @@ std::string type_str(const TensorType& t) {
   return fmt::format("{}{}", spool::dtype_name(t.dtype), spool::shape_str(t.shape));
 }
 
-void append_int(std::string& out, int64_t v) {
-  char buf[24];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
-}
-
 // The printed form of an attribute: attr_str without its braces. `room`:
 // capacity to leave for what the caller appends.
 std::string attr_key(const Attr& attr, size_t room = 0) {

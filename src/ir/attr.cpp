@@ -4,7 +4,6 @@
 #include <spool/support/error.hpp>
 
 #include <bit>
-#include <charconv>
 #include <boost/container_hash/hash.hpp>
 #include <cmath>
 
@@ -55,16 +54,6 @@ void hash_program(size_t& seed, const ProgramAttr& program) {
   }
   boost::hash_combine(seed, program.instrs.size());
 }
-}  // namespace
-
-namespace {
-
-void append_int(std::string& out, int64_t v) {
-  char buf[24];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
-}
-
 }  // namespace
 
 // Built by hand, not through format calls: attributes are printed to be

@@ -1,6 +1,8 @@
 // Element types: names, sizes and exact rounding between formats.
 
 #include <spool/ir/dtype.hpp>
+
+#include <charconv>
 #include <spool/support/error.hpp>
 
 #include <bit>
@@ -136,6 +138,12 @@ int64_t num_elements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+void append_int(std::string& out, int64_t value) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
 }
 
 std::string shape_str(const Shape& shape) {

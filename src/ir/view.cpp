@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <charconv>
 #include <cstdint>
 #include <boost/container/small_vector.hpp>
 #include <boost/container_hash/hash.hpp>
@@ -372,11 +371,6 @@ size_t View::hash() const {
 // Built by hand, not through format calls per axis: views are printed to be
 // interned (src/egraph/hlir_analysis.cpp) as often as e-graph nodes are made.
 std::string View::str() const {
-  auto append_int = [](std::string& out, int64_t v) {
-    char buf[24];
-    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-    out.append(buf, end);
-  };
   std::string out;
   out.reserve(24 * steps().size());
   for (const ViewStep& step : steps()) {

@@ -11,18 +11,8 @@
 
 namespace spool::roll::detail {
 
-
-// Constants and iotas are values, not places: two with the same attribute and
-// type are the same input.
-inline bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
-
 // A hash of a source: by value for constants and iotas, by node otherwise.
 size_t source_key(const Graph& g, NodeId id);
-
-// Two value sources (constants or iotas) of the same value.
-inline bool same_value(const Node& x, const Node& y) {
-  return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
-}
 
 // One node, or two value sources of the same value.
 inline bool same_source(const Graph& g, NodeId a, NodeId b) { return a == b || same_value(g.node(a), g.node(b)); }

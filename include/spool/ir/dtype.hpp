@@ -38,6 +38,9 @@ using Shape = boost::container::small_vector<int64_t, 6>;
 
 int64_t num_elements(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[2,64]", "[]" for a scalar
+// Appends the decimal digits of `value` (no format call: the text forms of
+// views and attributes are built as often as e-graph nodes are interned).
+void append_int(std::string& out, int64_t value);
 
 // Row-major strides of a dense tensor of this shape.
 Shape dense_strides(const Shape& shape);

@@ -59,6 +59,14 @@ struct Node {
 };
 static_assert(std::is_nothrow_move_constructible_v<Node>);
 
+// Constants and iotas are values, not places: two with the same attribute
+// and type are the same input wherever they stand.
+inline bool is_value_source(const Node& n) { return n.op == Op::Constant || n.op == Op::Iota; }
+// Two value sources (constants or iotas) of the same value.
+inline bool same_value(const Node& x, const Node& y) {
+  return is_value_source(x) && x.op == y.op && x.attr == y.attr && x.dtype == y.dtype && x.shape == y.shape;
+}
+
 struct Output {
   std::string name;
   Edge edge;
