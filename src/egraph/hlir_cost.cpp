@@ -113,12 +113,7 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
   const ClassData& out = data_of(graph, graph.class_of(n));
   static const spool::Attr kNone{spool::NoAttr{}};
   const spool::Attr& attr = node.attr == AttrId{} ? kNone : lang_.payload(node.attr).attr;
-  // A sum of parts, as the lowering finds concats: an add (a logical or of
-  // bools), or a fused kernel that only adds its inputs up.
-  const bool is_bool = out.type.dtype == spool::DType::Bool;
-  const bool sums_parts =
-      (op == spool::Op::Add && !is_bool) || (op == spool::Op::Max && is_bool) ||
-      (op == spool::Op::Fused && spool::is_sum_program(std::get<spool::ProgramAttr>(attr), node.children.size()));
+  const bool sums_parts = spool::is_sum_of_parts(op, out.type.dtype, attr, node.children.size());
   // DRAM traffic: every distinct input once, the output once; and the copies
   // of padded inputs that are only padded views (a value with a node of its
   // own, or a view without a pad, may be read in place instead).

@@ -96,6 +96,12 @@ bool is_sum_program(const ProgramAttr& p, size_t inputs) {
   return !p.instrs.empty();
 }
 
+bool is_sum_of_parts(Op op, DType dtype, const Attr& attr, size_t inputs) {
+  if (op == Op::Add) return dtype != DType::Bool;
+  if (op == Op::Max) return dtype == DType::Bool;
+  return op == Op::Fused && is_sum_program(std::get<ProgramAttr>(attr), inputs);
+}
+
 TensorType infer_kernel_type(Op op, const std::vector<TensorType>& in, const Attr& attr) {
   const std::string_view name = op_name(op);
   switch (op) {

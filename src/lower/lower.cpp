@@ -64,9 +64,7 @@ class Lowering {
   // The parts of a sum of zero-padded tensors, or nullopt.
   std::optional<std::vector<Piece>> pieces(NodeId id, bool top) {
     const Node& n = g_.node(id);
-    const bool add = (n.op == Op::Add && n.dtype != DType::Bool) || (n.op == Op::Max && n.dtype == DType::Bool);
-    const bool fused_add = n.op == Op::Fused && is_sum_program(std::get<ProgramAttr>(n.attr), n.inputs.size());
-    if (!add && !fused_add) return std::nullopt;
+    if (!is_sum_of_parts(n.op, n.dtype, n.attr, n.inputs.size())) return std::nullopt;
     if (!top && g_.use_count(id) != 1) return std::nullopt;
     std::vector<Piece> out;
     for (const Edge& e : n.inputs) {

@@ -22,6 +22,10 @@ DType program_result(const ProgramAttr& program, std::span<const DType> inputs, 
 // Whether the program only adds its `inputs` up (add, or max: a logical or
 // of bools), each input used once: with zero-padded inputs, a concat.
 bool is_sum_program(const ProgramAttr& program, size_t inputs);
+// Whether a node adds its inputs up, as the lowering takes a concat of
+// zero-padded parts: an add of non-bool values, a max (logical or) of bools,
+// or a fused kernel whose program is a sum of its inputs.
+bool is_sum_of_parts(Op op, DType dtype, const Attr& attr, size_t inputs);
 
 // Type inference of the kernel ops (OpClass::Kernel).
 TensorType infer_kernel_type(Op op, const std::vector<TensorType>& inputs, const Attr& attr);
