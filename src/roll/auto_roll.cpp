@@ -181,10 +181,12 @@ class Roller {
   }
 
   // Rolls `found`, a candidate of the searched graph `before`, into `g`: g
-  // is `before` itself, or `before` with equal constants and iotas merged
-  // and without the occurrences 1..N-1 (built by build_survivors, outside
-  // readers of those occurrences reading occurrence 0 in their place).
-  void rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id);
+  // is `before` itself (id_in_g null), or `before` with equal constants and
+  // iotas merged and without the occurrences 1..N-1, its ids renumbered as
+  // id_in_g says (built by build_survivors, outside readers of those
+  // occurrences reading occurrence 0 in their place).
+  void rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id,
+               const std::vector<NodeId>* id_in_g = nullptr);
 
   // The loops of the graph as the last search found them: after a search
   // that rolled nothing, the loops of the final graph.
@@ -576,10 +578,14 @@ class Roller {
   mutable Where where_;                        // check()'s scratch: all kNowhere between checks
 };
 
-void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id) {
+void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t loop_id,
+                     const std::vector<NodeId>* id_in_g) {
   const std::vector<NodeId>& order = found.order;
   const Candidate& c = found.candidate;
   const bool in_place = &g == &before;
+  SPOOL_ASSERT(in_place == !id_in_g, "rewrite: a copy needs its id map, the graph itself none");
+  // Ids of `before` (the candidate's, the search's) as ids of g.
+  auto in_g = [&](NodeId id) { return id_in_g ? (*id_in_g)[id.value] : id; };
   // A marker has the type of its first input, read whole. check() made sure
   // a slot's init has its state's type, and the sources of one loop_input
   // are read at one position of every occurrence; should they differ in
@@ -614,7 +620,7 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
           auto it = start_of.find(plan.position);
           if (it == start_of.end())
             it = start_of
-                     .emplace(plan.position, add_marker(Op::LoopStart, {Edge{plan.sources.front(), {}}},
+                     .emplace(plan.position, add_marker(Op::LoopStart, {Edge{in_g(plan.sources.front()), {}}},
                                                         LoopAttr{loop_id, trips, slot_index++}))
                      .first;
           marker = it->second;
@@ -627,7 +633,7 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
           auto it = entry_of.find(key);
           if (it == entry_of.end()) {
             std::vector<Edge> sources;
-            for (const NodeId s : plan.sources) sources.push_back(Edge{s, {}});
+            for (const NodeId s : plan.sources) sources.push_back(Edge{in_g(s), {}});
             const Op op = plan.kind == InputPlan::Static ? Op::LoopInputStatic : Op::LoopInput;
             it = entry_of.emplace(key, add_marker(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;
           }
@@ -635,14 +641,14 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
           break;
         }
       }
-      g.set_input(at(0, j), i, Edge{marker, g.node(at(0, j)).inputs[i].view});
+      g.set_input(in_g(at(0, j)), i, Edge{marker, g.node(in_g(at(0, j))).inputs[i].view});
     }
   }
 
   // Exit markers, and outside readers rewired to them.
   std::map<size_t, NodeId> end_of;
   for (const auto& [position, start] : start_of)
-    end_of[position] = add_marker(Op::LoopEnd, {Edge{at(0, position), {}}, Edge{start, {}}},
+    end_of[position] = add_marker(Op::LoopEnd, {Edge{in_g(at(0, position)), {}}, Edge{start, {}}},
                                   LoopAttr{loop_id, trips, std::get<LoopAttr>(g.node(start).attr).index});
   // users() and is_output_ describe the graph from before the rewrite:
   // the markers added here are never among the readers it lists (their ids
@@ -660,13 +666,13 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
       if (k + 1 == c.count && end_of.count(j))
         exit = end_of.at(j);
       else
-        exit = add_marker(Op::LoopOutput, {Edge{at(0, j), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
+        exit = add_marker(Op::LoopOutput, {Edge{in_g(at(0, j)), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
       // Rewire outside readers only (not the occurrences, not the markers).
       for (const NodeId u : users(node)) {
         if (where[u.value].first != kNowhere) continue;
         const Node& user = before.node(u);
         for (size_t i = 0; i < user.inputs.size(); ++i)
-          if (before.node(u).inputs[i].src == node) g.set_input(u, i, Edge{exit, g.node(u).inputs[i].view});
+          if (user.inputs[i].src == node) g.set_input(in_g(u), i, Edge{exit, g.node(in_g(u)).inputs[i].view});
       }
       if (is_output_[node.value])
         for (size_t o = 0; o < g.outputs().size(); ++o)
@@ -685,7 +691,7 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
     for (size_t k = c.count; k-- > 1;)
       for (size_t j = c.period; j-- > 0;) g.remove(at(k, j));
   for (const uint32_t id : read_sources)
-    if (g.use_count(NodeId{id}) == 0) g.remove(NodeId{id});
+    if (g.use_count(in_g(NodeId{id})) == 0) g.remove(in_g(NodeId{id}));
 }
 
 // The id for a new loop: above every loop of the graph (find_loops lists
@@ -708,10 +714,11 @@ RollResult auto_roll(const Graph& graph) {
   // in how it names them); the graph the rest edits is built after it.
   Roller roller(graph, &canonical);
   if (std::optional<Found> found = roller.search()) {
-    result.graph = build_survivors(graph, canonical, roller.topo(), *found, found->candidate.markers);
+    std::vector<NodeId> id_in_copy;
+    result.graph = build_survivors(graph, canonical, roller.topo(), *found, found->candidate.markers, id_in_copy);
     // Each roll takes the next id: the loop just rolled has the largest.
     int64_t loop_id = next_loop_id(roller.loops());
-    roller.rewrite(result.graph, graph, *found, loop_id);
+    roller.rewrite(result.graph, graph, *found, loop_id, &id_in_copy);
     report.trips.push_back(static_cast<int64_t>(found->candidate.count));
     ++report.loops;
     roller.retarget(result.graph);

@@ -46,8 +46,10 @@ std::vector<NodeId> value_canonical(const Graph& g, std::vector<NodeId>& duplica
 Graph merge_value_sources(const Graph& graph, const std::vector<NodeId>& canonical,
                           const std::vector<NodeId>& duplicates);
 
-// merge_value_sources(graph) without occurrences 1..N-1 of `found` (see survivors.cpp).
+// merge_value_sources(graph) without occurrences 1..N-1 of `found`, its
+// nodes numbered densely; id_in_copy: each id of `graph` in the copy
+// (invalid for the nodes left out). See survivors.cpp.
 Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, const std::vector<NodeId>& topo,
-                      const Found& found, size_t markers);
+                      const Found& found, size_t markers, std::vector<NodeId>& id_in_copy);
 
 }  // namespace spool::roll::detail

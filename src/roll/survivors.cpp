@@ -79,58 +79,53 @@ Graph merge_value_sources(const Graph& graph, const std::vector<NodeId>& canonic
 }
 
 // merge_value_sources(graph) without occurrences 1..N-1 of the candidate
-// `found`, which rewrite() then rolls in place: the first roll of a graph
-// keeps a few hundred of its thousands of nodes, and copying only those is
-// most of what makes rolling cheap. Nodes go in with their ids (graph order
-// is topological, so inputs exist before their readers); an outside reader
-// of occurrence k reads occurrence 0's node of the same position (the same
-// type), which rewrite() replaces by the loop's exit marker. Ids the copy
-// would not reach keep their place: the last id is held by a node added and
-// removed, so the markers get the ids they get in the copy.
+// `found`, which rewrite() then rolls: the first roll of a graph keeps a few
+// hundred of its thousands of nodes, and copying only those is most of what
+// makes rolling cheap. The copy numbers its nodes densely (id_in_copy maps
+// the graph's ids to the copy's), so the passes after the roll index a few
+// hundred ids, not the model's thousands. In a graph whose inputs all have
+// smaller ids than their readers (every graph built by add(); then its
+// topological order is the id order) the nodes keep their relative order;
+// otherwise sources go first. An outside reader of occurrence k reads
+// occurrence 0's node of the same position (the same type), which rewrite()
+// replaces by the loop's exit marker.
 Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, const std::vector<NodeId>& topo,
-                      const Found& found, size_t markers) {
+                      const Found& found, size_t markers, std::vector<NodeId>& id_in_copy) {
   const Candidate& c = found.candidate;
   // Occurrence k >= 1 of a node: the id of occurrence 0's node at its position.
   std::vector<NodeId> stand_in(graph.id_bound());
   for (size_t k = 1; k < c.count; ++k)
     for (size_t j = 0; j < c.period; ++j)
       stand_in[found.order[c.start + k * c.period + j].value] = found.order[c.start + j];
+  id_in_copy.assign(graph.id_bound(), NodeId{});
   auto source = [&](NodeId src) {
     const NodeId id = canonical[src.value];
-    return stand_in[id.value].valid() ? stand_in[id.value] : id;
+    return id_in_copy[(stand_in[id.value].valid() ? stand_in[id.value] : id).value];
   };
   Graph g(graph.name());
-  g.reserve(graph.id_bound() + markers);
-  // In a graph whose inputs all have smaller ids than their readers (every
-  // graph built by add(); then its topological order is the id order),
-  // a node whose id is the next one is added as the clone it is, without
-  // inferring its type again.
+  g.reserve(graph.num_live() - (c.count - 1) * c.period + markers);
+  // Ids not in topological order: sources first, as a duplicate constant
+  // may come before its canonical node (the first in id order) in the
+  // topological order.
   const bool by_id = std::is_sorted(topo.begin(), topo.end());
-  // Otherwise sources go first: a duplicate constant may come before its
-  // canonical node (the first in id order) in the topological order.
   if (!by_id)
     for (const NodeId id : topo) {
       const Node& n = graph.node(id);
-      if (is_source(n.op) && canonical[id.value] == id) g.add_with_id(id, n.op, {}, n.attr, n.dtype, n.shape);
+      if (is_source(n.op) && canonical[id.value] == id)
+        id_in_copy[id.value] = g.add_source(n.op, n.attr, n.dtype, n.shape);
     }
+  // Every node as the clone it is, without inferring its type again.
   for (const NodeId id : topo) {
     if (canonical[id.value] != id || stand_in[id.value].valid()) continue;
     const Node& n = graph.node(id);
-    if (!by_id && is_source(n.op)) continue;
+    if (is_source(n.op)) {
+      if (by_id) id_in_copy[id.value] = g.add_source(n.op, n.attr, n.dtype, n.shape);
+      continue;
+    }
     std::vector<Edge> inputs;
     inputs.reserve(n.inputs.size());
     for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
-    if (!by_id || id.value != g.id_bound())
-      g.add_with_id(id, n.op, std::move(inputs), n.attr, n.dtype, n.shape);
-    else if (is_source(n.op))
-      g.add_source(n.op, n.attr, n.dtype, n.shape);
-    else
-      g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});
-  }
-  if (g.id_bound() < graph.id_bound()) {
-    const NodeId last{static_cast<uint32_t>(graph.id_bound() - 1)};
-    g.add_with_id(last, Op::Constant, {}, ScalarAttr{}, DType::F32, {});
-    g.remove(last);
+    id_in_copy[id.value] = g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});
   }
   for (const Output& o : graph.outputs()) g.add_output(o.name, Edge{source(o.edge.src), o.edge.view});
   return g;
