@@ -148,8 +148,9 @@ std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
   return periods;
 }
 
-// Orders at least this long are signed on two threads.
-constexpr size_t kParallelSignatures = 1024;
+// Orders at least this long are signed, and candidates covering at least
+// this many nodes compared, on two threads.
+constexpr size_t kParallelNodes = 1024;
 
 class Roller {
  public:
@@ -272,7 +273,7 @@ class Roller {
     auto sign = [&](size_t lo, size_t hi) {
       for (size_t i = lo; i < hi; ++i) sig[i] = signature(order[i]);
     };
-    if (n >= kParallelSignatures)
+    if (n >= kParallelNodes)
       tbb::parallel_for(tbb::blocked_range<size_t>(0, n, n / 2),
                         [&](const tbb::blocked_range<size_t>& r) { sign(r.begin(), r.end()); });
     else
@@ -388,17 +389,30 @@ class Roller {
   // The exact check of occurrences order[start + k*period + j].
   std::optional<Candidate> check(const std::vector<NodeId>& order, size_t start, size_t period, size_t count) const {
     // Node-for-node equality first: it is cheap, and it is what rejects most
-    // candidates (windows whose hashes agree but whose nodes differ).
-    for (size_t j = 0; j < period; ++j) {
-      const Node& first = node(order[start + j]);
-      for (size_t k = 1; k < count; ++k) {
-        const Node& other = node(order[start + k * period + j]);
-        if (other.op != first.op || other.dtype != first.dtype || !same_shape(other.shape, first.shape) ||
-            other.inputs.size() != first.inputs.size() || other.attr != first.attr)
-          return std::nullopt;
-        for (size_t i = 0; i < first.inputs.size(); ++i)
-          if (!same_view(other.inputs[i].view, first.inputs[i].view)) return std::nullopt;
+    // candidates (windows whose hashes agree but whose nodes differ). A
+    // model's layers (a thousand nodes or more) are compared on two threads,
+    // each taking half of the occurrences.
+    auto equal_to_first = [&](size_t k_lo, size_t k_hi) {
+      for (size_t j = 0; j < period; ++j) {
+        const Node& first = node(order[start + j]);
+        for (size_t k = k_lo; k < k_hi; ++k) {
+          const Node& other = node(order[start + k * period + j]);
+          if (other.op != first.op || other.dtype != first.dtype || !same_shape(other.shape, first.shape) ||
+              other.inputs.size() != first.inputs.size() || other.attr != first.attr)
+            return false;
+          for (size_t i = 0; i < first.inputs.size(); ++i)
+            if (!same_view(other.inputs[i].view, first.inputs[i].view)) return false;
+        }
       }
+      return true;
+    };
+    if (period * count >= kParallelNodes && count >= 3) {
+      bool halves[2] = {true, true};
+      const size_t mid = 1 + (count - 1) / 2;
+      tbb::parallel_for(0, 2, [&](int h) { halves[h] = h == 0 ? equal_to_first(1, mid) : equal_to_first(mid, count); });
+      if (!halves[0] || !halves[1]) return std::nullopt;
+    } else if (!equal_to_first(1, count)) {
+      return std::nullopt;
     }
 
     // node -> (occurrence, position): the search's scratch map, marked for
