@@ -129,8 +129,12 @@ ExpertBlocks expert_blocks(const Tensor& rows, const Tensor& experts, int64_t nu
   const int64_t pairs = rows.dim(0), width = rows.dim(1), E = num_experts;
   const int64_t blocks = (pairs + std::min(E, pairs) * (block - 1)) / block;
   const double B = static_cast<double>(block);
-  // Rows per expert, and padded up to whole blocks.
-  const Tensor counts = scatter_add(constant(g, 0.0, DType::F32, {E}), experts, constant(g, 1.0, DType::F32, {pairs}), 0);
+  // Rows per expert, and padded up to whole blocks. A count is how many
+  // pairs name the expert: a compare and a sum over [E, pairs], which the
+  // vector unit streams, where a scatter_add of ones would read, add and
+  // write one count per pair in turn (a DRAM round trip each).
+  const Tensor counts =
+      equal(experts.reshape({1, pairs}).expand({E, pairs}), iota(g, {E, pairs}, 0, experts.dtype())).cast(DType::F32).sum(1);
   const Tensor padded = counts + (-counts % B);
   // Exclusive prefix sums over the experts: sum of v[e'] for e' < e.
   const Tensor before = less_than(iota(g, {E, E}, 1, DType::F32), iota(g, {E, E}, 0, DType::F32));

@@ -202,6 +202,12 @@ TEST_CASE("expert blocks hold each expert's rows in whole blocks and give the pe
       const Tensor w = weight(g, "w", DType::F32, {experts, out, in});
       const ExpertBlocks b = expert_blocks(rows, expert_ids, experts, block);
       REQUIRE(b.rows.dim(0) == b.experts.dim(0) * block);
+      // The counts per expert are a compare and a sum: the only scatter_add
+      // is the one that places the rows (a scatter of ones would add one
+      // count at a time on the NPU).
+      size_t scatters = 0;
+      for (const NodeId id : g.live_ids()) scatters += g.node(id).op == Op::ScatterAdd;
+      CHECK(scatters == 1);
       CHECK(b.experts.dim(0) == (pairs + std::min(experts, pairs) * (block - 1)) / block);
       output("block_rows", b.rows);
       output("block_experts", b.experts);
