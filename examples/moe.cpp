@@ -86,6 +86,10 @@ RoutedPairs route_pairs(const Tensor& x, const Routing& routing) {
   out.tokens = gather(token_of_pair, order, 0);
   out.weights = gather(routing.weights.reshape({pairs}), order, 0);
   out.rows = gather(x, out.tokens.reshape({pairs, 1}).expand({pairs, hidden}), 0);
+  // The inverse permutation: order lists each sorted position's pair, so
+  // the positions in ascending order of `order` are the pairs' positions.
+  // (One token owns every pair: combine_pairs needs no positions then.)
+  if (tokens > 1) out.position = topk_indices(-order, pairs);
   return out;
 }
 
@@ -146,14 +150,24 @@ ExpertBlocks expert_blocks(const Tensor& rows, const Tensor& experts, int64_t nu
   ExpertBlocks out;
   out.block = block;
   out.slots = slots;
-  out.rows = scatter_add(constant(g, 0.0, rows.dtype(), {blocks * block, width}),
-                         slots.reshape({pairs, 1}).expand({pairs, width}), rows, 0);
   // Block b starts at row b*B: its expert is the number of experts whose
   // padded run ends at or before that row (empty experts included), and the
   // unused blocks past the last run take the last expert.
   const Tensor end = (start + padded).reshape({1, E}).expand({blocks, E});
   const Tensor ended = 1.0 - less_than(iota(g, {blocks, E}, 0, DType::F32) * B, end).cast(DType::F32);
   out.experts = (-maximum(-ended.sum(1), -static_cast<double>(E - 1))).cast(DType::I64);
+  // Row r of block b holds pair first[e_b] + (r - start[e_b]) while that is
+  // one of e_b's pairs; a gather of the rows by that index moves every block
+  // row in one pipelined pass (a scatter into the rows would wait out a DRAM
+  // round trip per pair, as scatter_add must for repeated indices). Rows
+  // past a run's pairs (and past the last run) pad: they hold the row of a
+  // pair nearby, clamped into range, and what they compute is never read
+  // back (pair_rows reads the slots).
+  const int64_t R = blocks * block;
+  const Tensor row_expert = gather(out.experts, iota(g, {blocks, block}, 0, DType::I64).reshape({R}), 0);
+  const Tensor row = iota(g, {R}, 0, DType::F32);
+  const Tensor source = -maximum(-(gather(first - start, row_expert, 0) + row), -static_cast<double>(pairs - 1));
+  out.rows = gather(rows, source.cast(DType::I64).reshape({R, 1}).expand({R, width}), 0);
   return out;
 }
 
@@ -188,10 +202,22 @@ Tensor swiglu_experts(const RoutedPairs& pairs, const Tensor& gate_w, const Tens
 }
 
 Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted) {
-  const int64_t count = y.dim(0), hidden = y.dim(1);
-  const Tensor contribution = weighted ? y * pairs.weights.unsqueeze(1) : y;
-  return scatter_add(constant(y.graph(), 0.0, DType::F32, {pairs.num_tokens, hidden}),
-                     pairs.tokens.reshape({count, 1}).expand({count, hidden}), contribution, 0);
+  const int64_t count = y.dim(0), hidden = y.dim(1), tokens = pairs.num_tokens;
+  if (y.rank() != 2 || count != pairs.weights.dim(0) || tokens < 1 || count % tokens != 0)
+    fail("combine_pairs: {} is not one row per routed pair of {} tokens", shape_str(y.shape()), tokens);
+  // Each token reads its k pairs' rows back from the sorted order (a gather:
+  // no pair's row is written twice, so nothing waits; one token owns them
+  // all in any order) and adds them, as k views of [tokens, hidden] (one
+  // elementwise pass along the hidden axis; a sum over the k axis would
+  // reduce k values per output).
+  const int64_t k = count / tokens;
+  const bool one_token = tokens == 1;
+  const Tensor by_token = one_token ? y : gather(y, pairs.position.reshape({count, 1}).expand({count, hidden}), 0);
+  const Tensor w = one_token ? pairs.weights : gather(pairs.weights, pairs.position, 0);
+  const Tensor contribution = (weighted ? by_token * w.unsqueeze(1) : by_token).reshape({tokens, k, hidden});
+  Tensor out = contribution.slice(1, 0, 1).reshape({tokens, hidden});
+  for (int64_t j = 1; j < k; ++j) out = out + contribution.slice(1, j, j + 1).reshape({tokens, hidden});
+  return out;
 }
 
 }  // namespace spool::examples

@@ -9,29 +9,32 @@
 // gathered ([P, hidden]). Because the pairs are sorted, equal expert ids form
 // contiguous runs: each run is one expert's GEMM over its routed tokens.
 //
-// Expert blocks (expert_blocks). Each run is padded with zero rows to a
-// multiple of a block of B rows, so that every block of B rows belongs to one
-// expert; each expert projection is then a batched GEMM over the blocks whose
-// right operand is the block's expert matrix:
+// Expert blocks (expert_blocks). Each run is padded to a multiple of a block
+// of B rows, so that every block of B rows belongs to one expert; each
+// expert projection is then a batched GEMM over the blocks whose right
+// operand is the block's expert matrix:
 //     y[b] = x[b] · W[e_b]ᵀ   as   bmm(x[NB,B,in], gather(W[E,out,in], e, axis 0)ᵀ)
 // The number of blocks is static: NB = floor((P + n·(B-1)) / B) with
 // n = min(E, P) the most experts that can be routed to, which bounds
-// Σ_e ceil(count_e / B) whatever the routing; blocks past the used ones are
-// zero rows of the last expert. Block offsets come from the expert counts
-// (a scatter-add) and exclusive prefix sums over the E experts, all exact
-// small integers in f32. With B = 1 there is no padding and the blocks are
-// the pairs themselves (no dispatch is built).
+// Σ_e ceil(count_e / B) whatever the routing; blocks past the used ones
+// belong to the last expert. Padding rows repeat a pair's row (their results
+// are never read back). Block offsets come from the expert counts (a compare
+// and a sum over [E, P]) and exclusive prefix sums over the E experts, all
+// exact small integers in f32. With B = 1 there is no padding and the blocks
+// are the pairs themselves (no dispatch is built).
 //
 // Cost: an expert matrix is read once per block, NB times in all, instead of
 // once per pair (P times): on qwen3-30B-A3B prefill of 512 tokens (P = 4096,
 // E = 128) B = 128 reads 159 expert matrices per projection, not 4096. The
 // padded GEMMs do 2·NB·B·in·out FLOPs against the active 2·P·in·out;
 // choose_expert_block picks B so that the blocks stay memory-bound. Extra
-// work is the TopK over P keys, the dispatch (a scatter of P rows into the
-// NB·B block rows and the gather back), and one scatter-add of [P, hidden]
-// into the tokens (in expert order, as Hugging Face's index_add_ loop over
-// experts does). In decode (T = 1, P = k < E) B = 1: exactly the k routed
-// experts are read.
+// work is the TopK over P keys and a second one for the inverse order, the
+// dispatch (a gather of the NB·B block rows and the gather back of the P
+// pairs' rows), and the combine: each token gathers its k rows from the
+// sorted order and adds them. Everything moves rows by gathers: a
+// scatter-add runs one read-add-write round trip per index on the NPU. In
+// decode (T = 1, P = k < E) B = 1, exactly the k routed experts are read,
+// and the one token sums its pairs in sorted order.
 
 #include <spool/ir/tensor.hpp>
 
@@ -66,6 +69,7 @@ struct RoutedPairs {
   Tensor experts;  // i64 [P], nondecreasing
   Tensor tokens;   // i64 [P] the token of each pair
   Tensor weights;  // f32 [P] the routing weight of each pair
+  Tensor position; // i64 [P]: where pair t*k + j (token-major) sits in the sorted order (T > 1)
   int64_t num_tokens = 0;
 };
 RoutedPairs route_pairs(const Tensor& x, const Routing& routing);
@@ -81,7 +85,7 @@ int64_t choose_expert_block(int64_t pairs, int64_t experts);
 // Sorted routed rows [P, d] (d any width) grouped into blocks of B rows of
 // one expert each.
 struct ExpertBlocks {
-  Tensor rows;     // [NB*B, d]: the pairs' rows at their slots, zero rows elsewhere
+  Tensor rows;     // [NB*B, d]: the pairs' rows at their slots; padding rows repeat a pair's row
   Tensor experts;  // i64 [NB]: the expert of each block
   Tensor slots;    // i64 [P]: the row of each pair in `rows` (not built when B = 1)
   int64_t block = 1;
