@@ -486,12 +486,19 @@ class Lowering {
     values_[id.value] = out;
   }
 
-  // A domain with the reduced/normalised axis as the columns and the last other axis as the rows.
-  static void row_layout(TiledSpec& s, const Shape& shape, int64_t axis) {
+  // A domain with the reduced/normalised axis as the columns and the last
+  // other axis as the rows; `widest`: the longest other axis instead (the
+  // last on a tie), so that a per-head norm of [tokens, heads, dim] takes
+  // tiles of many tokens rather than one token's few heads (each other axis
+  // is walked one index per tile).
+  static void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest = false) {
     const int r = static_cast<int>(shape.size());
     s.shape = shape;
     s.col_axis = static_cast<int>(axis);
     s.row_axis = r < 2 ? -1 : (axis == r - 1 ? r - 2 : r - 1);
+    if (widest)
+      for (int a = r - 1; a >= 0 && s.row_axis >= 0; --a)
+        if (a != axis && shape[static_cast<size_t>(a)] > shape[static_cast<size_t>(s.row_axis)]) s.row_axis = a;
     s.tile_cols = false;
   }
 
@@ -502,7 +509,7 @@ class Lowering {
     TiledSpec s;
     const bool fused = !r.prologue.instrs.empty() || !r.epilogue.instrs.empty() || n.inputs.size() > 1;
     s.info = KernelInfo{em_.unique_name(name), "reduce", fused, 0, "", 1};
-    row_layout(s, in_shape, r.axis);
+    row_layout(s, in_shape, r.axis, /*widest=*/true);
     for (const Edge& e : n.inputs) s.inputs.push_back(read(e, name));
     const size_t k = s.inputs.size();
     const auto iotas = program_iotas(r.prologue, in_shape, name);
@@ -539,7 +546,7 @@ class Lowering {
     TiledSpec s;
     const int64_t axis = n.op == Op::Softmax ? std::get<AxisAttr>(n.attr).axis : static_cast<int64_t>(n.shape.size()) - 1;
     s.info = KernelInfo{em_.unique_name(name), std::string(op_name(n.op)), false, 0, "", 1};
-    row_layout(s, n.shape, axis);
+    row_layout(s, n.shape, axis, /*widest=*/true);
     s.inputs.push_back(read(n.inputs[0], name));
     for (size_t i = 1; i < n.inputs.size(); ++i) {
       Access w = read(n.inputs[i], name);  // [C], broadcast over the other axes

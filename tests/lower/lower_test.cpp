@@ -109,6 +109,20 @@ TEST_CASE("lower: vector kernels are tiled along their longest axis but the last
     CHECK(check_against_interp(step, cfg, 5, 2, &l) < 1e-6);
     REQUIRE(l.report.per_kernel.size() == 1);
     CHECK(l.report.per_kernel[0].tile == "rows " + std::to_string(H) + " cols " + std::to_string(D));
+
+    // qwen3's per-head norm of the queries, [S, H, D] normalised over D, and
+    // a sum over D: tiles of S rows of one head, not of one token's H heads.
+    Graph heads("per_head_norm");
+    Tensor t = input(heads, "t", DType::F32, {S, H, D});
+    Tensor nw = weight(heads, "nw", DType::F32, {D});
+    output("normed", Tensor(&heads, heads.add(Op::RmsNorm, {t.edge(), nw.edge()}, NormAttr{1e-6, false})));
+    output("sums", t.sum(-1));
+    CHECK(check_against_interp(heads, cfg, 6, 2, &l) < 1e-5);
+    REQUIRE(l.report.per_kernel.size() == 2);
+    for (const lower::KernelInfo& k : l.report.per_kernel) {
+      CAPTURE(k.kind);
+      CHECK(k.tile.rfind("rows " + std::to_string(S) + " ", 0) == 0);
+    }
   }
 }
 
@@ -137,7 +151,7 @@ TEST_CASE("lower: tiles of a transposed view move along DRAM's contiguous axis")
 
 TEST_CASE("lower: reductions, softmax and norms match the interpreter") {
   for (const char* cfg : kConfigs) {
-    for (Shape shape : {Shape{5, 13}, Shape{3, 17, 130}, Shape{40}}) {
+    for (Shape shape : {Shape{5, 13}, Shape{3, 17, 130}, Shape{40}, Shape{40, 3, 24}}) {
       CAPTURE(cfg);
       CAPTURE(shape_str(shape));
       Graph g("rows");
