@@ -11,6 +11,15 @@
 namespace spool::examples {
 namespace {
 
+// Exclusive prefix sums over the E entries of v [E]: the sum of v[e'] for
+// e' < e (exact small integers in f32), as a masked [E, E] row sum.
+Tensor exclusive_prefix(const Tensor& v) {
+  Graph& g = v.graph();
+  const int64_t E = v.dim(0);
+  const Tensor before = less_than(iota(g, {E, E}, 1, DType::F32), iota(g, {E, E}, 0, DType::F32));
+  return where(before, v.reshape({1, E}).expand({E, E}), 0.0).sum(1);
+}
+
 void expect_logits(const Tensor& logits, int64_t top_k, std::string_view router) {
   if (logits.rank() != 2) fail("{}: router logits must be [tokens, experts], got {}", router, shape_str(logits.shape()));
   if (top_k < 1 || top_k > logits.dim(1))
@@ -24,7 +33,7 @@ Routing softmax_topk_routing(const Tensor& logits, int64_t top_k, bool normalize
   const nn::TopK top = nn::topk(nn::softmax(logits, -1), top_k);
   Tensor weights = top.values;
   if (normalize) weights = weights / weights.sum(-1, true);
-  return {top.indices, weights};
+  return {top.indices, weights, logits.dim(1)};
 }
 
 Routing group_limited_routing(const Tensor& logits, const Tensor& bias, int64_t top_k, int64_t n_group,
@@ -57,13 +66,13 @@ Routing group_limited_routing(const Tensor& logits, const Tensor& bias, int64_t 
   const Tensor chosen = topk_indices(choice, top_k);
   Tensor weights = gather(scores, chosen, 1);
   if (normalize) weights = weights / (weights.sum(-1, true) + 1e-20);
-  return {chosen, weights * scaling};
+  return {chosen, weights * scaling, logits.dim(1)};
 }
 
 Routing sigmoid_topk_routing(const Tensor& logits, int64_t top_k) {
   expect_logits(logits, top_k, "sigmoid_topk_routing");
   const nn::TopK top = nn::topk(logits, top_k);
-  return {top.indices, nn::sigmoid(top.values)};
+  return {top.indices, nn::sigmoid(top.values), logits.dim(1)};
 }
 
 RoutedPairs route_pairs(const Tensor& x, const Routing& routing) {
@@ -86,10 +95,34 @@ RoutedPairs route_pairs(const Tensor& x, const Routing& routing) {
   out.tokens = gather(token_of_pair, order, 0);
   out.weights = gather(routing.weights.reshape({pairs}), order, 0);
   out.rows = gather(x, out.tokens.reshape({pairs, 1}).expand({pairs, hidden}), 0);
-  // The inverse permutation: order lists each sorted position's pair, so
-  // the positions in ascending order of `order` are the pairs' positions.
-  // (One token owns every pair: combine_pairs needs no positions then.)
-  if (tokens > 1) out.position = topk_indices(-order, pairs);
+  // Where each pair sits in the sorted order, without sorting again: after
+  // every pair of a smaller expert, then after the pairs of its own expert
+  // from earlier tokens, then from earlier choices of its own token. The
+  // middle term is a prefix count over the tokens, [T, T] · [T, E] on the
+  // arrays. (One token owns every pair: combine_pairs needs no positions.)
+  if (tokens > 1) {
+    const int64_t E = routing.num_experts;
+    if (E < 1) fail("route_pairs: the routing does not say how many experts there are");
+    const DType i64 = routing.experts.dtype();
+    auto choice = [&](int64_t j) { return routing.experts.slice(1, j, j + 1); };  // [T, 1]
+    Tensor chose;  // [T, E]: how often each token chose each expert
+    for (int64_t j = 0; j < top_k; ++j) {
+      const Tensor hit = equal(choice(j).expand({tokens, E}), iota(g, {tokens, E}, 1, i64)).cast(DType::F32);
+      chose = j == 0 ? hit : chose + hit;
+    }
+    const Tensor earlier_tokens =
+        less_than(iota(g, {tokens, tokens}, 1, DType::F32), iota(g, {tokens, tokens}, 0, DType::F32)).cast(DType::F32);
+    const Tensor before_token = nn::matmul(earlier_tokens, chose);  // [T, E]
+    std::vector<Tensor> rank;  // per choice j: [T, 1]
+    for (int64_t j = 0; j < top_k; ++j) {
+      Tensor r = gather(before_token, choice(j), 1);
+      for (int64_t i = 0; i < j; ++i) r = r + equal(choice(i), choice(j)).cast(DType::F32);
+      rank.push_back(r);
+    }
+    const Tensor within = nn::concat(rank, 1).reshape({pairs});
+    const Tensor first = exclusive_prefix(chose.sum(0));
+    out.position = (gather(first, experts, 0) + within).cast(DType::I64);
+  }
   return out;
 }
 
@@ -140,11 +173,8 @@ ExpertBlocks expert_blocks(const Tensor& rows, const Tensor& experts, int64_t nu
   const Tensor counts =
       equal(experts.reshape({1, pairs}).expand({E, pairs}), iota(g, {E, pairs}, 0, experts.dtype())).cast(DType::F32).sum(1);
   const Tensor padded = counts + (-counts % B);
-  // Exclusive prefix sums over the experts: sum of v[e'] for e' < e.
-  const Tensor before = less_than(iota(g, {E, E}, 1, DType::F32), iota(g, {E, E}, 0, DType::F32));
-  auto exclusive = [&](const Tensor& v) { return where(before, v.reshape({1, E}).expand({E, E}), 0.0).sum(1); };
-  const Tensor first = exclusive(counts);  // the first pair of each expert
-  const Tensor start = exclusive(padded);  // the first block row of each expert
+  const Tensor first = exclusive_prefix(counts);  // the first pair of each expert
+  const Tensor start = exclusive_prefix(padded);  // the first block row of each expert
   // Pair p (the p-th in expert order) goes to start[e_p] + (p - first[e_p]).
   const Tensor slots = (gather(start - first, experts, 0) + iota(g, {pairs}, 0, DType::F32)).cast(DType::I64);
   ExpertBlocks out;

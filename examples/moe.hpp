@@ -28,7 +28,8 @@
 // E = 128) B = 128 reads 159 expert matrices per projection, not 4096. The
 // padded GEMMs do 2·NB·B·in·out FLOPs against the active 2·P·in·out;
 // choose_expert_block picks B so that the blocks stay memory-bound. Extra
-// work is the TopK over P keys and a second one for the inverse order, the
+// work is the TopK over P keys, each pair's place in the sorted order (a
+// prefix count over the tokens, [T, T] · [T, E], not a second sort), the
 // dispatch (a gather of the NB·B block rows and the gather back of the P
 // pairs' rows), and the combine: each token gathers its k rows from the
 // sorted order and adds them. Everything moves rows by gathers: a
@@ -45,6 +46,7 @@ namespace spool::examples {
 struct Routing {
   Tensor experts;
   Tensor weights;
+  int64_t num_experts = 0;  // E, the router's logits' last axis
 };
 
 // qwen3-MoE: softmax over the E router logits, top-k of the probabilities,
@@ -63,7 +65,8 @@ Routing group_limited_routing(const Tensor& logits, const Tensor& bias, int64_t 
 // llama4: top-k of the raw logits, weights sigmoid(logit) of the chosen ones.
 Routing sigmoid_topk_routing(const Tensor& logits, int64_t top_k);
 
-// The routed pairs of x [T, hidden], sorted by expert.
+// The routed pairs of x [T, hidden], sorted by expert. With more than one
+// token the routing must give its expert count (the routers do).
 struct RoutedPairs {
   Tensor rows;     // [P, hidden] the token rows, gathered
   Tensor experts;  // i64 [P], nondecreasing

@@ -6,6 +6,7 @@
 #include <spool/interp/interp.hpp>
 #include <spool/nn/nn.hpp>
 
+#include <spool/support/error.hpp>
 #include <spool/support/npy.hpp>
 
 #include "deepseek_v3.hpp"
@@ -102,10 +103,11 @@ TEST_CASE("routed pairs are sorted by expert, then by token") {
   const Tensor x = input(g, "x", DType::F32, {3, 2});
   const Tensor experts = input(g, "experts", DType::I64, {3, 2});
   const Tensor weights = input(g, "weights", DType::F32, {3, 2});
-  const RoutedPairs pairs = route_pairs(x, {experts, weights});
+  const RoutedPairs pairs = route_pairs(x, {experts, weights, 3});
   output("experts", pairs.experts);
   output("tokens", pairs.tokens);
   output("weights", pairs.weights);
+  output("position", pairs.position);
   interp::Env env;
   env["x"] = HostTensor::from_f32({3, 2}, std::vector<float>{0, 1, 2, 3, 4, 5});
   env["experts"] = HostTensor::from_i64({3, 2}, std::vector<int64_t>{2, 0, 0, 1, 2, 1});
@@ -113,11 +115,28 @@ TEST_CASE("routed pairs are sorted by expert, then by token") {
   const auto out = interp::run(g, env);
   const std::vector<int64_t> sorted_experts = {0, 0, 1, 1, 2, 2}, sorted_tokens = {0, 1, 1, 2, 0, 2};
   const std::vector<float> sorted_weights = {.2f, .3f, .4f, .6f, .1f, .5f};
+  // Where each pair (token-major) sits in the sorted order.
+  const std::vector<int64_t> position = {4, 0, 1, 2, 5, 3};
   for (int64_t p = 0; p < 6; ++p) {
     CHECK(out.at("experts").get_int(p) == sorted_experts[static_cast<size_t>(p)]);
     CHECK(out.at("tokens").get_int(p) == sorted_tokens[static_cast<size_t>(p)]);
     CHECK(out.at("weights").get(p) == doctest::Approx(sorted_weights[static_cast<size_t>(p)]));
+    CHECK(out.at("position").get_int(p) == position[static_cast<size_t>(p)]);
   }
+
+  // A routing that names one expert twice for a token still gives every
+  // pair its own place.
+  Graph h;
+  const Tensor y = input(h, "y", DType::F32, {2, 2});
+  const Tensor twice = input(h, "experts", DType::I64, {2, 2});
+  output("position", route_pairs(y, {twice, input(h, "weights", DType::F32, {2, 2}), 2}).position);
+  interp::Env env2 = interp::random_inputs(h, 1);
+  env2["experts"] = HostTensor::from_i64({2, 2}, std::vector<int64_t>{1, 1, 0, 1});
+  const auto out2 = interp::run(h, env2);
+  const std::vector<int64_t> position2 = {1, 2, 0, 3};
+  for (int64_t p = 0; p < 4; ++p) CHECK(out2.at("position").get_int(p) == position2[static_cast<size_t>(p)]);
+  CHECK_THROWS_WITH_AS(route_pairs(y, {twice, input(h, "w2", DType::F32, {2, 2})}),
+                       doctest::Contains("how many experts"), spool::Error);
 }
 
 TEST_CASE("the routed-pair MoE equals a dense every-expert formulation (qwen3-MoE block)") {
