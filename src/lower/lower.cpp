@@ -12,7 +12,7 @@
 #include "builder.hpp"
 #include "gemm.hpp"
 #include "indexing.hpp"
-#include "sort.hpp"
+#include "topk.hpp"
 #include "tiled.hpp"
 
 #include <spool/ir/kernel.hpp>
@@ -22,7 +22,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <limits>
 #include <optional>
 #include <set>
 
@@ -487,22 +486,6 @@ class Lowering {
     values_[id.value] = out;
   }
 
-  // A domain with the reduced/normalised axis as the columns and the last
-  // other axis as the rows; `widest`: the longest other axis instead (the
-  // last on a tie), so that a per-head norm of [tokens, heads, dim] takes
-  // tiles of many tokens rather than one token's few heads (each other axis
-  // is walked one index per tile).
-  static void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest = false) {
-    const int r = static_cast<int>(shape.size());
-    s.shape = shape;
-    s.col_axis = static_cast<int>(axis);
-    s.row_axis = r < 2 ? -1 : (axis == r - 1 ? r - 2 : r - 1);
-    if (widest)
-      for (int a = r - 1; a >= 0 && s.row_axis >= 0; --a)
-        if (a != axis && shape[static_cast<size_t>(a)] > shape[static_cast<size_t>(s.row_axis)]) s.row_axis = a;
-    s.tile_cols = false;
-  }
-
   void lower_reduce(NodeId id, const ReduceAttr& r) {
     const Node& n = g_.node(id);
     const std::string name = name_of(id);
@@ -595,57 +578,13 @@ class Lowering {
     values_[id.value] = out;
   }
 
-  // Top-k along the last axis: k rounds of (max, lowest index attaining it,
-  // mask it out), the indices compared and selected as explicit i64/index
-  // values.
+  // Top-k along the last axis (topk.cpp).
   void lower_topk(NodeId id) {
     const Node& n = g_.node(id);
     const std::string name = name_of(id);
-    const int64_t k = std::get<TopKAttr>(n.attr).k;
-    const Shape in_shape = g_.edge_type(n.inputs[0]).shape;
     const Access in = read(n.inputs[0], name);
     Access out = output_buffer(id);
-    if (sorts_as_network(in, out, k, em_.budget)) {  // a whole row of integers: sort.cpp
-      emit_sort(em_, em_.unique_name(name), in, out);
-      values_[id.value] = out;
-      return;
-    }
-    TiledSpec s;
-    s.info = KernelInfo{em_.unique_name(name), "topk", false, 0, "", 1};
-    row_layout(s, in_shape, static_cast<int64_t>(in_shape.size()) - 1);
-    s.inputs.push_back(in);
-    s.outputs = {TiledOutput{out, TileOut::RowsK, k}};
-    const int64_t cols = in_shape.back();
-    s.body = [k, cols](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
-      int x = in[0];
-      ScalarType t = vb.type(x);
-      if (t == ScalarType::BF16 || t == ScalarType::I1) {
-        t = t == ScalarType::I1 ? ScalarType::I64 : ScalarType::F32;
-        x = vb.op(VecOp::Cast, t, {x});
-      }
-      const int col = vb.op(VecOp::Cast, ScalarType::I64, {vb.iota(true)});
-      const int none = vb.constant(ScalarType::I64, static_cast<double>(cols));
-      std::vector<int> out;
-      // Masked-out elements are excluded by a flag, not by a sentinel value,
-      // so -inf and NaN inputs keep their order.
-      int taken = vb.op(VecOp::CmpLt, ScalarType::I1, {col, vb.constant(ScalarType::I64, 0.0)});
-      const int neg_col = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), col});
-      for (int64_t j = 0; j < k; ++j) {
-        const int low = is_float(t) ? vb.constant(t, -std::numeric_limits<double>::infinity())
-                                    : vb.constant(t, static_cast<double>(std::numeric_limits<int32_t>::min()));
-        const int avail = vb.op(VecOp::Select, t, {taken, low, x});
-        const int m = vb.op(VecOp::ReduceMax, t, {avail});
-        const int hit = vb.op(VecOp::And, ScalarType::I1,
-                              {vb.op(VecOp::CmpEq, ScalarType::I1, {avail, m}),
-                               vb.op(VecOp::CmpEq, ScalarType::I1, {taken, vb.constant(ScalarType::I1, 0.0)})});
-        const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, neg_col, vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), none})});
-        const int idx = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), vb.op(VecOp::ReduceMax, ScalarType::I64, {cand})});
-        out.push_back(idx);
-        taken = vb.op(VecOp::Or, ScalarType::I1, {taken, vb.op(VecOp::CmpEq, ScalarType::I1, {col, idx})});
-      }
-      return out;
-    };
-    emit_tiled(em_, s);
+    emit_topk(em_, em_.unique_name(name), in, out, std::get<TopKAttr>(n.attr).k);
     values_[id.value] = out;
   }
 

@@ -332,4 +332,15 @@ void emit_tiled(Emitter& em, const TiledSpec& original) {
   }
 }
 
+void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest) {
+  const int r = static_cast<int>(shape.size());
+  s.shape = shape;
+  s.col_axis = static_cast<int>(axis);
+  s.row_axis = r < 2 ? -1 : (axis == r - 1 ? r - 2 : r - 1);
+  if (widest)
+    for (int a = r - 1; a >= 0 && s.row_axis >= 0; --a)
+      if (a != axis && shape[static_cast<size_t>(a)] > shape[static_cast<size_t>(s.row_axis)]) s.row_axis = a;
+  s.tile_cols = false;
+}
+
 }  // namespace spool::lower::detail

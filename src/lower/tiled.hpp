@@ -43,4 +43,11 @@ struct TiledSpec {
 
 void emit_tiled(Emitter& em, const TiledSpec& spec);
 
+// A domain for kernels along one axis (reductions, norms, top-k): that axis
+// as the columns, whole rows per tile; the last other axis as the rows, or
+// with `widest` the longest other axis (the last on a tie), so that a
+// per-head norm of [tokens, heads, dim] takes tiles of many tokens rather
+// than one token's few heads (each other axis is walked one index per tile).
+void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest = false);
+
 }  // namespace spool::lower::detail

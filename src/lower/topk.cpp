@@ -1,27 +1,42 @@
-// A TopK that keeps a whole row of integers (k = n: a sort) as a bitonic
-// sorting network (sort.hpp). The row is padded to N = 2^m lanes with the
-// lowest value (padding lanes have indices past n, so they come after any
-// real lane of that value), and each of the m(m+1)/2 compare-exchange
-// stages is one vector step over the row: every lane reads its partner
-// (lane XOR d) by a gather from the previous stage's tile and keeps its own
-// value or the partner's. The order is TopK's: larger values first, equal
-// values by lower index, a strict order on (value, index) pairs, which is
-// what makes the network's result exact. A stage's stores take effect after
-// its step, so consecutive stages alternate between two pairs of tiles.
+// TopK along the last axis (topk.hpp).
+//
+// Rounds: each of the k rounds takes the row's maximum and the lowest index
+// attaining it, then masks that element out.
+//
+// Network, for a TopK that keeps a whole row of integers (k = n, a sort):
+// the row is padded to N = 2^m lanes with the lowest value (padding lanes
+// have indices past n, so they come after any real lane of that value), and
+// each of the m(m+1)/2 compare-exchange stages is one vector step over the
+// row: every lane reads its partner (lane XOR d) by a gather from the
+// previous stage's tile and keeps its own value or the partner's. The order
+// is TopK's: larger values first, equal values by lower index, a strict
+// order on (value, index) pairs, which is what makes the network's result
+// exact. A stage's stores take effect after its step, so consecutive stages
+// alternate between two pairs of tiles.
 
-#include "sort.hpp"
+#include "topk.hpp"
+
+#include "tiled.hpp"
 
 #include <fmt/format.h>
 
 #include <limits>
+#include <vector>
 
 namespace spool::lower::detail {
 
 using namespace spool::npu;
 
+namespace {
+
+// Rows shorter than this keep the rounds: a decode step's 8 routed pairs
+// would take 6 stages of about twice a round's work, against 8 rounds.
+constexpr int64_t kMinSortedRow = 64;
+
+// Whether the network lowers this TopK: k is the whole last axis (at least
+// kMinSortedRow) of integer values, the indices are i64, and the row's four
+// tiles fit the budget.
 bool sorts_as_network(const Access& in, const Access& out, int64_t k, int64_t budget) {
-  // Short rows take the rounds: a decode step's 8 routed pairs would take 6
-  // stages of about twice a round's work, against 8 rounds.
   if (in.shape.empty() || k != in.shape.back() || k < kMinSortedRow) return false;
   if ((in.dtype != DType::I32 && in.dtype != DType::I64) || out.dtype != DType::I64 || in.is_literal) return false;
   int64_t lanes = 1;
@@ -99,6 +114,56 @@ void emit_sort(Emitter& em, const std::string& name, const Access& in, const Acc
   int64_t footprint = 0;
   Kernel k = kb.finish(footprint);
   em.add_kernels({std::move(k)}, KernelInfo{name, "topk", false, 0, fmt::format("sort {}", N), 1}, footprint);
+}
+
+// k rounds of (max, lowest index attaining it, mask it out), the indices
+// compared and selected as explicit i64/index values.
+void emit_rounds(Emitter& em, const std::string& name, const Access& in, const Access& out, int64_t k) {
+  TiledSpec s;
+  s.info = KernelInfo{name, "topk", false, 0, "", 1};
+  row_layout(s, in.shape, static_cast<int64_t>(in.shape.size()) - 1);
+  s.inputs.push_back(in);
+  s.outputs = {TiledOutput{out, TileOut::RowsK, k}};
+  const int64_t cols = in.shape.back();
+  s.body = [k, cols](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
+    int x = in[0];
+    ScalarType t = vb.type(x);
+    if (t == ScalarType::BF16 || t == ScalarType::I1) {
+      t = t == ScalarType::I1 ? ScalarType::I64 : ScalarType::F32;
+      x = vb.op(VecOp::Cast, t, {x});
+    }
+    const int col = vb.op(VecOp::Cast, ScalarType::I64, {vb.iota(true)});
+    const int none = vb.constant(ScalarType::I64, static_cast<double>(cols));
+    std::vector<int> out;
+    // Masked-out elements are excluded by a flag, not by a sentinel value,
+    // so -inf and NaN inputs keep their order.
+    int taken = vb.op(VecOp::CmpLt, ScalarType::I1, {col, vb.constant(ScalarType::I64, 0.0)});
+    const int neg_col = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), col});
+    for (int64_t j = 0; j < k; ++j) {
+      const int low = is_float(t) ? vb.constant(t, -std::numeric_limits<double>::infinity())
+                                  : vb.constant(t, static_cast<double>(std::numeric_limits<int32_t>::min()));
+      const int avail = vb.op(VecOp::Select, t, {taken, low, x});
+      const int m = vb.op(VecOp::ReduceMax, t, {avail});
+      const int hit = vb.op(VecOp::And, ScalarType::I1,
+                            {vb.op(VecOp::CmpEq, ScalarType::I1, {avail, m}),
+                             vb.op(VecOp::CmpEq, ScalarType::I1, {taken, vb.constant(ScalarType::I1, 0.0)})});
+      const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, neg_col, vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), none})});
+      const int idx = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), vb.op(VecOp::ReduceMax, ScalarType::I64, {cand})});
+      out.push_back(idx);
+      taken = vb.op(VecOp::Or, ScalarType::I1, {taken, vb.op(VecOp::CmpEq, ScalarType::I1, {col, idx})});
+    }
+    return out;
+  };
+  emit_tiled(em, s);
+}
+
+}  // namespace
+
+void emit_topk(Emitter& em, const std::string& name, const Access& in, const Access& out, int64_t k) {
+  if (sorts_as_network(in, out, k, em.budget))
+    emit_sort(em, name, in, out);
+  else
+    emit_rounds(em, name, in, out, k);
 }
 
 }  // namespace spool::lower::detail
