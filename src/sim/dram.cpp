@@ -15,8 +15,7 @@ DramModel::DramModel(const NpuConfig& config)
       channel_free_(config.dram.channels, 0),
       channel_busy_(config.dram.channels, 0),
       open_row_(static_cast<size_t>(config.dram.channels) * config.dram.banks, -1),
-      bank_req_(open_row_.size(), 0),
-      bank_miss_(open_row_.size(), 0),
+      bank_count_(open_row_.size(), 0),
       channel_req_(config.dram.channels, 0),
       worst_(config.dram.channels, 0),
       words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
@@ -41,7 +40,7 @@ void DramModel::begin() {
     uint64_t* touched = &bank_touched_[static_cast<size_t>(bank) * words_];
     for_each_bit(touched, [&](int ch) {
       const size_t idx = static_cast<size_t>(bank) * channels + static_cast<size_t>(ch);
-      bank_req_[idx] = bank_miss_[idx] = 0;
+      bank_count_[idx] = 0;
     });
     std::fill(touched, touched + words_, uint64_t{0});
   }
@@ -70,9 +69,7 @@ void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
     open_row_[idx] = row;
     misses = 1;
   }
-  bank_miss_[idx] += misses;
-  bank_req_[idx] += requests;
-  channel_req_[ch] += requests;
+  bank_count_[idx] += count_of(requests, misses);
   row_misses_ += misses;
   row_hits_ += requests - misses;
   cost_.requests += requests;
@@ -180,9 +177,8 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   const size_t channels = static_cast<size_t>(channels_), words = words_;
   const int64_t bank_mask = banks_ - 1;
   int64_t* const open_row = open_row_.data();
-  int64_t* const bank_req = bank_req_.data();
-  int64_t* const bank_miss = bank_miss_.data();
-  int64_t* const channel_req = channel_req_.data();
+  uint64_t* const bank_count = bank_count_.data();
+  const uint64_t hit = count_of(full, 0), miss_added = count_of(full, 1);
   uint64_t* const bank_touched = bank_touched_.data();
   uint64_t* const channel_touched = channel_touched_.data();
   // The block's bits in its word (a block of 64 or more channels fills whole words).
@@ -198,9 +194,7 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     for (int j = 0; j < n; ++j) {
       const int64_t miss = open_row[base + j] != row ? 1 : 0;
       open_row[base + j] = row;
-      bank_miss[base + j] += miss;
-      bank_req[base + j] += full;
-      channel_req[first + j] += full;
+      bank_count[base + j] += miss ? miss_added : hit;
       misses += miss;
     }
     const uint64_t bits = n >= 64 ? block_bits : block_bits << (first & 63);

@@ -92,9 +92,10 @@ class DramModel {
   // Per bank * channels + channel (bank-major, so that the channels of one
   // bank are contiguous for account_block).
   std::vector<int64_t> open_row_;    // -1 closed
-  std::vector<int64_t> bank_req_;    // per descriptor
-  std::vector<int64_t> bank_miss_;   // per descriptor
-  std::vector<int64_t> channel_req_; // per descriptor
+  // Per descriptor: requests << 32 | row misses, one add per touch (a
+  // descriptor is a scratchpad tile: far fewer than 2^32 requests).
+  std::vector<uint64_t> bank_count_;
+  std::vector<int64_t> channel_req_;  // per descriptor, summed from bank_count_ by serve()
   std::vector<int64_t> worst_;       // per channel, scratch
   // Touched by the descriptor: channel bits per bank, and channel bits.
   size_t words_ = 1;                 // 64-bit words of channel bits
@@ -106,6 +107,9 @@ class DramModel {
   bool pow2_ = false;
   int il_shift_ = 0, rb_shift_ = 0, row_shift_ = 0, bank_bits_ = 0;
   int channel_of(int64_t granule) const;
+  static uint64_t count_of(int64_t requests, int64_t misses) {
+    return (static_cast<uint64_t>(requests) << 32) + static_cast<uint64_t>(misses);
+  }
   void account(int ch, int bank, int64_t row, int64_t requests);
   // `requests` on each of the channels [first, first + count) (count a power
   // of two, first a multiple of it) of one bank, all at `row`.
@@ -128,16 +132,12 @@ class DramModel {
 inline void DramModel::account_block(int first, int count, int bank, int64_t row, int64_t requests) {
   const size_t base = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(first);
   int64_t* open = &open_row_[base];
-  int64_t* bank_req = &bank_req_[base];
-  int64_t* bank_miss = &bank_miss_[base];
-  int64_t* channel_req = &channel_req_[static_cast<size_t>(first)];
+  uint64_t* bank_count = &bank_count_[base];
   int64_t misses = 0;
   for (int i = 0; i < count; ++i) {
     const int64_t miss = open[i] != row ? 1 : 0;
     open[i] = row;
-    bank_miss[i] += miss;
-    bank_req[i] += requests;
-    channel_req[i] += requests;
+    bank_count[i] += count_of(requests, miss);
     misses += miss;
   }
   // count is a power of two and first a multiple of it: one word holds the bits.
@@ -160,11 +160,15 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
   auto transfer_cycles = [&](int64_t requests) { return (requests * rb + bpc - 1) / bpc; };
   // Per-channel worst bank, from the banks this descriptor touched.
   std::vector<int64_t>& worst = worst_;
+  // A channel's requests are its banks' (summed here, not per request).
   for (int bank = 0; bank < banks_; ++bank)
     for_each_bit(&bank_touched_[static_cast<size_t>(bank) * words_], [&](int ch) {
       const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
-      const int64_t t = bank_miss_[idx] * miss_cycles + transfer_cycles(bank_req_[idx]);
+      const int64_t requests = static_cast<int64_t>(bank_count_[idx] >> 32);
+      const int64_t misses = static_cast<int64_t>(bank_count_[idx] & 0xffffffffu);
+      const int64_t t = misses * miss_cycles + transfer_cycles(requests);
       if (t > worst[ch]) worst[ch] = t;
+      channel_req_[ch] += requests;
     });
   Time finish = arrival;
   // Channels in index order (each is served independently of the others).
