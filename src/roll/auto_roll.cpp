@@ -36,10 +36,10 @@
 #include <spool/support/error.hpp>
 
 #include <boost/container_hash/hash.hpp>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
+#include <tbb/parallel_invoke.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <map>
 #include <memory>
@@ -151,6 +151,13 @@ std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
 // Orders at least this long are signed, and candidates covering at least
 // this many nodes compared, on two threads.
 constexpr size_t kParallelNodes = 1024;
+
+// f(lo, mid) and f(mid, hi) at once, on two threads.
+template <typename F>
+void in_two_halves(size_t lo, size_t hi, const F& f) {
+  const size_t mid = lo + (hi - lo) / 2;
+  tbb::parallel_invoke([&] { f(lo, mid); }, [&] { f(mid, hi); });
+}
 
 class Roller {
  public:
@@ -274,8 +281,7 @@ class Roller {
       for (size_t i = lo; i < hi; ++i) sig[i] = signature(order[i]);
     };
     if (n >= kParallelNodes)
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, n / 2),
-                        [&](const tbb::blocked_range<size_t>& r) { sign(r.begin(), r.end()); });
+      in_two_halves(0, n, sign);
     else
       sign(0, n);
     // Prefix hashes: window(i, P) = sum sig[i+j] * B^(P-1-j), mod 2^64.
@@ -407,10 +413,11 @@ class Roller {
       return true;
     };
     if (period * count >= kParallelNodes && count >= 3) {
-      bool halves[2] = {true, true};
-      const size_t mid = 1 + (count - 1) / 2;
-      tbb::parallel_for(0, 2, [&](int h) { halves[h] = h == 0 ? equal_to_first(1, mid) : equal_to_first(mid, count); });
-      if (!halves[0] || !halves[1]) return std::nullopt;
+      std::atomic<bool> differ{false};
+      in_two_halves(1, count, [&](size_t lo, size_t hi) {
+        if (!equal_to_first(lo, hi)) differ = true;
+      });
+      if (differ) return std::nullopt;
     } else if (!equal_to_first(1, count)) {
       return std::nullopt;
     }
