@@ -178,7 +178,7 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   const int64_t bank_mask = banks_ - 1;
   int64_t* const open_row = open_row_.data();
   uint64_t* const bank_count = bank_count_.data();
-  const uint64_t hit = count_of(full, 0), miss_added = count_of(full, 1);
+  const uint64_t hit = count_of(full, 0);  // a miss adds 1 (the low word) to it
   uint64_t* const bank_touched = bank_touched_.data();
   uint64_t* const channel_touched = channel_touched_.data();
   // The block's bits in its word (a block of 64 or more channels fills whole words).
@@ -194,7 +194,7 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     for (int j = 0; j < n; ++j) {
       const int64_t miss = open_row[base + j] != row ? 1 : 0;
       open_row[base + j] = row;
-      bank_count[base + j] += miss ? miss_added : hit;
+      bank_count[base + j] += hit + static_cast<uint64_t>(miss);
       misses += miss;
     }
     const uint64_t bits = n >= 64 ? block_bits : block_bits << (first & 63);
