@@ -312,7 +312,8 @@ class PlaceholderCost : public egraph::CostFunction {
 // costs, whatever the order; in region order it takes a pass per region
 // boundary on the longest path that runs against that order, plus one. (A
 // prologue and epilogue around one loop: three extractors, where rebuilding
-// every stale region once per pass takes five.)
+// every stale region once per pass takes five. The first of them, the first
+// region's with no price known, comes built from its saturation task.)
 std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   const size_t n = s.regions.size();
   std::vector<std::unique_ptr<egraph::CostFunction>> base(n);
@@ -328,14 +329,21 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   // The cost and extractor of each region under its current prices;
   // rebuilt only for regions whose prices changed.
   std::vector<std::unique_ptr<PlaceholderCost>> cost(n);
-  std::vector<std::unique_ptr<egraph::DagExtractor>> extractor(n);
+  std::vector<std::unique_ptr<egraph::DagExtractor>> built(n);
+  std::vector<const egraph::DagExtractor*> extractor(n, nullptr);
   std::vector<bool> stale(n, true);
   auto refresh = [&](size_t d) {
     if (!stale[d]) return;
-    extractor[d].reset();
-    cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], placeholders[d], *base[d], leaf[d]);
-    extractor[d] = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *cost[d]);
     stale[d] = false;
+    const bool unpriced = std::all_of(leaf[d].begin(), leaf[d].end(), [](double c) { return c < 0; });
+    if (unpriced && s.regions[d].unpriced_extractor) {
+      extractor[d] = s.regions[d].unpriced_extractor.get();
+      return;
+    }
+    built[d].reset();
+    cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], placeholders[d], *base[d], leaf[d]);
+    built[d] = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *cost[d]);
+    extractor[d] = built[d].get();
   };
   // One region reads no other region's values: its placeholders are graph
   // inputs and weights, priced as themselves.
@@ -402,10 +410,18 @@ nlohmann::json to_json(const CompileReport& report) {
 Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   Saturated s;
 
-  // 1. Roll repeated layers.
+  // 1. Roll repeated layers. The rolled graph is split into regions while
+  // the roll's last search (the one that finds nothing more) runs.
   auto t = Clock::now();
+  std::optional<region::Split> split;  // of the last graph the roll passed
+  auto split_of = [&](const Graph& g) {
+    const auto split_start = Clock::now();
+    split = region::split(g, options.unroll_union_max_trips, options.split_regions);
+    spdlog::debug("split: {} regions, {} distinct, in {:.2f} ms", split->instances.size(), split->regions.size(),
+                  ms_since(split_start));
+  };
   if (options.roll) {
-    roll::RollResult r = roll::auto_roll(hlir);
+    roll::RollResult r = roll::auto_roll(hlir, split_of);
     s.rolled = std::move(r.graph);
     s.report.roll = std::move(r.report);
   } else {
@@ -416,12 +432,12 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   spdlog::info("roll: {} loops, {} -> {} nodes in {:.1f} ms", s.report.roll.loops, s.report.roll.hlir_nodes_before,
                s.report.roll.hlir_nodes_after, s.report.times.roll_ms);
 
-  // 2. Split into regions and saturate each distinct one, in parallel. Rule
-  // files are read (and a bad one reported) before any region starts.
+  // 2. Split into regions (unless done beside the roll) and saturate each
+  // distinct one, in parallel. Rule files are read (and a bad one reported)
+  // before any region starts.
   t = Clock::now();
-  s.split = region::split(s.rolled, options.unroll_union_max_trips, options.split_regions);
-  spdlog::debug("split: {} regions, {} distinct, in {:.2f} ms", s.split.instances.size(), s.split.regions.size(),
-                ms_since(t));
+  if (!split) split_of(s.rolled);
+  s.split = std::move(*split);
   const auto rules_start = Clock::now();
   std::vector<std::shared_ptr<const rules::RuleFile>> files;
   for (const std::string& path : options.rule_files) files.push_back(read_rule_file(path));
@@ -432,6 +448,11 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
     const auto region_start = Clock::now();
     s.regions[i] = build_region(s.split.regions[i], rules->lang);
     saturate_region(s.regions[i], *rules, options);
+    if (i == 0 && s.regions.size() > 1) {
+      Region& first = s.regions[0];
+      first.unpriced_cost = extraction_cost(first);
+      first.unpriced_extractor = std::make_unique<egraph::DagExtractor>(*first.egraph, *first.unpriced_cost);
+    }
     spdlog::debug("region {}: {} graph nodes, {} e-nodes, {} iterations ({}) in {:.1f} ms", i,
                   s.split.regions[i].graph.num_live(), s.regions[i].egraph->num_nodes(),
                   s.regions[i].saturation.iterations, egraph::stop_reason_name(s.regions[i].saturation.stop),

@@ -173,20 +173,36 @@ class Roller {
 
   // The best candidate of any context; nullopt if nothing rolls.
   std::optional<Found> search() {
+    prepare();
+    return search_prepared();
+  }
+
+  // A search in two steps: the index of users and the orders of the
+  // contexts (which read no canonical sources, so may be built while they
+  // are found), then the candidates.
+  void prepare() {
     index_users();
     where_.assign(g_->id_bound(), {kNowhere, 0});
+    orders_ = context_orders();
+  }
+  std::optional<Found> search_prepared() {
     std::optional<Found> best;
-    for (std::vector<NodeId>& order : context_orders()) {
+    for (std::vector<NodeId>& order : orders_) {
       std::optional<Candidate> c = best_candidate(order);
       if (c && (!best || c->saving > best->candidate.saving)) best = Found{std::move(order), std::move(*c)};
     }
+    orders_.clear();
     return best;
   }
 
-  // Rolls the best candidate of the searched graph, which must be `g`; false
-  // if nothing rolls.
-  bool roll_once(Graph& g, int64_t loop_id, RollReport& report) {
-    std::optional<Found> found = search();
+  // Rolls the best candidate of the searched graph, which must be `g`, with
+  // `beside(g)` run during the search if given; false if nothing rolls.
+  bool roll_once(Graph& g, int64_t loop_id, RollReport& report, const std::function<void(const Graph&)>& beside) {
+    std::optional<Found> found;
+    if (beside)
+      tbb::parallel_invoke([&] { found = search(); }, [&] { beside(g); });
+    else
+      found = search();
     if (!found) return false;
     rewrite(g, g, *found, loop_id);
     report.trips.push_back(static_cast<int64_t>(found->candidate.count));
@@ -607,6 +623,7 @@ class Roller {
   std::vector<NodeId> user_list_;              // of the graph as it is during one search
   std::vector<bool> is_output_;                // nodes a graph output reads, during one search
   std::vector<Loop> loops_;                    // found by the last search
+  std::vector<std::vector<NodeId>> orders_;    // of the contexts, between prepare() and search_prepared()
   std::vector<bool> outside_like_;             // entry markers: outside inputs of their loop's body
   mutable Where where_;                        // check()'s scratch: all kNowhere between checks
 };
@@ -737,16 +754,20 @@ int64_t next_loop_id(const std::vector<Loop>& loops) {
 
 }  // namespace
 
-RollResult auto_roll(const Graph& graph) {
+RollResult auto_roll(const Graph& graph) { return auto_roll(graph, nullptr); }
+
+RollResult auto_roll(const Graph& graph, const std::function<void(const Graph&)>& beside) {
   RollResult result;
   RollReport& report = result.report;
   report.hlir_nodes_before = graph.num_live();
   std::vector<NodeId> duplicates;
-  const std::vector<NodeId> canonical = value_canonical(graph, duplicates);
+  std::vector<NodeId> canonical;
   // The first search reads the caller's graph (merging equal sources only
-  // in how it names them); the graph the rest edits is built after it.
+  // in how it names them); the graph the rest edits is built after it. Its
+  // index and orders are built while the equal sources are found.
   Roller roller(graph, &canonical);
-  if (std::optional<Found> found = roller.search()) {
+  tbb::parallel_invoke([&] { canonical = value_canonical(graph, duplicates); }, [&] { roller.prepare(); });
+  if (std::optional<Found> found = roller.search_prepared()) {
     std::vector<NodeId> id_in_copy;
     result.graph = build_survivors(graph, canonical, roller.topo(), *found, found->candidate.markers, id_in_copy);
     // Each roll takes the next id: the loop just rolled has the largest.
@@ -755,7 +776,7 @@ RollResult auto_roll(const Graph& graph) {
     report.trips.push_back(static_cast<int64_t>(found->candidate.count));
     ++report.loops;
     roller.retarget(result.graph);
-    while (roller.roll_once(result.graph, ++loop_id, report)) ++report.loops;
+    while (roller.roll_once(result.graph, ++loop_id, report, beside)) ++report.loops;
   } else {
     result.graph = merge_value_sources(graph, canonical, duplicates);
   }

@@ -92,6 +92,18 @@ TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
       CHECK(terms_one.back() == terms_two.back());
     }
     CHECK(one.program(terms_one) == two.program(terms_two));
+    // The first region's extractor, built beside the others' saturation, is
+    // the one extraction would build; the terms are the same without it.
+    REQUIRE(two.regions[0].unpriced_extractor);
+    for (size_t i = 1; i < two.regions.size(); ++i) CHECK_FALSE(two.regions[i].unpriced_extractor);
+    const egraph::DagExtractor fresh(*two.regions[0].egraph, *extraction_cost(two.regions[0]));
+    for (const egraph::ClassId c : two.regions[0].egraph->classes()) {
+      CHECK(two.regions[0].unpriced_extractor->cost(c) == fresh.cost(c));
+      CHECK(two.regions[0].unpriced_extractor->best_node(c) == fresh.best_node(c));
+    }
+    Saturated without = saturate(g, options);
+    without.regions[0].unpriced_extractor.reset();
+    CHECK(extract_greedy(without) == extract_greedy(two));
     options.threads = options.runner.threads = 1;
     const CompileResult a = compile(g, options);
     options.threads = options.runner.threads = 2;

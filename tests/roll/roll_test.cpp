@@ -235,6 +235,30 @@ TEST_CASE("a nested pattern rolls twice") {
   CHECK(compacted(cse(roll::unroll(rolled.graph))) == compacted(cse(g)));
 }
 
+TEST_CASE("auto_roll hands each graph it builds to a side task while searching it, the last one its result") {
+  // Two rolls (nested): a graph after each, the second the result.
+  const Graph g = chain(6, [](Graph& g, Tensor x, int i) {
+    for (int j = 0; j < 4; ++j) x = nn::relu(x * weight(g, fmt::format("s{}_{}", i, j), DType::F32, {8}) + 1.0);
+    return x + weight(g, "b" + std::to_string(i), DType::F32, {8});
+  });
+  std::vector<Graph> seen;
+  const roll::RollResult rolled = roll::auto_roll(g, [&](const Graph& r) { seen.push_back(r); });
+  CHECK(rolled.report.loops == 2);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen.back() == rolled.graph);
+  CHECK(roll::find_loops(seen.front()).size() == 1);
+  // The same rolls as without a side task.
+  CHECK(rolled.graph == roll::auto_roll(g).graph);
+
+  // Nothing rolls: no graph to hand over.
+  Graph flat("flat");
+  const Tensor x = input(flat, "x", DType::F32, {4, 8});
+  output("y", nn::relu(x * weight(flat, "w", DType::F32, {8})));
+  size_t calls = 0;
+  CHECK(roll::auto_roll(flat, [&](const Graph&) { ++calls; }).report.loops == 0);
+  CHECK(calls == 0);
+}
+
 TEST_CASE("a candidate with an input from an earlier occurrence is rejected") {
   // Layer i reads layers i-1 and i-2. A loop of one layer per iteration
   // would need a value from two iterations back, which no marker carries:

@@ -4,7 +4,8 @@
 //
 //   roll::auto_roll        repeated layers -> one body between loop markers
 //   region::split          the rolled graph cut into regions (before/after a
-//                          loop, each loop body), identical regions once
+//                          loop, each loop body), identical regions once;
+//                          run beside the roll's last search
 //   saturation             one e-graph per distinct region, in parallel (TBB)
 //   extraction             one term per region (greedy here; search elsewhere)
 //   stitch + roll::unroll  the region terms joined, loops cloned back out
@@ -47,6 +48,9 @@ struct CompileOptions {
   std::function<std::vector<egraph::Rule>(egraph::hlir::HlirLanguage&)> extra_rules;
 };
 
+// Wall time per stage. roll_ms holds the split when it runs beside the
+// roll's last search (whenever something rolls); saturate_ms holds it
+// otherwise.
 struct CompileTimes {
   double roll_ms = 0, saturate_ms = 0, extract_ms = 0, unroll_ms = 0, total_ms = 0;
 };
@@ -96,6 +100,13 @@ struct Region {
   // state is needed to unroll it. Saturated::program throws otherwise.
   std::vector<UnionedLoop> unioned_loops;
   egraph::RunReport saturation;  // iterations summed over the rule files
+  // The first of several regions: its extractor under extraction_cost with
+  // every placeholder priced as itself, built by its saturation task while
+  // the others saturate. extract_greedy's first pass prices no placeholder
+  // of the first region (no other region has an extractor yet) and takes
+  // this one instead of building it. Null for every other region.
+  std::unique_ptr<egraph::CostFunction> unpriced_cost;
+  std::unique_ptr<egraph::DagExtractor> unpriced_extractor;
 };
 
 // The rolled graph saturated region by region: the input of extraction.

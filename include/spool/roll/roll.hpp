@@ -10,6 +10,7 @@
 #include <spool/ir/graph.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace spool::roll {
@@ -51,6 +52,12 @@ struct RollResult {
 
 // Rolls repeated bodies to a fixpoint (periodic and nested repeats too).
 RollResult auto_roll(const Graph& graph);
+// The same, calling `beside(g)` on each graph g the rolls build while g is
+// searched for another repeat, on another thread (beside must only read
+// g). The last call's graph is the result's: a caller can start its own
+// work on the rolled graph without waiting for the search that finds
+// nothing more. Not called if nothing rolls.
+RollResult auto_roll(const Graph& graph, const std::function<void(const Graph&)>& beside);
 
 // Clones every loop body back out, innermost loops first; the result has no
 // markers. Throws spool::Error on inconsistent markers.
