@@ -420,8 +420,18 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
     spdlog::debug("split: {} regions, {} distinct, in {:.2f} ms", split->instances.size(), split->regions.size(),
                   ms_since(split_start));
   };
+  // A graph a later roll replaces is never compiled: a failed split of it
+  // is no error (the split of the result, if it fails, fails again below).
+  auto split_beside = [&](const Graph& g) {
+    split.reset();
+    try {
+      split_of(g);
+    } catch (const std::exception&) {
+      split.reset();
+    }
+  };
   if (options.roll) {
-    roll::RollResult r = roll::auto_roll(hlir, split_of);
+    roll::RollResult r = roll::auto_roll(hlir, split_beside);
     s.rolled = std::move(r.graph);
     s.report.roll = std::move(r.report);
   } else {
