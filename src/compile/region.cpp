@@ -119,7 +119,7 @@ class Builder {
         if (!mapped_[child.value].valid()) stack.push_back({child});
         continue;
       }
-      std::vector<Edge> inputs;
+      EdgeList inputs;
       for (const Edge& e : n.inputs) inputs.push_back(Edge{mapped_[e.src.value], e.view});
       Attr attr = n.attr;
       if (is_loop_marker(n.op)) {

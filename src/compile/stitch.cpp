@@ -125,7 +125,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
                  "sources (a region reads only its placeholders' nodes and the roots of other regions)",
                  id.value);
     if (!source_copy[id.value].valid()) {
-      std::vector<Edge> sources;
+      EdgeList sources;
       sources.reserve(n.inputs.size());
       for (const Edge& e : n.inputs) sources.push_back(Edge{copy_source(e.src).src, e.view});
       source_copy[id.value] = out.add_known(n.op, std::move(sources), n.attr, TensorType{n.dtype, n.shape});
@@ -162,7 +162,6 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     size_t next = 0;
   };
   std::vector<Frame> stack;
-  std::vector<Edge> inputs;
   // The value of rolled node `id` in `out`: a copied source, or the output
   // of the instance computing it, built on demand (with everything it reads,
   // across instances) by an explicit depth-first walk. Every node is built
@@ -218,8 +217,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
           push(i, child);
           continue;
         }
-        inputs.clear();
-        inputs.reserve(children.size());
+        EdgeList inputs;
         for (const uint32_t c : children) {
           const TermProgram::TermEdge& e = program.edges[c];
           inputs.push_back(compose_term(value[i][e.base], e));

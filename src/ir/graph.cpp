@@ -234,17 +234,22 @@ void Graph::reserve(size_t nodes) {
 }
 
 NodeId Graph::push(Op op, DType dtype, Shape&& shape, Attr&& attr, std::vector<Edge>&& inputs) {
+  return push(op, dtype, std::move(shape), std::move(attr),
+              EdgeList(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end())));
+}
+
+NodeId Graph::push(Op op, DType dtype, Shape&& shape, Attr&& attr, EdgeList&& inputs) {
   SPOOL_ASSERT(nodes_.size() < UINT32_MAX - 1, "graph exceeds 2^32 node ids");
   for (const Edge& e : inputs) ++use_count_[e.src.value];
   Node& node = nodes_.emplace_back(op, dtype, std::move(shape), std::move(attr), true);
-  node.inputs.assign(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end()));
+  node.inputs = std::move(inputs);
   use_count_.push_back(0);
   holes_.clear();  // once add() hands out an id, no earlier hole may be filled
   ++num_live_;
   return NodeId{static_cast<uint32_t>(nodes_.size() - 1)};
 }
 
-NodeId Graph::add_known(Op op, std::vector<Edge> inputs, Attr attr, TensorType type) {
+NodeId Graph::add_known(Op op, EdgeList inputs, Attr attr, TensorType type) {
   for (const Edge& edge : inputs)
     if (!contains(edge.src)) fail("{}: input %{} is not a live node", name_of(op), edge.src.value);
   return push(op, type.dtype, std::move(type.shape), std::move(attr), std::move(inputs));
@@ -257,7 +262,7 @@ NodeId Graph::add(Op op, std::vector<Edge> inputs, Attr attr) {
 
 NodeId Graph::add_source(Op op, Attr attr, DType dtype, Shape shape) {
   check_source(op, attr, dtype, shape);
-  return push(op, dtype, std::move(shape), std::move(attr), {});
+  return push(op, dtype, std::move(shape), std::move(attr), EdgeList{});
 }
 
 NodeId Graph::add_with_id(NodeId id, Op op, std::vector<Edge> inputs, Attr attr, DType dtype, Shape shape) {

@@ -640,11 +640,11 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
   // a slot's init has its state's type, and the sources of one loop_input
   // are read at one position of every occurrence; should they differ in
   // type all the same, add() reports it.
-  auto add_marker = [&](Op op, std::vector<Edge> inputs, LoopAttr attr) {
+  auto add_marker = [&](Op op, EdgeList inputs, LoopAttr attr) {
     const Node& first = g.node(inputs.front().src);
     bool same = true;
     for (const Edge& e : inputs) same &= g.node(e.src).dtype == first.dtype && g.node(e.src).shape == first.shape;
-    if (!same) return g.add(op, std::move(inputs), attr);
+    if (!same) return g.add(op, std::vector<Edge>(inputs.begin(), inputs.end()), attr);
     TensorType type{first.dtype, first.shape};
     return g.add_known(op, std::move(inputs), attr, std::move(type));
   };
@@ -682,7 +682,8 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
           for (const NodeId s : plan.sources) key.push_back(s.value);
           auto it = entry_of.find(key);
           if (it == entry_of.end()) {
-            std::vector<Edge> sources;
+            EdgeList sources;
+            sources.reserve(plan.sources.size());
             for (const NodeId s : plan.sources) sources.push_back(Edge{in_g(s), {}});
             const Op op = plan.kind == InputPlan::Static ? Op::LoopInputStatic : Op::LoopInput;
             it = entry_of.emplace(key, add_marker(op, std::move(sources), LoopAttr{loop_id, trips, 0})).first;

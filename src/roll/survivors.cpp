@@ -122,8 +122,7 @@ Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, 
       if (by_id) id_in_copy[id.value] = g.add_source(n.op, n.attr, n.dtype, n.shape);
       continue;
     }
-    std::vector<Edge> inputs;
-    inputs.reserve(n.inputs.size());
+    EdgeList inputs;
     for (const Edge& e : n.inputs) inputs.push_back(Edge{source(e.src), e.view});
     id_in_copy[id.value] = g.add_known(n.op, std::move(inputs), n.attr, TensorType{n.dtype, n.shape});
   }

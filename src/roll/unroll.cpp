@@ -114,8 +114,7 @@ void unroll_loop(Graph& g, const Loop& loop) {
         case Op::LoopInput: values[p] = node.inputs[static_cast<size_t>(k)]; break;
         case Op::LoopInputStatic: values[p] = node.inputs[0]; break;
         default: {
-          std::vector<Edge> inputs;
-          inputs.reserve(plans[p].size());
+          EdgeList inputs;
           for (InputPlan& plan : plans[p]) {
             if (plan.from < 0) {
               inputs.push_back(plan.edge);  // read from outside the body: as resolve() returns it

@@ -35,12 +35,15 @@ struct Edge {
   bool operator==(const Edge&) const = default;
 };
 
+// A node's inputs: up to three without a heap allocation.
+using EdgeList = boost::container::small_vector<Edge, 3>;
+
 struct Node {
   Op op = Op::Input;
   DType dtype = DType::F32;
   Shape shape;
   Attr attr;
-  boost::container::small_vector<Edge, 3> inputs;
+  EdgeList inputs;
   bool alive = true;
 
   Node() = default;
@@ -93,8 +96,9 @@ class Graph {
   NodeId add(Op op, std::vector<Edge> inputs, Attr attr = NoAttr{});
   // Adds a node whose type the caller already knows (a clone of a node,
   // reading inputs of the types the original reads), without inferring it
-  // again; verify() checks it.
-  NodeId add_known(Op op, std::vector<Edge> inputs, Attr attr, TensorType type);
+  // again; verify() checks it. The inputs come as the node keeps them: the
+  // passes that clone thousands of nodes build them without a heap vector.
+  NodeId add_known(Op op, EdgeList inputs, Attr attr, TensorType type);
   // Adds a source node (Input, Weight, Constant, Iota) of the given type.
   NodeId add_source(Op op, Attr attr, DType dtype, Shape shape);
 
@@ -160,6 +164,7 @@ class Graph {
  private:
   // Appends a live node built in place (its inputs already checked).
   NodeId push(Op op, DType dtype, Shape&& shape, Attr&& attr, std::vector<Edge>&& inputs);
+  NodeId push(Op op, DType dtype, Shape&& shape, Attr&& attr, EdgeList&& inputs);
   [[noreturn]] void not_live(NodeId id) const;  // node() of a dead or unknown id: a compiler bug
   TensorType infer(Op op, const std::vector<Edge>& inputs, const Attr& attr) const;
 
