@@ -16,13 +16,13 @@
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -52,7 +52,7 @@ std::optional<std::string> file_text(const std::string& path) {
 }
 
 // What a cached parse is checked against, per file it read: the size and
-// modification time (a stat: every compile asks whether its rule files
+// modification time (one stat: every compile asks whether its rule files
 // changed, and reading them costs more than the rest of a small compile's
 // bookkeeping). A file modified shortly before it is stamped could change
 // again within the same timestamp tick (file times are coarse: 2 s on FAT),
@@ -60,17 +60,19 @@ std::optional<std::string> file_text(const std::string& path) {
 constexpr std::chrono::seconds kRacyWindow{3};
 struct FileStamp {
   std::string path;
-  std::optional<std::pair<std::uintmax_t, std::filesystem::file_time_type>> stamp;  // nullopt: unreadable
-  std::optional<std::string> racy_text;  // kept only for a racy stamp
+  std::optional<std::pair<int64_t, int64_t>> stamp;  // (size, modified ns since the epoch); nullopt: unreadable
+  std::optional<std::string> racy_text;               // kept only for a racy stamp
   bool operator==(const FileStamp&) const = default;
 };
 FileStamp stamp_of(const std::string& path) {
-  std::error_code size_error, time_error;
-  const std::uintmax_t size = std::filesystem::file_size(path, size_error);
-  const std::filesystem::file_time_type time = std::filesystem::last_write_time(path, time_error);
-  if (size_error || time_error) return {path, std::nullopt, std::nullopt};
-  FileStamp s{path, std::make_pair(size, time), std::nullopt};
-  if (std::filesystem::file_time_type::clock::now() - time < kRacyWindow) s.racy_text = file_text(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {path, std::nullopt, std::nullopt};
+  const int64_t modified = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  FileStamp s{path, std::make_pair(int64_t{st.st_size}, modified), std::nullopt};
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  if (now - modified < std::chrono::nanoseconds(kRacyWindow).count()) s.racy_text = file_text(path);
   return s;
 }
 // Whether the file is as stamped. A racy stamp found unchanged once the file
