@@ -44,7 +44,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <span>
 
 namespace spool::roll {
@@ -134,12 +133,29 @@ std::vector<size_t> candidate_periods(const std::vector<size_t>& sig) {
     last[h] = {sig[i], i};
   }
   std::vector<uint8_t> wanted(n / 2 + 1, 0);
-  for (size_t a = 0; a < n; ++a) {
+  auto walk_from = [&](size_t a) {
     size_t b = next[a];
     for (size_t k = 0; k < kMaxPerWindow; ++k, b = next[b]) {
       const size_t gap = b - a;
       if (gap * 2 > n) break;  // later occurrences are further still
       wanted[gap] = 1;
+    }
+  };
+  // By signature, from its first position: where its occurrences are evenly
+  // spaced (a signature once per layer of a layer stack), every walk gives
+  // multiples of the spacing that the first walk gives too.
+  std::vector<uint8_t> has_previous(n, 0);
+  for (size_t a = 0; a < n; ++a)
+    if (next[a] < n) has_previous[next[a]] = 1;
+  for (size_t first = 0; first < n; ++first) {
+    if (has_previous[first] || next[first] >= n) continue;
+    const size_t spacing = next[first] - first;
+    size_t a = first;
+    while (next[a] < n && next[a] - a == spacing) a = next[a];
+    if (next[a] >= n) {
+      walk_from(first);
+    } else {
+      for (a = first; a < n; a = next[a]) walk_from(a);
     }
   }
   std::vector<size_t> periods;
@@ -733,16 +749,21 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
 
   // The other occurrences go, readers before producers, and with them the
   // constants and iotas only they read (occurrence 0's copies serve all).
-  std::set<uint32_t> read_sources;
+  std::vector<uint8_t> is_read(before.id_bound(), 0);
+  std::vector<NodeId> read_sources;
   for (size_t k = 1; k < c.count; ++k)
     for (size_t j = 0; j < c.period; ++j)
       for (const Edge& e : before.node(at(k, j)).inputs)
-        if (is_value_source(before.node(e.src))) read_sources.insert(canonical(e.src).value);
+        if (is_value_source(before.node(e.src))) {
+          const NodeId id = canonical(e.src);
+          if (!is_read[id.value]) read_sources.push_back(id);
+          is_read[id.value] = 1;
+        }
   if (in_place)
     for (size_t k = c.count; k-- > 1;)
       for (size_t j = c.period; j-- > 0;) g.remove(at(k, j));
-  for (const uint32_t id : read_sources)
-    if (g.use_count(in_g(NodeId{id})) == 0) g.remove(in_g(NodeId{id}));
+  for (const NodeId id : read_sources)
+    if (g.use_count(in_g(id)) == 0) g.remove(in_g(id));
 }
 
 // The id for a new loop: above every loop of the graph (find_loops lists
