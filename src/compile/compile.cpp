@@ -273,23 +273,28 @@ std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egr
 // priced a little high.
 class PlaceholderCost : public egraph::CostFunction {
  public:
-  // (attribute, K) of every placeholder leaf of a region's e-graph.
-  using Placeholders = std::vector<std::pair<uint32_t, size_t>>;
+  // Every placeholder leaf of a region's e-graph: its node, attribute and K.
+  struct Placeholder {
+    egraph::NodeId node;
+    uint32_t attr;
+    size_t k;
+  };
+  using Placeholders = std::vector<Placeholder>;
   static Placeholders placeholders(const Region& region) {
     Placeholders out;
     const egraph::EGraph& eg = *region.egraph;
     for (const egraph::ClassId c : eg.classes())
       for (const egraph::NodeId n : eg.class_nodes(c))
         if (const std::optional<size_t> k = placeholder_of(*region.lang, eg.node(n)))
-          out.emplace_back(eg.node(n).attr.value, *k);
+          out.push_back({n, eg.node(n).attr.value, *k});
     return out;
   }
 
   PlaceholderCost(const Region& region, const Placeholders& placeholders, const egraph::CostFunction& base,
                   const std::vector<double>& leaf_costs)
       : base_(base), by_attr_(region.lang->language().attrs.size(), -1.0) {
-    for (const auto& [attr, k] : placeholders)
-      if (k < leaf_costs.size() && leaf_costs[k] >= 0) by_attr_[attr] = leaf_costs[k];
+    for (const Placeholder& p : placeholders)
+      if (p.k < leaf_costs.size() && leaf_costs[p.k] >= 0) by_attr_[p.attr] = leaf_costs[p.k];
   }
   double cost(const egraph::EGraph& graph, egraph::NodeId node, std::span<const double> child_costs) const override {
     const egraph::ENodeRef n = graph.node(node);
@@ -342,9 +347,19 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
       extractor[d] = s.regions[d].unpriced_extractor.get();
       return;
     }
-    built[d].reset();
-    cost[d] = std::make_unique<PlaceholderCost>(s.regions[d], placeholders[d], *base[d], leaf[d]);
-    built[d] = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *cost[d]);
+    // A region priced before differs from its last extractor's costs in its
+    // placeholders alone: their own costs are all that is asked again.
+    auto next_cost = std::make_unique<PlaceholderCost>(s.regions[d], placeholders[d], *base[d], leaf[d]);
+    std::unique_ptr<egraph::DagExtractor> next;
+    if (extractor[d]) {
+      std::vector<egraph::NodeId> repriced;
+      for (const PlaceholderCost::Placeholder& p : placeholders[d]) repriced.push_back(p.node);
+      next = std::make_unique<egraph::DagExtractor>(*extractor[d], *next_cost, repriced);
+    } else {
+      next = std::make_unique<egraph::DagExtractor>(*s.regions[d].egraph, *next_cost);
+    }
+    built[d] = std::move(next);
+    cost[d] = std::move(next_cost);
     extractor[d] = built[d].get();
   };
   // One region reads no other region's values: its placeholders are graph

@@ -184,22 +184,44 @@ Extraction Extractor::extract(std::span<const ClassId> roots) const {
 
 DagExtractor::DagExtractor(const EGraph& graph, const CostFunction& cost) : graph_(graph), cost_fn_(cost) {
   SPOOL_ASSERT(graph.clean(), "extraction needs a rebuilt e-graph");
-  const double inf = std::numeric_limits<double>::infinity();
   const std::vector<ClassId>& classes = graph.classes();
-  const size_t nc = classes.size();
   class_index_.assign(graph.class_id_bound(), UINT32_MAX);
   node_index_.assign(graph.node_id_bound(), UINT32_MAX);
-  std::vector<NodeId> nodes;  // dense node -> node
   boost::container::small_vector<double, 8> zeros;
-  for (size_t i = 0; i < nc; ++i) {
+  for (size_t i = 0; i < classes.size(); ++i) {
     class_index_[classes[i].value] = static_cast<uint32_t>(i);
     for (NodeId n : graph.class_nodes(classes[i])) {
-      node_index_[n.value] = static_cast<uint32_t>(nodes.size());
-      nodes.push_back(n);
+      node_index_[n.value] = static_cast<uint32_t>(nodes_.size());
+      nodes_.push_back(n);
       zeros.assign(graph.node(n).children.size(), 0.0);
       own_.push_back(cost_fn_.cost(graph, n, span_of(zeros)));
     }
   }
+  solve();
+}
+
+DagExtractor::DagExtractor(const DagExtractor& like, const CostFunction& cost, std::span<const NodeId> repriced)
+    : graph_(like.graph_),
+      cost_fn_(cost),
+      class_index_(like.class_index_),
+      node_index_(like.node_index_),
+      nodes_(like.nodes_),
+      own_(like.own_) {
+  boost::container::small_vector<double, 8> zeros;
+  for (const NodeId n : repriced) {
+    const uint32_t k = n.value < node_index_.size() ? node_index_[n.value] : UINT32_MAX;
+    SPOOL_ASSERT(k != UINT32_MAX, "DAG extraction: repriced node n{} is not a live node of the graph", n.value);
+    zeros.assign(graph_.node(n).children.size(), 0.0);
+    own_[k] = cost_fn_.cost(graph_, n, span_of(zeros));
+  }
+  solve();
+}
+
+void DagExtractor::solve() {
+  const EGraph& graph = graph_;
+  const double inf = std::numeric_limits<double>::infinity();
+  const size_t nc = graph.classes().size();
+  const std::vector<NodeId>& nodes = nodes_;
   words_ = (own_.size() + 63) / 64;
   sets_.resize(nc);
   best_cost_.assign(nc, inf);

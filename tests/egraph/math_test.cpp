@@ -260,6 +260,43 @@ TEST_CASE("DAG extraction picks the shared form where tree extraction does not")
     if (g->node(n).op == L->sub) CHECK(dag.node_cost(n) == 9);
 }
 
+TEST_CASE("DAG extraction repriced at a few leaves is the extraction a fresh build gives") {
+  auto L = math::make_language();
+  auto g = math::make_egraph(*L);
+  // As above: the shared form costs 8 and holds x once, the flat form 9.
+  const ClassId shared = add_expr(*g, "(* (+ (+ x y) (+ z w)) (+ (+ x y) (+ z w)))");
+  const ClassId flat = add_expr(*g, "(- (+ (+ a b) (+ c u)) e)");
+  g->merge(shared, flat);
+  g->rebuild();
+  const ClassId root = g->find(shared);
+  // AstSize, with the leaf x priced 5 more: the flat form wins.
+  const AttrId x = L->language.attrs.intern_symbol("x");
+  struct PricedX : CostFunction {
+    AttrId x;
+    double cost(const EGraph& graph, NodeId node, std::span<const double> child_costs) const override {
+      const double own = AstSize{}.cost(graph, node, child_costs);
+      return graph.node(node).children.empty() && graph.node(node).attr == x ? own + 5 : own;
+    }
+  } priced;
+  priced.x = x;
+  std::vector<NodeId> leaves_x;
+  for (const ClassId c : g->classes())
+    for (const NodeId n : g->class_nodes(c))
+      if (g->node(n).children.empty() && g->node(n).attr == x) leaves_x.push_back(n);
+  REQUIRE(leaves_x.size() == 1);
+  AstSize size;
+  const DagExtractor like(*g, size);
+  CHECK(like.cost(root) == 8);
+  const DagExtractor repriced(like, priced, leaves_x);
+  const DagExtractor fresh(*g, priced);
+  CHECK(repriced.cost(root) == 9);
+  CHECK(repriced.extract(root).term.str(L->language) == "(- (+ (+ a b) (+ c u)) e)");
+  for (const ClassId c : g->classes()) {
+    CHECK(repriced.cost(c) == fresh.cost(c));
+    CHECK(repriced.best_node(c) == fresh.best_node(c));
+  }
+}
+
 TEST_CASE("DAG extraction: a deep chain of shared values stays linear") {
   // v(i+1) = (* v(i) v(i)) | (+ v(i) t(i)), t(i) a fresh 3-node term. The
   // tree cost of the product doubles per level and the sum wins on tree

@@ -103,6 +103,11 @@ class DagExtractor {
  public:
   // The graph must be clean and must not change while the extractor is used.
   DagExtractor(const EGraph& graph, const CostFunction& cost);
+  // The extractor of like's graph under `cost`, which must price every node
+  // (its own cost, with free children) as the cost `like` was built with
+  // does, except the nodes `repriced` lists: only their own costs are asked
+  // of `cost`. The same extractor as DagExtractor(graph, cost) builds.
+  DagExtractor(const DagExtractor& like, const CostFunction& cost, std::span<const NodeId> repriced);
 
   // The DAG cost of the term `extract(c)` gives (infinity: not extractable).
   double cost(ClassId c) const;
@@ -122,11 +127,14 @@ class DagExtractor {
   // `set`; infinity if a child has no term or the set holds a node of `n`'s
   // own class.
   double candidate(NodeId n, std::vector<uint64_t>& set) const;
+  // The classes' terms and costs, from the nodes' own costs.
+  void solve();
 
   const EGraph& graph_;
   const CostFunction& cost_fn_;
   std::vector<uint32_t> class_index_;        // class id -> dense class index; UINT32_MAX: not canonical
   std::vector<uint32_t> node_index_;         // node id -> dense node index (bit); UINT32_MAX: dead
+  std::vector<NodeId> nodes_;                // dense node index -> node
   std::vector<double> own_;                  // dense node -> own cost
   size_t words_ = 0;                         // 64-bit words per set
   std::vector<std::vector<uint64_t>> sets_;  // dense class -> the nodes of its term, while still read
