@@ -474,7 +474,7 @@ class Roller {
     // reading an occurrence themselves (sources read nothing).
     std::vector<NodeId> outside_reads;
 
-    Candidate cand{start, period, count, 0, {}, {}};
+    Candidate cand{start, period, count, 0, {}, {}, 0, {}};
     cand.plans.resize(period);
     std::vector<uint8_t> is_slot(period, 0);  // positions whose value is carried
     size_t slots = 0;
@@ -588,9 +588,13 @@ class Roller {
     std::sort(entries.begin(), entries.end());
     const size_t distinct_entries = static_cast<size_t>(std::unique(entries.begin(), entries.end()) - entries.begin());
     int64_t outputs = 0;
+    cand.read_outside.resize(count * period);
     for (size_t k = 0; k < count; ++k)
-      for (size_t j = 0; j < period; ++j)
-        if (read_outside(at(k, j), where) && !(k + 1 == count && is_slot[j])) ++outputs;
+      for (size_t j = 0; j < period; ++j) {
+        const bool outside = read_outside(at(k, j), where);
+        cand.read_outside[k * period + j] = outside;
+        if (outside && !(k + 1 == count && is_slot[j])) ++outputs;
+      }
     const int64_t removed = static_cast<int64_t>((count - 1) * period);
     const int64_t added = static_cast<int64_t>(2 * slots + distinct_entries) + outputs;
     cand.saving = removed - added;
@@ -722,13 +726,8 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
   // are newer), and an output is rewired only while its own node is.
   for (size_t k = 0; k < c.count; ++k) {
     for (size_t j = 0; j < c.period; ++j) {
+      if (!c.read_outside[k * c.period + j]) continue;
       const NodeId node = at(k, j);
-      const bool outside_reader = [&] {
-        for (const NodeId u : users(node))
-          if (where[u.value].first == kNowhere) return true;
-        return static_cast<bool>(is_output_[node.value]);
-      }();
-      if (!outside_reader) continue;
       NodeId exit;
       if (k + 1 == c.count && end_of.count(j))
         exit = end_of.at(j);
@@ -749,6 +748,11 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
 
   // The other occurrences go, readers before producers, and with them the
   // constants and iotas only they read (occurrence 0's copies serve all).
+  // A copy (the first roll) holds no such source: it reads every constant
+  // and iota through its canonical node, and each source an occurrence
+  // k >= 1 reads is read after the rewrite by occurrence 0 (a static input:
+  // the same canonical node) or by the loop_input of its position.
+  if (!in_place) return;
   std::vector<uint8_t> is_read(before.id_bound(), 0);
   std::vector<NodeId> read_sources;
   for (size_t k = 1; k < c.count; ++k)
@@ -759,9 +763,8 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
           if (!is_read[id.value]) read_sources.push_back(id);
           is_read[id.value] = 1;
         }
-  if (in_place)
-    for (size_t k = c.count; k-- > 1;)
-      for (size_t j = c.period; j-- > 0;) g.remove(at(k, j));
+  for (size_t k = c.count; k-- > 1;)
+    for (size_t j = c.period; j-- > 0;) g.remove(at(k, j));
   for (const NodeId id : read_sources)
     if (g.use_count(in_g(id)) == 0) g.remove(in_g(id));
 }

@@ -30,6 +30,7 @@ struct Candidate {
   std::vector<std::vector<InputPlan>> plans;  // [position][input]
   std::vector<size_t> slot_positions;         // body positions whose value is carried
   size_t markers = 0;                         // marker nodes the rewrite adds (at most)
+  std::vector<uint8_t> read_outside;          // [k * period + j]: occurrence k's node j is read outside them
 };
 
 // The best candidate of a search, with the context order it indexes.
