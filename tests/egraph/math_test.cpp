@@ -26,6 +26,17 @@ RunnerConfig simple(size_t iters, size_t nodes = 1'000'000) {
   return c;
 }
 
+// One class with two forms: s = (+ (+ x y) (+ z w)) has 7 nodes, so
+// (* s s) has tree cost 15 and DAG cost 8; (- (+ (+ a b) (+ c u)) e) costs
+// 9 either way. The class, in the rebuilt graph.
+ClassId shared_or_flat(EGraph& g) {
+  const ClassId shared = add_expr(g, "(* (+ (+ x y) (+ z w)) (+ (+ x y) (+ z w)))");
+  const ClassId flat = add_expr(g, "(- (+ (+ a b) (+ c u)) e)");
+  g.merge(shared, flat);
+  g.rebuild();
+  return g.find(shared);
+}
+
 }  // namespace
 
 TEST_CASE("assoc-add-7: 7 iterations give 127 classes and prove the reversed sum") {
@@ -237,13 +248,7 @@ TEST_CASE("extraction: a class reachable only through a cycle is never chosen") 
 TEST_CASE("DAG extraction picks the shared form where tree extraction does not") {
   auto L = math::make_language();
   auto g = math::make_egraph(*L);
-  // s = (+ (+ x y) (+ z w)) has 7 nodes. (* s s): tree cost 15, DAG cost 8.
-  // (- (+ (+ a b) (+ c u)) e): 9 either way. Same class.
-  const ClassId shared = add_expr(*g, "(* (+ (+ x y) (+ z w)) (+ (+ x y) (+ z w)))");
-  const ClassId flat = add_expr(*g, "(- (+ (+ a b) (+ c u)) e)");
-  g->merge(shared, flat);
-  g->rebuild();
-  const ClassId root = g->find(shared);
+  const ClassId root = shared_or_flat(*g);
   AstSize size;
   const Extractor tree(*g, size);
   CHECK(tree.extract(root).term.str(L->language) == "(- (+ (+ a b) (+ c u)) e)");
@@ -263,12 +268,7 @@ TEST_CASE("DAG extraction picks the shared form where tree extraction does not")
 TEST_CASE("DAG extraction repriced at a few leaves is the extraction a fresh build gives") {
   auto L = math::make_language();
   auto g = math::make_egraph(*L);
-  // As above: the shared form costs 8 and holds x once, the flat form 9.
-  const ClassId shared = add_expr(*g, "(* (+ (+ x y) (+ z w)) (+ (+ x y) (+ z w)))");
-  const ClassId flat = add_expr(*g, "(- (+ (+ a b) (+ c u)) e)");
-  g->merge(shared, flat);
-  g->rebuild();
-  const ClassId root = g->find(shared);
+  const ClassId root = shared_or_flat(*g);  // the shared form holds x once
   // AstSize, with the leaf x priced 5 more: the flat form wins.
   const AttrId x = L->language.attrs.intern_symbol("x");
   struct PricedX : CostFunction {
