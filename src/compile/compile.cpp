@@ -138,15 +138,22 @@ struct CompiledRules {
   std::vector<egraph::Schedule> schedules;         // per file
 };
 
-// The compiled rules of `files`; the last ones compiled are reused while the
-// files are the same parses (read_rule_file returns a new parse for a changed
-// file). Throws spool::Error, naming the rule, if one does not compile.
+// The compiled rules of `files`. The last few sets compiled are kept, most
+// recently used first, and reused while their files are the same parses
+// (read_rule_file returns a new parse for a changed file): a process that
+// compiles with several rule sets in turn compiles each once. Throws
+// spool::Error, naming the rule, if one does not compile.
+constexpr size_t kCompiledRuleSets = 4;
 std::shared_ptr<const CompiledRules> compiled_rules(const std::vector<std::shared_ptr<const rules::RuleFile>>& files) {
   static std::mutex mutex;
-  static std::shared_ptr<const CompiledRules> last;
+  static std::vector<std::shared_ptr<const CompiledRules>> kept;  // most recently used first
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    if (last && last->files == files) return last;
+    const auto it = std::find_if(kept.begin(), kept.end(), [&](const auto& c) { return c->files == files; });
+    if (it != kept.end()) {
+      std::rotate(kept.begin(), it, it + 1);
+      return kept.front();
+    }
   }
   auto compiled = std::make_shared<CompiledRules>();
   compiled->files = files;
@@ -158,7 +165,8 @@ std::shared_ptr<const CompiledRules> compiled_rules(const std::vector<std::share
     compiled->schedules.push_back(rules::schedule_of(*file));
   }
   const std::lock_guard<std::mutex> lock(mutex);
-  last = compiled;
+  kept.insert(kept.begin(), compiled);
+  if (kept.size() > kCompiledRuleSets) kept.pop_back();
   return compiled;
 }
 

@@ -432,6 +432,30 @@ TEST_CASE("a loop whose carried state resolves to a constant compiles, with and 
   }
 }
 
+TEST_CASE("compiles with several rule sets in turn each get their own rules") {
+  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  config.layers = 2;
+  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const std::vector<std::vector<std::string>> sets = {
+      {kRules}, {std::string(SPOOL_SOURCE_DIR) + "/rules/loops.rules"}, {}};
+  std::vector<Graph> first;
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < sets.size(); ++i) {
+      CompileOptions options;
+      options.rule_files = sets[i];
+      Graph program = compile(g, options).program;
+      if (round == 0)
+        first.push_back(std::move(program));
+      else
+        CHECK(program == first[i]);
+    }
+  // The three sets give three programs, so a set compiled with another's
+  // rules would show above. (The shipped rules fuse kernels.)
+  CHECK(first[0].num_live() < first[1].num_live());
+  CHECK(first[0] != first[2]);
+  CHECK(first[1] != first[2]);
+}
+
 TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
   const std::string path = std::string(SPOOL_BINARY_DIR) + "/compile_test_bad.rules";
   {
