@@ -197,7 +197,7 @@ class Roller {
   // contexts (which read no canonical sources, so may be built while they
   // are found), then the candidates.
   void prepare() {
-    index_users();
+    index_nodes();
     where_.assign(g_->id_bound(), {kNowhere, 0});
     orders_ = context_orders();
   }
@@ -240,30 +240,37 @@ class Roller {
   const std::vector<NodeId>& topo() const { return topo_; }
 
  private:
-  // Readers of every node (one entry per reading edge, readers in id order),
-  // as one flat array: a search reads them, and a vector per node would be
-  // thousands of allocations per search.
-  void index_users() {
+  // The node table, whether the graph has markers, and the nodes graph
+  // outputs read.
+  void index_nodes() {
     const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
     nodes_.reset(new const Node*[bound]);  // every entry written below
-    user_begin_.assign(bound + 1, 0);
     has_markers_ = false;
     for (uint32_t id = 0; id < bound; ++id) {
       nodes_[id] = g_->contains(NodeId{id}) ? &g_->node(NodeId{id}) : nullptr;
-      if (!nodes_[id]) continue;
-      has_markers_ |= is_loop_marker(nodes_[id]->op);
-      for (const Edge& e : nodes_[id]->inputs) ++user_begin_[e.src.value + 1];
+      if (nodes_[id]) has_markers_ |= is_loop_marker(nodes_[id]->op);
     }
-    for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
-    user_list_.resize(user_begin_.back());
-    std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
-    for (uint32_t id = 0; id < bound; ++id)
-      if (nodes_[id])
-        for (const Edge& e : nodes_[id]->inputs) user_list_[next[e.src.value]++] = NodeId{id};
     is_output_.assign(g_->id_bound(), false);
     for (const Output& o : g_->outputs()) is_output_[o.edge.src.value] = true;
+    user_begin_.clear();  // built when first asked for
   }
+  // Readers of a node (one entry per reading edge, readers in id order),
+  // from one flat array built at the first call of a search: only the rare
+  // candidate whose outside inputs need a walk asks.
   std::span<const NodeId> users(NodeId id) const {
+    if (user_begin_.empty()) {
+      const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
+      user_begin_.assign(bound + 1, 0);
+      for (uint32_t u = 0; u < bound; ++u)
+        if (nodes_[u])
+          for (const Edge& e : nodes_[u]->inputs) ++user_begin_[e.src.value + 1];
+      for (size_t i = 1; i < user_begin_.size(); ++i) user_begin_[i] += user_begin_[i - 1];
+      user_list_.resize(user_begin_.back());
+      std::vector<uint32_t> next(user_begin_.begin(), user_begin_.end() - 1);
+      for (uint32_t u = 0; u < bound; ++u)
+        if (nodes_[u])
+          for (const Edge& e : nodes_[u]->inputs) user_list_[next[e.src.value]++] = NodeId{u};
+    }
     return {user_list_.data() + user_begin_[id.value], user_list_.data() + user_begin_[id.value + 1]};
   }
 
@@ -474,7 +481,7 @@ class Roller {
     // reading an occurrence themselves (sources read nothing).
     std::vector<NodeId> outside_reads;
 
-    Candidate cand{start, period, count, 0, {}, {}, 0, {}};
+    Candidate cand{start, period, count, 0, {}, {}, 0, {}, {}};
     cand.plans.resize(period);
     std::vector<uint8_t> is_slot(period, 0);  // positions whose value is carried
     size_t slots = 0;
@@ -587,12 +594,28 @@ class Roller {
         }
     std::sort(entries.begin(), entries.end());
     const size_t distinct_entries = static_cast<size_t>(std::unique(entries.begin(), entries.end()) - entries.begin());
+    // The occurrence nodes read outside the occurrences (by a graph output,
+    // or by a node after the first occurrence's first node in topological
+    // order, as every reader of an occurrence is), and those reading edges.
+    cand.read_outside.assign(count * period, 0);
+    for (size_t p = first_position; p < topo_.size(); ++p) {
+      const NodeId u = topo_[p];
+      if (where[u.value].first != kNowhere) continue;
+      const Node& user = node(u);
+      for (size_t i = 0; i < user.inputs.size(); ++i) {
+        const auto& [k, j] = where[user.inputs[i].src.value];
+        if (k == kNowhere) continue;
+        cand.read_outside[k * period + j] = 1;
+        cand.outside_uses.push_back({static_cast<uint32_t>(k * period + j), u, static_cast<uint32_t>(i)});
+      }
+    }
+    std::stable_sort(cand.outside_uses.begin(), cand.outside_uses.end(),
+                     [](const OutsideUse& a, const OutsideUse& b) { return a.position < b.position; });
     int64_t outputs = 0;
-    cand.read_outside.resize(count * period);
     for (size_t k = 0; k < count; ++k)
       for (size_t j = 0; j < period; ++j) {
-        const bool outside = read_outside(at(k, j), where);
-        cand.read_outside[k * period + j] = outside;
+        uint8_t& outside = cand.read_outside[k * period + j];
+        outside |= static_cast<uint8_t>(is_output_[at(k, j).value]);
         if (outside && !(k + 1 == count && is_slot[j])) ++outputs;
       }
     const int64_t removed = static_cast<int64_t>((count - 1) * period);
@@ -603,11 +626,6 @@ class Roller {
     return cand;
   }
 
-  bool read_outside(NodeId id, const Where& where) const {
-    for (const NodeId u : users(id))
-      if (where[u.value].first == kNowhere) return true;
-    return is_output_[id.value];
-  }
 
   NodeId canonical(NodeId id) const { return canonical_ ? (*canonical_)[id.value] : id; }
   // The searched graph's nodes, through the table index_users() fills (the
@@ -639,8 +657,8 @@ class Roller {
   std::unique_ptr<uint32_t[]> topo_position_;  // by id: the position in topo_ (live ids)
   std::unique_ptr<const Node*[]> nodes_;       // by id, nullptr for deleted ids
   bool has_markers_ = false;                   // the graph has loop markers
-  std::vector<uint32_t> user_begin_;           // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
-  std::vector<NodeId> user_list_;              // of the graph as it is during one search
+  mutable std::vector<uint32_t> user_begin_;   // users of node i: user_list_[user_begin_[i], user_begin_[i+1])
+  mutable std::vector<NodeId> user_list_;      // of the graph as it is during one search; empty until asked
   std::vector<bool> is_output_;                // nodes a graph output reads, during one search
   std::vector<Loop> loops_;                    // found by the last search
   std::vector<std::vector<NodeId>> orders_;    // of the contexts, between prepare() and search_prepared()
@@ -669,9 +687,6 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
     return g.add_known(op, std::move(inputs), attr, std::move(type));
   };
   auto at = [&](size_t k, size_t j) { return order[c.start + k * c.period + j]; };
-  Where where(before.id_bound(), {kNowhere, 0});
-  for (size_t k = 0; k < c.count; ++k)
-    for (size_t j = 0; j < c.period; ++j) where[at(k, j).value] = {k, j};
   const int64_t trips = static_cast<int64_t>(c.count);
   g.reserve(g.id_bound() + c.markers);
 
@@ -721,9 +736,9 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
   for (const auto& [position, start] : start_of)
     end_of[position] = add_marker(Op::LoopEnd, {Edge{in_g(at(0, position)), {}}, Edge{start, {}}},
                                   LoopAttr{loop_id, trips, std::get<LoopAttr>(g.node(start).attr).index});
-  // users() and is_output_ describe the graph from before the rewrite:
-  // the markers added here are never among the readers it lists (their ids
-  // are newer), and an output is rewired only while its own node is.
+  // The outside uses and is_output_ describe the graph from before the
+  // rewrite: an output is rewired only while its own node is.
+  auto use = c.outside_uses.begin();
   for (size_t k = 0; k < c.count; ++k) {
     for (size_t j = 0; j < c.period; ++j) {
       if (!c.read_outside[k * c.period + j]) continue;
@@ -734,12 +749,10 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
       else
         exit = add_marker(Op::LoopOutput, {Edge{in_g(at(0, j)), {}}}, LoopAttr{loop_id, trips, static_cast<int64_t>(k)});
       // Rewire outside readers only (not the occurrences, not the markers).
-      for (const NodeId u : users(node)) {
-        if (where[u.value].first != kNowhere) continue;
-        const Node& user = before.node(u);
-        for (size_t i = 0; i < user.inputs.size(); ++i)
-          if (user.inputs[i].src == node) g.set_input(in_g(u), i, Edge{exit, g.node(in_g(u)).inputs[i].view});
-      }
+      const uint32_t position = static_cast<uint32_t>(k * c.period + j);
+      while (use != c.outside_uses.end() && use->position < position) ++use;
+      for (; use != c.outside_uses.end() && use->position == position; ++use)
+        g.set_input(in_g(use->user), use->input, Edge{exit, g.node(in_g(use->user)).inputs[use->input].view});
       if (is_output_[node.value])
         for (size_t o = 0; o < g.outputs().size(); ++o)
           if (before.outputs()[o].edge.src == node) g.set_output(o, Edge{exit, g.outputs()[o].edge.view});

@@ -24,6 +24,14 @@ struct InputPlan {
   std::vector<NodeId> sources;  // Static (one), PerIteration (one per occurrence); Carried: the init
 };
 
+// An edge from outside a candidate's occurrences into one of them: `user`'s
+// input `input` reads the node at occurrence-major `position` (k * period + j).
+struct OutsideUse {
+  uint32_t position;
+  NodeId user;
+  uint32_t input;
+};
+
 struct Candidate {
   size_t start = 0, period = 0, count = 0;
   int64_t saving = 0;
@@ -31,6 +39,7 @@ struct Candidate {
   std::vector<size_t> slot_positions;         // body positions whose value is carried
   size_t markers = 0;                         // marker nodes the rewrite adds (at most)
   std::vector<uint8_t> read_outside;          // [k * period + j]: occurrence k's node j is read outside them
+  std::vector<OutsideUse> outside_uses;       // by position
 };
 
 // The best candidate of a search, with the context order it indexes.
