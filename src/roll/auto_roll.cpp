@@ -256,7 +256,8 @@ class Roller {
   }
   // Readers of a node (one entry per reading edge, readers in id order),
   // from one flat array built at the first call of a search: only the rare
-  // candidate whose outside inputs need a walk asks.
+  // candidate whose outside inputs need a walk asks, from the search's own
+  // thread.
   std::span<const NodeId> users(NodeId id) const {
     if (user_begin_.empty()) {
       const uint32_t bound = static_cast<uint32_t>(g_->id_bound());
@@ -626,9 +627,8 @@ class Roller {
     return cand;
   }
 
-
   NodeId canonical(NodeId id) const { return canonical_ ? (*canonical_)[id.value] : id; }
-  // The searched graph's nodes, through the table index_users() fills (the
+  // The searched graph's nodes, through the table index_nodes() fills (the
   // graph does not change during a search).
   const Node& node(NodeId id) const { return *nodes_[id.value]; }
   bool same_source(NodeId a, NodeId b) const { return a == b || same_value(node(a), node(b)); }
