@@ -452,7 +452,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
     try {
       split_of(g);
     } catch (const std::exception&) {
-      split.reset();
+      // Left unsplit: split again (and reported) below if it is the result.
     }
   };
   if (options.roll) {

@@ -193,9 +193,9 @@ class Roller {
     return search_prepared();
   }
 
-  // A search in two steps: the index of users and the orders of the
-  // contexts (which read no canonical sources, so may be built while they
-  // are found), then the candidates.
+  // A search in two steps: the node table and the orders of the contexts
+  // (which read no canonical sources, so may be built while they are
+  // found), then the candidates.
   void prepare() {
     index_nodes();
     where_.assign(g_->id_bound(), {kNowhere, 0});
@@ -765,21 +765,21 @@ void Roller::rewrite(Graph& g, const Graph& before, const Found& found, int64_t 
   // and iota through its canonical node, and each source an occurrence
   // k >= 1 reads is read after the rewrite by occurrence 0 (a static input:
   // the same canonical node) or by the loop_input of its position.
+  // In place, g is `before`: its ids, no canonical renaming.
   if (!in_place) return;
-  std::vector<uint8_t> is_read(before.id_bound(), 0);
+  std::vector<uint8_t> is_read(g.id_bound(), 0);
   std::vector<NodeId> read_sources;
   for (size_t k = 1; k < c.count; ++k)
     for (size_t j = 0; j < c.period; ++j)
-      for (const Edge& e : before.node(at(k, j)).inputs)
-        if (is_value_source(before.node(e.src))) {
-          const NodeId id = canonical(e.src);
-          if (!is_read[id.value]) read_sources.push_back(id);
-          is_read[id.value] = 1;
+      for (const Edge& e : g.node(at(k, j)).inputs)
+        if (is_value_source(g.node(e.src)) && !is_read[e.src.value]) {
+          read_sources.push_back(e.src);
+          is_read[e.src.value] = 1;
         }
   for (size_t k = c.count; k-- > 1;)
     for (size_t j = c.period; j-- > 0;) g.remove(at(k, j));
   for (const NodeId id : read_sources)
-    if (g.use_count(in_g(id)) == 0) g.remove(in_g(id));
+    if (g.use_count(id) == 0) g.remove(id);
 }
 
 // The id for a new loop: above every loop of the graph (find_loops lists
