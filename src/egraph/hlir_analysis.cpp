@@ -12,10 +12,10 @@
 
 #include <spool/egraph/hlir.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/hash.hpp>
 
 #include <boost/container/small_vector.hpp>
 
-#include <bit>
 #include <charconv>
 #include <cmath>
 #include <span>
@@ -56,58 +56,18 @@ void append_type(std::string& out, const TensorType& t) {
   out += ']';
 }
 
-// Hashes for the interning cache: any function of the fields operator==
-// compares will do (a hit is confirmed by comparing values), so these fold
-// words with a multiply instead of a hash_combine per field.
-struct Hasher {
-  uint64_t h = 0;
-  void add(uint64_t v) { h = (h ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull; }
-  void add_shape(const Shape& shape) {
-    add(shape.size());
-    for (const int64_t d : shape) add(static_cast<uint64_t>(d));
-  }
-  void add_program(const spool::ProgramAttr& program) {
-    add(program.instrs.size());
-    for (const spool::ProgramInstr& instr : program.instrs) {
-      add(static_cast<uint64_t>(instr.op) | uint64_t{instr.args[0]} << 16 | uint64_t{instr.args[1]} << 32 |
-          uint64_t{instr.args[2]} << 48);
-      if (instr.op == Op::Constant || instr.op == Op::Iota || instr.op == Op::Cast) {
-        add(std::bit_cast<uint64_t>(instr.value.f) ^ static_cast<uint64_t>(instr.value.i));
-        add(static_cast<uint64_t>(instr.dtype) | static_cast<uint64_t>(instr.axis) << 8);
-      }
-    }
-  }
-};
 
-uint64_t attr_hash(const Attr& attr) {
-  Hasher hs;
-  hs.add(attr.index());
-  if (const auto* program = std::get_if<spool::ProgramAttr>(&attr)) {
-    hs.add_program(*program);
-  } else if (const auto* gemm = std::get_if<spool::GemmAttr>(&attr)) {
-    hs.add_program(gemm->a);
-    hs.add_program(gemm->b);
-    hs.add_program(gemm->epilogue);
-    hs.add(static_cast<uint64_t>(gemm->a_inputs) << 32 ^ static_cast<uint64_t>(gemm->b_inputs));
-  } else if (const auto* reduce = std::get_if<spool::ReduceAttr>(&attr)) {
-    hs.add(static_cast<uint64_t>(reduce->kind) | static_cast<uint64_t>(reduce->axis) << 8);
-    hs.add_program(reduce->prologue);
-    hs.add_program(reduce->epilogue);
-  } else {
-    hs.add(spool::hash_attr(attr));
+// The printed form of a payload: its key in the text form (see
+// HlirLanguage::attr), what AttrTable::str shows.
+std::string print_payload(const std::any& payload) {
+  const HlirAttr& a = std::any_cast<const HlirAttr&>(payload);
+  if (a.view) return a.view->str();
+  std::string out = attr_key(a.attr, a.type ? 8 + 12 * a.type->shape.size() : 0);
+  if (a.type) {
+    out += " : ";
+    append_type(out, *a.type);
   }
-  return hs.h;
-}
-
-uint64_t view_hash(const spool::View& view) {
-  Hasher hs;
-  for (const spool::ViewStep& step : view.steps()) {
-    hs.add(static_cast<uint64_t>(step.kind) ^ std::bit_cast<uint64_t>(step.value));
-    hs.add_shape(step.a);
-    hs.add_shape(step.b);
-    hs.add_shape(step.c);
-  }
-  return hs.h;
+  return out;
 }
 
 // A well-spread 64-bit hash for linear probing, `salt` separating key spaces.
@@ -214,21 +174,26 @@ std::optional<Op> HlirLanguage::hlir_op(OpId op) const {
   return spool::kAllOps[op.value];  // registered in ops.def order
 }
 
-// The cache holds (hash, id) pairs; an id answers for a value only if the
-// payload it was interned with equals that value. Equal values print the
-// same (their fields are compared by bit pattern), so a hit is the id the
-// printed form gives. A value that prints like an earlier, different one
-// (e.g. a program instruction differing only in an unused argument) is
-// interned by its printed form every time and never cached.
-template <typename Same>
-std::optional<AttrId> HlirLanguage::cached(uint64_t hash, const Same& same) const {
-  if (cache_.empty()) return std::nullopt;
-  const size_t mask = cache_.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const Slot& slot = cache_[i];
-    if (slot.id == AttrId{}) return std::nullopt;
-    if (slot.hash == hash && same(payload(slot.id))) return slot.id;
+// Every value interned is in the cache under the hash of its printed form,
+// and `same` tells whether an entry prints as the value does (same_text):
+// a value is found under the id of the first value that printed like it,
+// as if by its printed form, without printing it. A value no entry prints
+// like is new, and is added with no key: it is printed only when asked to
+// (AttrTable::str).
+template <typename Same, typename Make>
+AttrId HlirLanguage::intern(uint64_t hash, const Same& same, const Make& make) {
+  const std::lock_guard lock(cache_mutex_);
+  if (!cache_.empty()) {
+    const size_t mask = cache_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      const Slot& slot = cache_[i];
+      if (slot.id == AttrId{}) break;
+      if (slot.hash == hash && same(payload(slot.id))) return slot.id;
+    }
   }
+  const AttrId id = language_.attrs.add_custom(make(), &print_payload);
+  remember(hash, id);
+  return id;
 }
 
 void HlirLanguage::remember(uint64_t hash, AttrId id) {
@@ -248,43 +213,30 @@ void HlirLanguage::remember(uint64_t hash, AttrId id) {
 
 AttrId HlirLanguage::attr(const Attr& attr) {
   if (std::holds_alternative<spool::NoAttr>(attr)) return AttrId{};
-  const auto same = [&](const HlirAttr& p) { return !p.type && !p.view && p.attr == attr; };
-  const uint64_t hash = mix(attr_hash(attr), static_cast<uint64_t>(Entry::Attr));
-  const std::lock_guard lock(cache_mutex_);
-  if (const auto id = cached(hash, same)) return *id;
-  const AttrId id = language_.attrs.intern_custom("hlir", attr_key(attr), HlirAttr{attr, {}, {}});
-  if (same(payload(id))) remember(hash, id);
-  return id;
+  const auto same = [&](const HlirAttr& p) { return !p.type && !p.view && spool::same_text(p.attr, attr); };
+  const uint64_t hash = mix(spool::text_hash(attr), static_cast<uint64_t>(Entry::Attr));
+  return intern(hash, same, [&] { return HlirAttr{attr, {}, {}}; });
 }
 
 AttrId HlirLanguage::source_attr(const Attr& attr, const TensorType& type) {
-  const auto same = [&](const HlirAttr& p) { return p.type && !p.view && *p.type == type && p.attr == attr; };
-  Hasher hs;
-  hs.add(attr_hash(attr));
+  const auto same = [&](const HlirAttr& p) {
+    return p.type && !p.view && *p.type == type && spool::same_text(p.attr, attr);
+  };
+  spool::WordHash hs;
+  hs.add(spool::text_hash(attr));
   hs.add(static_cast<uint64_t>(type.dtype));
-  hs.add_shape(type.shape);
+  hs.add(type.shape.size());
+  for (const int64_t d : type.shape) hs.add(static_cast<uint64_t>(d));
   const uint64_t hash = mix(hs.h, static_cast<uint64_t>(Entry::Source));
-  const std::lock_guard lock(cache_mutex_);
-  if (const auto id = cached(hash, same)) return *id;
-  // Room for the type, so that the key is built in one allocation.
-  std::string key = attr_key(attr, 8 + 12 * type.shape.size());
-  key += " : ";
-  append_type(key, type);
-  const AttrId id = language_.attrs.intern_custom("hlir", std::move(key), HlirAttr{attr, type, {}});
-  if (same(payload(id))) remember(hash, id);
-  return id;
+  return intern(hash, same, [&] { return HlirAttr{attr, type, {}}; });
 }
 
 AttrId HlirLanguage::view_attr(const spool::View& view) {
   const auto same = [&](const HlirAttr& p) {
-    return p.view && !p.type && std::holds_alternative<spool::NoAttr>(p.attr) && *p.view == view;
+    return p.view && !p.type && std::holds_alternative<spool::NoAttr>(p.attr) && p.view->same_text(view);
   };
-  const uint64_t hash = mix(view_hash(view), static_cast<uint64_t>(Entry::View));
-  const std::lock_guard lock(cache_mutex_);
-  if (const auto id = cached(hash, same)) return *id;
-  const AttrId id = language_.attrs.intern_custom("hlir-view", view.str(), HlirAttr{spool::NoAttr{}, {}, view});
-  if (same(payload(id))) remember(hash, id);
-  return id;
+  const uint64_t hash = mix(view.text_hash(), static_cast<uint64_t>(Entry::View));
+  return intern(hash, same, [&] { return HlirAttr{spool::NoAttr{}, {}, view}; });
 }
 
 std::optional<AttrId> HlirLanguage::parse_attr(OpId op, std::string_view text) {

@@ -75,6 +75,18 @@ AttrId AttrTable::intern_custom(std::string_view kind_tag, std::string key, std:
   return intern(std::move(e), std::move(map_key));
 }
 
+AttrId AttrTable::add_custom(std::any payload, std::string (*print)(const std::any& payload)) {
+  AttrEntry e;
+  e.kind = AttrKind::Custom;
+  e.payload = std::move(payload);
+  e.print = print;
+  std::lock_guard lock(mutex_);
+  SPOOL_ASSERT(entries_.size() < UINT32_MAX, "attribute table overflow");
+  const AttrId id{static_cast<uint32_t>(entries_.size())};
+  entries_.push_back(std::move(e));
+  return id;
+}
+
 std::string AttrTable::str(AttrId id) const {
   const AttrEntry& e = entries_[id.value];
   switch (e.kind) {
@@ -82,7 +94,7 @@ std::string AttrTable::str(AttrId id) const {
     case AttrKind::Int: return fmt::format("{}", e.i);
     case AttrKind::Float: return fmt::format("{}", e.f);
     case AttrKind::Symbol: return e.text;
-    case AttrKind::Custom: return e.text;
+    case AttrKind::Custom: return e.print ? e.print(e.payload) : e.text;
   }
   return "";
 }

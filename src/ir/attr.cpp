@@ -2,7 +2,9 @@
 
 #include <spool/ir/attr.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/hash.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <boost/container_hash/hash.hpp>
 #include <cmath>
@@ -216,6 +218,154 @@ void append_attr_fields(std::string& out, const Attr& attr) {
         }
       },
       attr);
+}
+
+// ---- text equality ----------------------------------------------------------------
+// Each function below mirrors a printer above field for field.
+
+namespace {
+
+// scalar_str: a float as its shortest decimal (which reads back to its
+// bits; "nan" for every NaN), a bool as true/false, an integer in decimal.
+// The three spellings never meet, so the dtype counts only as which of them.
+enum class ScalarSpelling : uint8_t { Float, Bool, Int };
+ScalarSpelling spelling(DType dtype) {
+  if (is_float(dtype)) return ScalarSpelling::Float;
+  return dtype == DType::Bool ? ScalarSpelling::Bool : ScalarSpelling::Int;
+}
+
+bool same_scalar_text(const Scalar& a, const Scalar& b) {
+  const ScalarSpelling s = spelling(a.dtype);
+  if (s != spelling(b.dtype)) return false;
+  switch (s) {
+    case ScalarSpelling::Float:
+      if (std::isnan(a.f) || std::isnan(b.f)) return std::isnan(a.f) && std::isnan(b.f);
+      return std::bit_cast<uint64_t>(a.f) == std::bit_cast<uint64_t>(b.f);
+    case ScalarSpelling::Bool: return (a.i != 0) == (b.i != 0);
+    case ScalarSpelling::Int: return a.i == b.i;
+  }
+  return false;
+}
+
+void add_scalar_text(WordHash& h, const Scalar& v) {
+  const ScalarSpelling s = spelling(v.dtype);
+  h.add(static_cast<uint64_t>(s));
+  switch (s) {
+    case ScalarSpelling::Float: h.add(std::isnan(v.f) ? 0x7ff8000000000000ull : std::bit_cast<uint64_t>(v.f)); break;
+    case ScalarSpelling::Bool: h.add(v.i != 0); break;
+    case ScalarSpelling::Int: h.add(static_cast<uint64_t>(v.i)); break;
+  }
+}
+
+// The arguments append_program prints: as many as the op's arity.
+size_t printed_args(Op op) { return static_cast<size_t>(std::clamp(op_info(op).arity, 0, 3)); }
+
+bool same_instr_text(const ProgramInstr& a, const ProgramInstr& b) {
+  if (a.op != b.op) return false;
+  if (a.op == Op::Constant) return same_scalar_text(a.value, b.value) && a.value.dtype == b.value.dtype;
+  if (a.op == Op::Iota) return a.axis == b.axis && a.dtype == b.dtype;
+  if (a.op == Op::Cast && a.dtype != b.dtype) return false;
+  for (size_t k = 0; k < printed_args(a.op); ++k)
+    if (a.args[k] != b.args[k]) return false;
+  return true;
+}
+
+bool same_program_text(const ProgramAttr& a, const ProgramAttr& b) {
+  if (a.instrs.size() != b.instrs.size()) return false;
+  for (size_t i = 0; i < a.instrs.size(); ++i)
+    if (!same_instr_text(a.instrs[i], b.instrs[i])) return false;
+  return true;
+}
+
+void add_program_text(WordHash& h, const ProgramAttr& program) {
+  h.add(program.instrs.size());
+  for (const ProgramInstr& instr : program.instrs) {
+    h.add(static_cast<uint64_t>(instr.op));
+    if (instr.op == Op::Constant) {
+      add_scalar_text(h, instr.value);
+      h.add(static_cast<uint64_t>(instr.value.dtype));
+      continue;
+    }
+    if (instr.op == Op::Iota) {
+      h.add(static_cast<uint64_t>(instr.axis));
+      h.add(static_cast<uint64_t>(instr.dtype));
+      continue;
+    }
+    if (instr.op == Op::Cast) h.add(static_cast<uint64_t>(instr.dtype));
+    for (size_t k = 0; k < printed_args(instr.op); ++k) h.add(instr.args[k]);
+  }
+}
+
+}  // namespace
+
+// Different alternatives never print alike: each starts with its own field
+// name (`name=`, `value=`, `axis=`, ...) and NoAttr prints nothing.
+bool same_text(const Attr& a, const Attr& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        const T& y = std::get<T>(b);
+        if constexpr (std::is_same_v<T, ScalarAttr>) {
+          return same_scalar_text(x.value, y.value);
+        } else if constexpr (std::is_same_v<T, ProgramAttr>) {
+          return same_program_text(x, y);
+        } else if constexpr (std::is_same_v<T, GemmAttr>) {
+          return x.a_inputs == y.a_inputs && x.b_inputs == y.b_inputs && same_program_text(x.a, y.a) &&
+                 same_program_text(x.b, y.b) && same_program_text(x.epilogue, y.epilogue);
+        } else if constexpr (std::is_same_v<T, ReduceAttr>) {
+          return x.kind == y.kind && x.axis == y.axis && same_program_text(x.prologue, y.prologue) &&
+                 same_program_text(x.epilogue, y.epilogue);
+        } else if constexpr (std::is_same_v<T, NormAttr>) {
+          return x.unit_offset == y.unit_offset &&
+                 same_scalar_text(Scalar{DType::F32, x.eps, 0}, Scalar{DType::F32, y.eps, 0});
+        } else {
+          return x == y;  // every field printed exactly (names escaped, integers in decimal)
+        }
+      },
+      a);
+}
+
+uint64_t text_hash(const Attr& attr) {
+  WordHash h;
+  h.add(attr.index());
+  std::visit(
+      [&](const auto& a) {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, NameAttr>) {
+          h.add(std::hash<std::string>{}(a.name));
+        } else if constexpr (std::is_same_v<T, ScalarAttr>) {
+          add_scalar_text(h, a.value);
+        } else if constexpr (std::is_same_v<T, AxisAttr>) {
+          h.add(static_cast<uint64_t>(a.axis));
+        } else if constexpr (std::is_same_v<T, DTypeAttr>) {
+          h.add(static_cast<uint64_t>(a.to));
+        } else if constexpr (std::is_same_v<T, TopKAttr>) {
+          h.add(static_cast<uint64_t>(a.k));
+        } else if constexpr (std::is_same_v<T, LoopAttr>) {
+          h.add(static_cast<uint64_t>(a.loop));
+          h.add(static_cast<uint64_t>(a.trips));
+          h.add(static_cast<uint64_t>(a.index));
+        } else if constexpr (std::is_same_v<T, ProgramAttr>) {
+          add_program_text(h, a);
+        } else if constexpr (std::is_same_v<T, GemmAttr>) {
+          add_program_text(h, a.a);
+          add_program_text(h, a.b);
+          add_program_text(h, a.epilogue);
+          h.add(static_cast<uint64_t>(a.a_inputs));
+          h.add(static_cast<uint64_t>(a.b_inputs));
+        } else if constexpr (std::is_same_v<T, ReduceAttr>) {
+          h.add(static_cast<uint64_t>(a.kind));
+          h.add(static_cast<uint64_t>(a.axis));
+          add_program_text(h, a.prologue);
+          add_program_text(h, a.epilogue);
+        } else if constexpr (std::is_same_v<T, NormAttr>) {
+          add_scalar_text(h, Scalar{DType::F32, a.eps, 0});
+          h.add(a.unit_offset);
+        }
+      },
+      attr);
+  return h.h;
 }
 
 std::string attr_str(const Attr& attr) {

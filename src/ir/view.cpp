@@ -2,10 +2,12 @@
 
 #include <spool/ir/view.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/hash.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <boost/container/small_vector.hpp>
 #include <boost/container_hash/hash.hpp>
@@ -366,6 +368,59 @@ size_t View::hash() const {
     boost::hash_combine(seed, std::bit_cast<uint64_t>(step.value));
   }
   return seed;
+}
+
+namespace {
+
+// What str() prints of a step: its kind and `a`, then for each axis of `a`
+// that axis of `b` for a slice or pad and of `c` for a slice, and the value
+// for a pad.
+bool prints_b(ViewKind kind) { return kind == ViewKind::Slice || kind == ViewKind::Pad; }
+
+bool same_prefix(const Shape& x, const Shape& y, size_t n) {
+  return std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n), y.begin());
+}
+
+bool same_pad_value(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y) && std::signbit(x) == std::signbit(y);
+  return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y);
+}
+
+}  // namespace
+
+bool View::same_text(const View& other) const {
+  const std::vector<ViewStep>& mine = steps();
+  const std::vector<ViewStep>& theirs = other.steps();
+  if (mine.size() != theirs.size()) return false;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const ViewStep& x = mine[i];
+    const ViewStep& y = theirs[i];
+    if (x.kind != y.kind || x.a != y.a) return false;
+    const size_t n = x.a.size();
+    if (prints_b(x.kind) && !same_prefix(x.b, y.b, n)) return false;
+    if (x.kind == ViewKind::Slice && !same_prefix(x.c, y.c, n)) return false;
+    if (x.kind == ViewKind::Pad && !same_pad_value(x.value, y.value)) return false;
+  }
+  return true;
+}
+
+uint64_t View::text_hash() const {
+  WordHash h;
+  auto add_axes = [&](const Shape& shape, size_t n) {
+    for (size_t i = 0; i < n; ++i) h.add(static_cast<uint64_t>(shape[i]));
+  };
+  for (const ViewStep& step : steps()) {
+    const size_t n = step.a.size();
+    h.add(static_cast<uint64_t>(step.kind));
+    h.add(n);
+    add_axes(step.a, n);
+    if (prints_b(step.kind)) add_axes(step.b, n);
+    if (step.kind == ViewKind::Slice) add_axes(step.c, n);
+    if (step.kind == ViewKind::Pad)
+      h.add(std::isnan(step.value) ? 0x7ff8000000000000ull ^ std::signbit(step.value)
+                                   : std::bit_cast<uint64_t>(step.value));
+  }
+  return h.h;
 }
 
 // Built by hand, not through format calls per axis: views are printed to be

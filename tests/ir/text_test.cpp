@@ -6,7 +6,9 @@
 #include <spool/ir/text.hpp>
 #include <spool/nn/nn.hpp>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <set>
 
 using namespace spool;
@@ -222,4 +224,67 @@ TEST_CASE("the parser survives arbitrary mutations of a valid text") {
     }
   }
   MESSAGE(parsed_ok << " of 3000 mutated texts still parsed");
+}
+
+TEST_CASE("attributes compare as attr_str prints them, without printing them") {
+  // Scalars that print alike without being equal: every NaN, a dtype that
+  // prints the same spelling, a bool of any nonzero value.
+  const double nan_payload = std::bit_cast<double>(uint64_t{0x7ff8000000000001});
+  const std::vector<Scalar> scalars = {
+      Scalar::of(DType::F32, 0.5), Scalar{DType::F16, 0.5, 0},      Scalar{DType::BF16, 0.5, 3},
+      Scalar::of(DType::F32, 0.0), Scalar::of(DType::F32, -0.0),    Scalar{DType::F32, std::nan(""), 0},
+      Scalar{DType::F32, -std::nan(""), 0}, Scalar{DType::F16, nan_payload, 0}, Scalar::of(DType::F32, INFINITY),
+      Scalar::of(DType::I32, 7),   Scalar::of(DType::I64, 7),       Scalar{DType::I64, 0.5, 7},
+      Scalar::of(DType::Bool, 1),  Scalar{DType::Bool, 0, 2},       Scalar::of(DType::Bool, 0),
+      Scalar::of(DType::I64, 0)};
+  uint64_t state = 99;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const std::vector<Op> ops = {Op::Neg, Op::Exp2, Op::Mul, Op::Add, Op::Where, Op::Constant, Op::Iota, Op::Cast};
+  const std::vector<DType> dtypes = {DType::F32, DType::BF16, DType::I32, DType::Bool};
+  // Instructions whose unprinted fields (arguments past the arity, a
+  // constant's dtype and axis, an iota's value) vary at random.
+  auto instr = [&] {
+    ProgramInstr i;
+    i.op = ops[next(ops.size())];
+    for (uint16_t& a : i.args) a = static_cast<uint16_t>(next(2));
+    i.value = scalars[next(scalars.size())];
+    i.dtype = dtypes[next(dtypes.size())];
+    i.axis = static_cast<int64_t>(next(2));
+    return i;
+  };
+  auto program = [&] {
+    ProgramAttr p;
+    for (uint64_t n = next(3); n > 0; --n) p.instrs.push_back(instr());
+    return p;
+  };
+  std::vector<Attr> attrs = {NoAttr{}, NameAttr{"x"}, NameAttr{"x\\"}, AxisAttr{1}, AxisAttr{-1}, DTypeAttr{DType::I32},
+                             TopKAttr{1}, LoopAttr{1, 4, 0}, LoopAttr{1, 4, 2}};
+  for (const Scalar& s : scalars) {
+    attrs.push_back(ScalarAttr{s});
+    attrs.push_back(NormAttr{s.f, s.i != 0});
+  }
+  for (int k = 0; k < 300; ++k) {
+    attrs.push_back(program());
+    GemmAttr gemm{program(), program(), program(), static_cast<int64_t>(next(2)), 1};
+    attrs.push_back(gemm);
+    attrs.push_back(ReduceAttr{next(2) ? Op::SumReduce : Op::MaxReduce, 1, program(), program()});
+  }
+  size_t alike = 0, alike_unequal = 0;
+  for (const Attr& a : attrs) {
+    const std::string text = attr_str(a);
+    for (const Attr& b : attrs) {
+      const bool same = attr_str(b) == text;
+      REQUIRE(same_text(a, b) == same);
+      if (!same) continue;
+      CHECK(text_hash(a) == text_hash(b));
+      ++alike;
+      alike_unequal += !(a == b);
+    }
+  }
+  // The cases that matter were met: values printed alike but not equal.
+  CHECK(alike_unequal > 100);
+  MESSAGE(alike << " pairs print alike, " << alike_unequal << " of them unequal");
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <optional>
 #include <random>
 
@@ -316,4 +317,32 @@ TEST_CASE("copies of a view share its steps until one of them is appended to") {
   // compose_views with the identity on either side shares the other view.
   CHECK(&compose_views(g, View{}, source).steps() == &g.steps());
   CHECK(&compose_views(View{}, g, source).steps() == &g.steps());
+}
+
+TEST_CASE("views compare as View::str prints them, without printing them") {
+  StepMaker maker{std::mt19937_64{7}};
+  std::vector<View> views;
+  for (int i = 0; i < 400; ++i) {
+    const Shape source = maker.shape();
+    views.push_back(maker.view(source, 3));
+  }
+  // Pad values that print alike (every NaN of one sign) or not (-0 and 0).
+  for (const double value : {0.0, -0.0, std::nan(""), -std::nan(""),
+                             std::bit_cast<double>(uint64_t{0x7ff8000000000001}), 1.5}) {
+    View v;
+    v.append(pad_step({1, 0}, {0, 2}, value), {3, 4}, "test");
+    views.push_back(v);
+  }
+  size_t alike = 0;
+  for (const View& a : views) {
+    const std::string text = a.str();
+    for (const View& b : views) {
+      const bool same = b.str() == text;
+      REQUIRE(a.same_text(b) == same);
+      if (!same) continue;
+      CHECK(a.text_hash() == b.text_hash());
+      ++alike;
+    }
+  }
+  CHECK(alike > views.size());  // equal views drawn twice, and the NaNs
 }

@@ -50,9 +50,8 @@ class HlirLanguage {
   // Interned attributes. The printed form is the HLIR text form without
   // braces: `axis=1`, `name="x" : f32[2,3]`, `value=2 : f32[]`, `permute(1,0)`;
   // two values are the same attribute exactly when those forms are equal.
-  // A value seen before is found by its hash and compared with the payload
-  // it was interned with, without printing it again (the same id the
-  // printed form gives).
+  // Values are found by a hash of that form and compared as it prints them
+  // (spool::same_text, View::same_text), never printed to be interned.
   AttrId attr(const spool::Attr& attr);
   AttrId source_attr(const spool::Attr& attr, const spool::TensorType& type);
   AttrId view_attr(const spool::View& view);
@@ -72,16 +71,17 @@ class HlirLanguage {
     uint64_t hash = 0;
     AttrId id;  // AttrId{} marks an empty slot
   };
-  // The id a value was interned with, if it is in the cache; `same` tells
-  // whether an entry's payload is exactly the value.
-  template <typename Same>
-  std::optional<AttrId> cached(uint64_t hash, const Same& same) const;
+  // The id of the value whose printed form hashes to `hash`: the entry
+  // `same` accepts, or a new one holding make()'s payload.
+  template <typename Same, typename Make>
+  AttrId intern(uint64_t hash, const Same& same, const Make& make);
   void remember(uint64_t hash, AttrId id);
 
   Language language_;
   std::array<OpId, spool::kNumOps> ops_{};
   OpId view_;
-  // Open addressing with linear probing, at most half full.
+  // Every interned value's (hash, id): open addressing with linear
+  // probing, at most half full.
   std::vector<Slot> cache_;
   size_t cached_ = 0;
   mutable std::mutex cache_mutex_;

@@ -65,6 +65,8 @@ struct AttrEntry {
   double f = 0.0;     // Float (compared by bit pattern)
   std::string text;   // Symbol: the name; Custom: the canonical key (also its printed form)
   std::any payload;   // Custom: the client's typed value
+  // Custom entries added without a key: prints the payload (for str()).
+  std::string (*print)(const std::any& payload) = nullptr;
 };
 
 class AttrTable {
@@ -84,10 +86,15 @@ class AttrTable {
   // attribute exactly when their keys are equal. `kind_tag` separates key
   // spaces of different clients (e.g. "hlir").
   AttrId intern_custom(std::string_view kind_tag, std::string key, std::any payload);
+  // A new client value under a new id, with no key: for a client that
+  // indexes its values itself and so knows this one is new. `print` gives
+  // its printed form when one is asked for.
+  AttrId add_custom(std::any payload, std::string (*print)(const std::any& payload));
 
   const AttrEntry& operator[](AttrId id) const { return entries_[id.value]; }
   AttrKind kind(AttrId id) const { return entries_[id.value].kind; }
-  // The printed form: "5", "2.5", "x", or the custom key.
+  // The printed form: "5", "2.5", "x", or the custom key (or what the
+  // entry's print function makes of its payload).
   std::string str(AttrId id) const;
   template <typename T>
   const T& payload(AttrId id) const {

@@ -117,4 +117,14 @@ std::string scalar_str(const Scalar& value);
 std::string program_str(const ProgramAttr& program);
 void append_program(std::string& out, const ProgramAttr& program);
 
+// Whether attr_str prints `a` and `b` alike, without printing them: the
+// fields it prints are compared as it prints them (every NaN of a scalar
+// alike, a scalar's dtype only as float, bool or integer), the fields it
+// leaves out (a program instruction's unused arguments) not at all. An
+// attribute interned by its text (src/egraph/hlir_analysis.cpp) is found
+// with these.
+bool same_text(const Attr& a, const Attr& b);
+// A hash of what attr_str prints: equal for attributes same_text relates.
+uint64_t text_hash(const Attr& attr);
+
 }  // namespace spool

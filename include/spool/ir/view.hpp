@@ -63,6 +63,11 @@ class View {
 
   // Text form: `permute(1,0) slice(0:4:1,0:8:2)`; "" for the identity.
   std::string str() const;
+  // Whether str() prints this view and `other` alike, without printing them
+  // (a pad value as fmt prints it: every NaN of one sign alike), and a hash
+  // equal for views it relates.
+  bool same_text(const View& other) const;
+  uint64_t text_hash() const;
 
  private:
   friend View compose_views(const View& inner, const View& outer, const Shape& source);
