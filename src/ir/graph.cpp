@@ -340,11 +340,15 @@ void Graph::remove(NodeId id) {
 void Graph::add_output(std::string name, Edge edge) {
   if (!contains(edge.src)) fail("output '{}': %{} is not a live node", name, edge.src.value);
   if (name.empty()) fail("output: name must not be empty");
-  for (const Output& output : outputs_)
-    if (output.name == name) fail("output '{}' is defined twice", name);
+  // A model's graph has an output per layer and cache: compare hashes, and
+  // names only where they agree.
+  const size_t hash = std::hash<std::string>{}(name);
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (output_name_hashes_[i] == hash && outputs_[i].name == name) fail("output '{}' is defined twice", name);
   edge.view.apply(node(edge.src).shape);  // validates the view
   ++use_count_[edge.src.value];
   outputs_.push_back(Output{std::move(name), std::move(edge)});
+  output_name_hashes_.push_back(hash);
 }
 
 void Graph::set_output(size_t index, Edge edge) {

@@ -171,6 +171,7 @@ class Graph {
   std::string name_ = "graph";
   std::vector<Node> nodes_;
   std::vector<Output> outputs_;
+  std::vector<size_t> output_name_hashes_;  // of outputs_[i].name: add_output's check for a name taken
   std::vector<bool> holes_;  // ids skipped by add_with_id, still fillable by it
   std::vector<uint32_t> use_count_;  // readers (input edges and outputs) of each id
   size_t num_live_ = 0;
