@@ -18,10 +18,12 @@ DramModel::DramModel(const NpuConfig& config)
       bank_count_(open_row_.size(), 0),
       channel_req_(config.dram.channels, 0),
       worst_(config.dram.channels, 0),
+      blocks_(open_row_.size()),
       words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
       bank_touched_(static_cast<size_t>(config.dram.banks) * words_, 0),
       channel_touched_(words_, 0) {
   while ((int64_t{1} << channel_bits_) < config.dram.channels) ++channel_bits_;
+  xor_hash_ = config.dram.xor_hash && channels_ > 1;
   auto log2_exact = [](int64_t v, int& bits) {
     bits = 0;
     while ((int64_t{1} << bits) < v) ++bits;
@@ -49,14 +51,16 @@ void DramModel::begin() {
   cost_ = DmaCost{};
 }
 
+// Reads members only, not config_: its integers could alias the counters
+// touch_rows() writes, which would reload them for every row.
 int DramModel::channel_of(int64_t granule) const {
-  const int64_t channels = config_.dram.channels;
-  if (!config_.dram.xor_hash || channels == 1) return static_cast<int>(granule & (channels - 1));
+  const uint64_t mask = static_cast<uint64_t>(channels_ - 1);
+  if (!xor_hash_) return static_cast<int>(static_cast<uint64_t>(granule) & mask);
   // The XOR of every channel_bits-wide group, by doubling: after the shift
   // by w * channel_bits, group i holds the XOR of groups i .. i + 2w - 1.
   uint64_t g = static_cast<uint64_t>(granule);
   for (int shift = channel_bits_; shift < 64; shift *= 2) g ^= g >> shift;
-  return static_cast<int>(g & static_cast<uint64_t>(channels - 1));
+  return static_cast<int>(g & mask);
 }
 
 void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
@@ -184,6 +188,16 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   // The block's bits in its word (a block of 64 or more channels fills whole words).
   const uint64_t block_bits = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
   int64_t misses = 0;
+  // The blocks of one call are disjoint or equal (all n channels wide,
+  // aligned to n), and a block's channels share one row once it is visited:
+  // a later visit hits on all of them if it reads the row the block was
+  // left at, else misses on all of them. Only a first visit compares with
+  // the rows earlier descriptors left open; the later ones are counted per
+  // block and added once at the end (a weight tile's rows revisit a few
+  // blocks thousands of times).
+  const uint64_t call = ++rows_call_;
+  BlockVisits* const visits = blocks_.data();
+  blocks_seen_.clear();
   for (int64_t i = 0; i < count; ++i, addr += stride) {
     const int64_t granule = addr >> il_shift_;
     const int64_t stripe = addr >> stripe_shift;
@@ -191,6 +205,18 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     const size_t bank = static_cast<size_t>(stripe & bank_mask);
     const int64_t row = stripe >> bank_bits_;
     const size_t base = bank * channels + static_cast<size_t>(first);
+    BlockVisits& block = visits[base];
+    if (block.call == call) {
+      if (block.row == row) {
+        ++block.hits;
+      } else {
+        ++block.misses;
+        block.row = row;
+      }
+      continue;
+    }
+    block = BlockVisits{call, row, 0, 0};
+    blocks_seen_.push_back(base);
     for (int j = 0; j < n; ++j) {
       const int64_t miss = open_row[base + j] != row ? 1 : 0;
       open_row[base + j] = row;
@@ -207,6 +233,16 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
         channel_touched[w] |= bits;
       }
     }
+  }
+  for (const size_t base : blocks_seen_) {
+    const BlockVisits& block = visits[base];
+    if (block.hits == 0 && block.misses == 0) continue;
+    const uint64_t add = static_cast<uint64_t>(block.hits + block.misses) * hit + static_cast<uint64_t>(block.misses);
+    for (int j = 0; j < n; ++j) {
+      bank_count[base + j] += add;
+      open_row[base + j] = block.row;
+    }
+    misses += block.misses * n;
   }
   const int64_t total = full * granules * count;
   row_misses_ += misses;

@@ -97,11 +97,23 @@ class DramModel {
   std::vector<uint64_t> bank_count_;
   std::vector<int64_t> channel_req_;  // per descriptor, summed from bank_count_ by serve()
   std::vector<int64_t> worst_;       // per channel, scratch
+  // touch_rows' blocks (bank, aligned block of channels), by the index of
+  // the block's first (bank, channel): the call that last saw it, the row
+  // it left the block's channels at, and the visits after its first in
+  // that call that hit and that missed.
+  struct BlockVisits {
+    uint64_t call = 0;
+    int64_t row = 0, hits = 0, misses = 0;
+  };
+  std::vector<BlockVisits> blocks_;
+  std::vector<size_t> blocks_seen_;  // by the current call, first visit first
+  uint64_t rows_call_ = 0;
   // Touched by the descriptor: channel bits per bank, and channel bits.
   size_t words_ = 1;                 // 64-bit words of channel bits
   std::vector<uint64_t> bank_touched_;     // per bank * words_ + word
   std::vector<uint64_t> channel_touched_;  // per word
   int channel_bits_ = 0;
+  bool xor_hash_ = false;  // dram.address_hash = "xor", over more than one channel
   // Power-of-two geometry (every size below a power of two, row_bytes a
   // multiple of interleave_bytes, interleave_bytes of request_bytes): log2s.
   bool pow2_ = false;

@@ -46,6 +46,8 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
   out.push_back(runs(1 << 27, 4096, 256, 28672));                 // whole-group rows
   out.push_back(runs((1 << 27) + 256, 256, 1000, 768));           // one granule per row
   out.push_back(runs((1 << 27) + 512, 1024, 300, 1536));          // rows not aligned to their size
+  out.push_back(runs(1 << 28, 512, 200, 1 << 22));                // a block revisited at a new row each time
+  out.push_back(runs((1 << 28) + (1 << 21), 512, 200, 1 << 20));  // rows crossing those of the last one
   for (int i = 0; i < 40; ++i) {
     const int64_t base = pick(0, int64_t{1} << 32) & ~int64_t{3};
     const int64_t bytes = 4 * pick(1, i % 3 == 0 ? (1 << 20) : 4096);
