@@ -37,10 +37,15 @@ AttrId AttrTable::intern(AttrEntry entry, std::string key) {
   std::lock_guard lock(mutex_);
   auto it = by_key_.find(key);
   if (it != by_key_.end()) return it->second;
-  SPOOL_ASSERT(entries_.size() < UINT32_MAX, "attribute table overflow");
-  AttrId id{static_cast<uint32_t>(entries_.size())};
-  entries_.push_back(std::move(entry));
+  const AttrId id = append(std::move(entry));
   by_key_.emplace(std::move(key), id);
+  return id;
+}
+
+AttrId AttrTable::append(AttrEntry entry) {
+  SPOOL_ASSERT(entries_.size() < UINT32_MAX, "attribute table overflow");
+  const AttrId id{static_cast<uint32_t>(entries_.size())};
+  entries_.push_back(std::move(entry));
   return id;
 }
 
@@ -66,25 +71,13 @@ AttrId AttrTable::intern_symbol(std::string_view name) {
   return intern(std::move(e), fmt::format("s:{}", name));
 }
 
-AttrId AttrTable::intern_custom(std::string_view kind_tag, std::string key, std::any payload) {
-  AttrEntry e;
-  e.kind = AttrKind::Custom;
-  std::string map_key = fmt::format("c:{}:{}", kind_tag, key);
-  e.text = std::move(key);
-  e.payload = std::move(payload);
-  return intern(std::move(e), std::move(map_key));
-}
-
 AttrId AttrTable::add_custom(std::any payload, std::string (*print)(const std::any& payload)) {
   AttrEntry e;
   e.kind = AttrKind::Custom;
   e.payload = std::move(payload);
   e.print = print;
   std::lock_guard lock(mutex_);
-  SPOOL_ASSERT(entries_.size() < UINT32_MAX, "attribute table overflow");
-  const AttrId id{static_cast<uint32_t>(entries_.size())};
-  entries_.push_back(std::move(e));
-  return id;
+  return append(std::move(e));
 }
 
 std::string AttrTable::str(AttrId id) const {
@@ -94,7 +87,7 @@ std::string AttrTable::str(AttrId id) const {
     case AttrKind::Int: return fmt::format("{}", e.i);
     case AttrKind::Float: return fmt::format("{}", e.f);
     case AttrKind::Symbol: return e.text;
-    case AttrKind::Custom: return e.print ? e.print(e.payload) : e.text;
+    case AttrKind::Custom: return e.print(e.payload);
   }
   return "";
 }

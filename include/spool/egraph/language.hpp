@@ -63,10 +63,9 @@ struct AttrEntry {
   AttrKind kind = AttrKind::None;
   int64_t i = 0;      // Int
   double f = 0.0;     // Float (compared by bit pattern)
-  std::string text;   // Symbol: the name; Custom: the canonical key (also its printed form)
+  std::string text;   // Symbol: the name
   std::any payload;   // Custom: the client's typed value
-  // Custom entries added without a key: prints the payload (for str()).
-  std::string (*print)(const std::any& payload) = nullptr;
+  std::string (*print)(const std::any& payload) = nullptr;  // Custom: its printed form (for str())
 };
 
 class AttrTable {
@@ -82,19 +81,16 @@ class AttrTable {
   AttrId intern_int(int64_t value);
   AttrId intern_float(double value);
   AttrId intern_symbol(std::string_view name);
-  // A client value identified by its canonical key: two values are the same
-  // attribute exactly when their keys are equal. `kind_tag` separates key
-  // spaces of different clients (e.g. "hlir").
-  AttrId intern_custom(std::string_view kind_tag, std::string key, std::any payload);
-  // A new client value under a new id, with no key: for a client that
-  // indexes its values itself and so knows this one is new. `print` gives
-  // its printed form when one is asked for.
+  // A new client value under a new id: the client indexes its values
+  // itself (hlir::HlirLanguage finds a value seen before by its printed
+  // form) and so knows this one is new. `print` gives its printed form when
+  // one is asked for.
   AttrId add_custom(std::any payload, std::string (*print)(const std::any& payload));
 
   const AttrEntry& operator[](AttrId id) const { return entries_[id.value]; }
   AttrKind kind(AttrId id) const { return entries_[id.value].kind; }
-  // The printed form: "5", "2.5", "x", or the custom key (or what the
-  // entry's print function makes of its payload).
+  // The printed form: "5", "2.5", "x", or what a custom entry's print
+  // function makes of its payload.
   std::string str(AttrId id) const;
   template <typename T>
   const T& payload(AttrId id) const {
@@ -104,6 +100,7 @@ class AttrTable {
 
  private:
   AttrId intern(AttrEntry entry, std::string key);
+  AttrId append(AttrEntry entry);  // under mutex_
 
   tbb::concurrent_vector<AttrEntry> entries_;
   mutable std::mutex mutex_;
