@@ -1,12 +1,19 @@
-// Simulator speed: wall time and simulated cycles per wall second for
-// timing-mode runs of built-in workloads (the whole sim::run, which verifies
-// the program first). Target (issue 6): bert:large on tpuv3 in <= 0.5 s.
+// Simulator fidelity and speed.
 //
-//   sim_bench [--repeat N] [--reports] [workload@config ...]
+// First the fidelity report: every workload of a calibration file (default:
+// bench/sim/tpuv3-measured.json, cycles measured on one TPU v3 TensorCore as
+// published with the PyTorchSim artifact's validation set) compiled,
+// simulated, and its predicted cycles against the measured ones. Then the
+// speed: wall time and simulated cycles per wall second for timing-mode runs
+// of built-in workloads (the whole sim::run, which verifies the program
+// first); target: bert:large on tpuv3 in <= 0.5 s.
+//
+//   sim_bench [--repeat N] [--reports] [--calibration FILE] [workload@config ...]
 
 #include <spool/sim/sim.hpp>
-#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
+
+#include "workloads.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -29,10 +36,13 @@ int main(int argc, char** argv) {
   int repeat = 5;
   bool print_reports = false;
   std::vector<std::string> cases;
+  std::string calibration = std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-measured.json";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--calibration" && i + 1 < argc) {
+      calibration = argv[++i];
     } else if (arg == "--reports") {
       print_reports = true;
     } else {
@@ -43,6 +53,13 @@ int main(int argc, char** argv) {
     cases = {"gemm:2048x2048x2048@tpuv3", "bert:large@tpuv3", "bert:base@tpuv3", "bert:xlarge@tpuv3",
              "bert:large@tpuv4", "bert:large@toy"};
 
+  try {
+    const spool::examples::Calibration c = spool::examples::calibrate(calibration);
+    std::printf("fidelity: %s\n%s\n", calibration.c_str(), c.to_text().c_str());
+  } catch (const spool::Error& e) {
+    std::fprintf(stderr, "sim_bench: error: %s\n", e.what());
+    return 1;
+  }
   std::printf("%-28s %7s %9s %9s %14s %10s %16s\n", "workload@config", "kernels", "build ms", "sim ms", "cycles",
               "sim ms", "cycles/wall s");
   std::printf("%-28s %7s %9s %9s %14s %10s %16s\n", "", "", "(wall)", "(wall)", "(simulated)", "(simul.)", "");
@@ -54,7 +71,7 @@ int main(int argc, char** argv) {
       const std::string config_name = at == std::string::npos ? "tpuv3" : c.substr(at + 1);
       const spool::sim::NpuConfig config = spool::sim::load_config(config_name);
       const auto t_build = Clock::now();
-      const spool::lower::Workload w = spool::lower::make_workload(spec, config);
+      const spool::examples::Workload w = spool::examples::compile_workload(spec, config);
       const double build = seconds_since(t_build);
       double best = 1e30;
       spool::sim::Report report;

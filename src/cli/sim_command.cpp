@@ -1,31 +1,39 @@
-// `spool sim WORKLOAD [--npu CONFIG] [--json F] [--trace F] [--functional]`
+// `spool sim WORKLOAD [--npu CONFIG] [--json F] [--trace F] [--program F] [--functional]`
+// `spool sim --calibration FILE [--npu CONFIG] [--json F]`
 //
-// Builds a built-in workload as an LLIR graph, lowers it for the config
-// (lower::to_npu), verifies it, simulates it in timing mode (or functional mode on seeded random inputs) and prints the
-// report; --json writes it as JSON ({"workload", "config", "sim": {...}}),
-// --trace writes Chrome/Perfetto trace events.
+// Builds a workload (examples/workloads.hpp) as HLIR, compiles it through
+// the pipeline (roll, saturate, extract, unroll, lower), simulates it in
+// timing mode — or in functional mode on seeded random inputs, checked
+// against the reference interpreter — and prints the report.
+//
+// --calibration reads measured cycles ({"config": NAME, "workloads": {SPEC:
+// CYCLES, ...}}), simulates every workload on that config and prints the
+// predicted and measured cycles, the error of each and the mean absolute
+// error: the simulator's fidelity report.
+
+#include "commands.hpp"
 
 #include <spool/npu/text.hpp>
 #include <spool/sim/sim.hpp>
-#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
+
+#include "workloads.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <random>
+#include <sstream>
 
 namespace spool::cli {
 namespace {
 
 struct SimOptions {
   std::string workload;
+  std::string calibration;
   std::string npu = "tpuv3";
   std::string json_file;
   std::string trace_file;
@@ -33,86 +41,72 @@ struct SimOptions {
   bool functional = false;
   uint64_t seed = 0;
   int64_t spad_budget = 0;
+  bool npu_given = false;
 };
 
-std::ofstream open_output(const std::string& path) {
+void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   if (!out) fail("cannot open '{}' for writing", path);
-  return out;
+  out << text;
+  out.flush();
+  if (!out) fail("failed to write '{}'", path);
 }
 
-void run_sim(const SimOptions& o) {
+pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_graph, sim::Trace* trace) {
+  pipeline::Options options;
+  options.lower.spad_budget = o.spad_budget;
+  options.trace = trace;
+  if (functional_graph) options.inputs = interp::random_inputs(*functional_graph, o.seed);
+  return options;
+}
+
+void print_compile(const pipeline::Report& r) {
+  const CompileReport& c = r.compile;
+  std::printf("compile          roll %lld loop(s), %zu e-graph(s) of %zu nodes, %zu LLIR nodes\n",
+              static_cast<long long>(c.roll.loops), c.egraph.egraphs, c.egraph.nodes, r.llir_nodes);
+  std::printf("stages ms        roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, lower %.1f, simulate %.1f\n",
+              c.times.roll_ms, c.times.saturate_ms, c.times.extract_ms, c.times.unroll_ms, r.lower_ms, r.simulate_ms);
+}
+
+void run_workload(const SimOptions& o) {
   const sim::NpuConfig config = sim::load_config(o.npu);
-  const auto t_lower = std::chrono::steady_clock::now();
-  const lower::Workload workload = lower::make_workload(o.workload, config, [&] {
-    lower::LowerOptions lo;
-    lo.spad_budget = o.spad_budget;
-    return lo;
-  }());
-  const double lower_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_lower).count();
-  if (!o.program_file.empty()) open_output(o.program_file) << npu::print(workload.program);
-
   sim::Trace trace;
-  sim::Options options;
-  options.trace = o.trace_file.empty() ? nullptr : &trace;
-  std::unique_ptr<sim::Memory> memory;
-  if (o.functional) {
-    memory = std::make_unique<sim::Memory>(workload.program);
-    std::mt19937_64 rng(o.seed);
-    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-    for (const std::string& name : workload.inputs) {
-      const int b = workload.program.find_buffer(name);
-      std::vector<double> values(static_cast<size_t>(workload.program.buffer_elements(b)));
-      for (double& v : values) v = uniform(rng);
-      memory->write(name, values);
-    }
-    options.mode = sim::Mode::Functional;
-    options.memory = memory.get();
-  }
+  const Graph hlir = examples::workload_graph(o.workload);
+  pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);
+  options.compile.rule_files.push_back(examples::default_rules_file());
+  const pipeline::Report report = pipeline::run(hlir, config, options);
+  npu::Program program = report.lowered->program;
+  program.name = o.workload;
+  if (!o.program_file.empty()) write_file(o.program_file, npu::print(program));
 
-  const auto t0 = std::chrono::steady_clock::now();
-  const sim::Report report = sim::run(workload.program, config, options);
-  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-
-  std::printf("workload         %s\n", workload.name.c_str());
-  std::fputs(workload.report.to_text().c_str(), stdout);
-  std::printf("lowered in       %.1f ms wall\n", lower_ms);
-  std::fputs(report.to_text().c_str(), stdout);
-  std::printf("simulated in     %.1f ms wall\n", wall_ms);
-  nlohmann::json outputs = nlohmann::json::object();
-  if (memory) {
-    for (const std::string& name : workload.outputs) {
-      const std::vector<double> values = memory->read(name);
-      double sum = 0, abs_sum = 0;
-      for (double v : values) {
-        sum += v;
-        abs_sum += std::fabs(v);
-      }
-      std::printf("output @%s       sum %.6g, mean |x| %.6g\n", name.c_str(), sum,
-                  abs_sum / static_cast<double>(values.size()));
-      outputs[name] = {{"sum", sum}, {"mean_abs", abs_sum / static_cast<double>(values.size())}};
-    }
-  }
+  std::printf("workload         %s\n", o.workload.c_str());
+  print_compile(report);
+  std::fputs(report.lowering.to_text().c_str(), stdout);
+  std::fputs(report.sim.to_text().c_str(), stdout);
+  if (report.check)
+    std::printf("check            simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",
+                report.check->max_abs_err, report.check->max_rel_err, report.check->worst_output.c_str(),
+                report.check->ok ? "ok" : "FAILED");
   if (!o.json_file.empty()) {
-    nlohmann::json j;
-    j["workload"] = workload.name;
+    nlohmann::json j = report.to_json();
+    j["workload"] = o.workload;
     j["config"] = config.name;
-    j["sim"] = report.to_json();
-    j["program"] = {{"kernels", workload.report.kernels},
-                    {"fused_kernels", workload.report.fused_kernels},
-                    {"copy_kernels", workload.report.copy_kernels},
-                    {"spad_peak_bytes", workload.report.spad_peak_bytes}};
-    j["compile"] = {{"lower_ms", lower_ms}};
-    j["sim"]["wall_ms"] = wall_ms;
-    if (memory) j["outputs"] = outputs;
-    open_output(o.json_file) << j.dump(2) << "\n";
+    j["sim"]["report"] = report.sim.to_json();
+    write_file(o.json_file, j.dump(2) + "\n");
   }
   if (!o.trace_file.empty()) {
-    std::ofstream out = open_output(o.trace_file);
+    std::ostringstream out;
     trace.write_json(out);
-    if (!out) fail("failed to write '{}'", o.trace_file);
+    write_file(o.trace_file, out.str());
   }
+  if (report.check && !report.check->ok) fail("the simulated outputs differ from the interpreter's");
+}
+
+void run_calibration(const SimOptions& o) {
+  const examples::Calibration c = examples::calibrate(o.calibration, o.npu_given ? o.npu : std::string());
+  std::printf("calibration      %s on %s\n", o.calibration.c_str(), c.config.c_str());
+  std::fputs(c.to_text().c_str(), stdout);
+  if (!o.json_file.empty()) write_file(o.json_file, c.to_json().dump(2) + "\n");
 }
 
 }  // namespace
@@ -120,19 +114,35 @@ void run_sim(const SimOptions& o) {
 void add_sim_command(CLI::App& app) {
   auto options = std::make_shared<SimOptions>();
   std::string forms;
-  for (const std::string& f : lower::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
-  CLI::App* cmd = app.add_subcommand("sim", "Simulate a built-in workload on an NPU config");
-  cmd->add_option("workload", options->workload, "One of: " + forms)->required();
+  for (const std::string& f : examples::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
+  CLI::App* cmd = app.add_subcommand("sim", "Compile a built-in workload and simulate it on an NPU config");
+  cmd->add_option("workload", options->workload, "One of: " + forms);
+  cmd->add_option("--calibration", options->calibration,
+                  "Measured cycles (JSON: {\"config\", \"workloads\": {SPEC: CYCLES}}): print predicted against "
+                  "measured and the mean absolute error");
   cmd->add_option("--npu", options->npu, "NPU config: a name in configs/ (tpuv3, tpuv4, toy) or a JSON file")
       ->capture_default_str();
   cmd->add_option("--json", options->json_file, "Write the report as JSON");
   cmd->add_option("--trace", options->trace_file, "Write a Chrome/Perfetto trace (trace-event JSON)");
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
-  cmd->add_flag("--functional", options->functional, "Also execute on seeded random inputs (slow for big shapes)");
+  cmd->add_flag("--functional", options->functional,
+                "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
   cmd->add_option("--spad-budget", options->spad_budget,
-                  "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)");
+                  "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", options->seed, "Seed of the functional-mode inputs")->capture_default_str();
-  cmd->callback([options] { run_sim(*options); });
+  cmd->callback([options, cmd] {
+    options->npu_given = cmd->count("--npu") > 0;
+    const bool calibrate = !options->calibration.empty();
+    if (calibrate == !options->workload.empty())
+      fail("spool sim: give either a WORKLOAD or --calibration FILE");
+    if (calibrate && (options->functional || !options->trace_file.empty() || !options->program_file.empty()))
+      fail("spool sim: --calibration takes only --npu and --json");
+    if (calibrate)
+      run_calibration(*options);
+    else
+      run_workload(*options);
+  });
 }
 
 }  // namespace spool::cli

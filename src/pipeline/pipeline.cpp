@@ -120,7 +120,7 @@ Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& optio
 
   // 2. Lower to NPU kernels.
   auto t = Clock::now();
-  const lower::Lowered lowered = lower::to_npu(program, config, options.lower);
+  lower::Lowered lowered = lower::to_npu(program, config, options.lower);
   report.lower_ms = ms_since(t);
   report.lowering = lowered.report;
   spdlog::info("lower: {} kernels ({} fused, {} copies) in {:.1f} ms", lowered.report.kernels,
@@ -146,6 +146,7 @@ Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& optio
     spdlog::info("check: max error {:.3g} relative to scale: {}", report.check->max_rel_err,
                  report.check->ok ? "ok" : "FAILED");
   }
+  report.lowered = std::make_shared<const lower::Lowered>(std::move(lowered));
   report.total_ms = ms_since(start);
   return report;
 }

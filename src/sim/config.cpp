@@ -76,6 +76,11 @@ class Reader {
   void check_unknown(const json& object, const std::string& path) const {
     for (auto it = object.begin(); it != object.end(); ++it) {
       const std::string full = join(path, it.key());
+      // Any object may say where its numbers come from.
+      if (it.key() == "source") {
+        if (!it->is_string()) error(fmt::format("'{}' must be a string, got {}", full, type_name(*it)));
+        continue;
+      }
       if (!known_.count(full)) error(fmt::format("unknown key '{}'", full));
       if (it->is_object()) check_unknown(*it, full);
     }
@@ -128,6 +133,12 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   if (c.vector.vlen_bits % 64 != 0 && c.vector.vlen_bits != 32)
     r.error(fmt::format("'vector.vlen_bits' must be 32 or a multiple of 64, got {}", c.vector.vlen_bits));
   c.vector.step_overhead_cycles = r.integer(vec, "vector", "step_overhead_cycles", 0, kBig);
+  const json& slots = r.object(vec, "vector", "slots");
+  for (int u = 0; u < kVectorUnits; ++u) c.vector.slots[u] = r.integer(slots, "vector.slots", kVectorUnitNames[u], 1, 64);
+  const json& lane_reduce = r.object(vec, "vector", "lane_reduce");
+  c.vector.lane_reduce.latency = r.integer(lane_reduce, "vector.lane_reduce", "latency", 1, 100000);
+  c.vector.lane_reduce.interval = r.integer(lane_reduce, "vector.lane_reduce", "interval", 1, 100000);
+  c.vector.lane_reduce.unit = VectorUnit::Xlu;
   const json& ops = r.object(vec, "vector", "ops");
   for (const std::string& cls : npu::vector_timing_classes()) {
     const std::string path = "vector.ops." + cls;
@@ -135,6 +146,13 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
     VectorOpTiming t;
     t.latency = r.integer(op, path, "latency", 1, 100000);
     t.interval = r.integer(op, path, "interval", 1, 100000);
+    const std::string unit = r.string(op, path, "unit");
+    int found = -1;
+    for (int u = 0; u < kVectorUnits; ++u)
+      if (unit == kVectorUnitNames[u]) found = u;
+    if (found < 0)
+      r.error(fmt::format("'{}.unit' must be one of alu, eup, xlu, load, store, got \"{}\"", path, unit));
+    t.unit = static_cast<VectorUnit>(found);
     c.vector.ops[cls] = t;
   }
 

@@ -33,14 +33,22 @@
 //   Accumulation (+=) happens in the array's output accumulators, so a chain
 //   of accumulating steps stays on one array and pipelines.
 //
-// Vector unit (lanes x VLEN bits): an op over E elements of b-bit type takes
-//   chunks = ceil(E / (lanes * VLEN / b)) issue slots of `interval` cycles;
-//   a step issues all its ops back to back (strip-mined and software
-//   pipelined): busy = step_overhead + sum(chunks * interval), and is done
-//   after busy + the body's critical-path latency (sum of op latencies).
-//   A reduction across C columns spans L = min(lanes, ceil(C / (VLEN / b)))
-//   lanes and adds a ceil(log2 L)-stage tree: stages * latency to the
-//   critical path and stages * ceil(rows * L / lanes) issue cycles.
+// Vector unit: a register holds lanes x VLEN bits (tpuv3: 128 lanes of 8
+//   sublanes x 32 bits). A step over a rows x cols tile puts the columns
+//   across the lanes and the rows across the sublanes (VLEN / b rows of a
+//   b-bit type per register), so a full value takes
+//     regs = ceil(rows / (VLEN / b)) * ceil(cols / lanes)
+//   registers (a ragged edge fills a whole register), a per-row value one
+//   register per row group. Every op class runs on one unit (vector.ops.
+//   CLASS.unit: alu, eup for transcendentals, load, store) and keeps one of
+//   its slots busy `interval` cycles per register. A reduction across the
+//   columns combines a row group's ceil(cols / lanes) registers on the ALUs,
+//   then reduces the last one across its lanes on the cross-lane unit (xlu:
+//   lane_reduce.interval per row group, lane_reduce.latency). The units
+//   issue side by side (VLIW slots, vector.slots.UNIT per cycle), the step
+//   strip-mined and software pipelined:
+//     busy = step_overhead + max over units ceil(sum(regs * interval) / slots)
+//   and the step is done after busy + the body's critical-path latency.
 //
 // DMA engine: a descriptor of Q requests (see dram.hpp) occupies the engine
 // for
@@ -185,6 +193,7 @@ struct Frame {
 // Per vector step, resolved once: config timing of each instruction.
 struct VecInstrTiming {
   int64_t interval = 1, latency = 1, bits = 32;
+  int unit = 0;  // VectorUnit
   bool reduce = false, counts = false, flop = false;
   bool col_load = false;  // one row loaded once and broadcast down the rows
 };
@@ -663,6 +672,7 @@ class TimingSim {
       VecInstrTiming vt;
       vt.interval = t.interval;
       vt.latency = t.latency;
+      vt.unit = static_cast<int>(t.unit);
       vt.bits = scalar_bits(in.type);
       const VecOpKind kind = vec_op_kind(in.op);
       vt.reduce = kind == VecOpKind::Reduce;
@@ -718,22 +728,35 @@ class TimingSim {
       ready = std::max(ready, write_ready(slot_of(core, st.ref), ref_range(st.ref, vs.shapes[st.value], LoadBroadcast::Full)));
     }
 
-    // Issue cycles and critical path.
-    int64_t issue = c_.vector.step_overhead_cycles;
+    // Issue cycles and critical path. A tile's columns lie across the lanes
+    // of a register, its rows across the register's sublanes (VLEN / bits
+    // rows: narrower types pack more); a per-row value takes one register per
+    // group of rows, a per-column value (load.col) one per group of lanes.
+    int64_t unit_busy[kVectorUnits] = {};
     std::vector<int64_t>& lat = latency_scratch_;
     lat.assign(v.body.size(), 0);
     int64_t critical = 0;
+    const int64_t col_regs = ceil_div(cols, lanes);
+    auto row_groups = [&](int64_t bits) { return ceil_div(rows, std::max<int64_t>(1, vlen / bits)); };
+    auto registers = [&](int64_t bits, ValueShape shape) {
+      return shape == ValueShape::Full ? row_groups(bits) * col_regs : row_groups(bits);
+    };
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstrTiming& t = vs.instrs[i];
-      const int64_t per_chunk = lanes * std::max<int64_t>(1, vlen / t.bits);
       const int64_t elems = t.col_load ? cols : vs.shapes[i] == ValueShape::Full || t.reduce ? rows * cols : rows;
-      issue += ceil_div(elems, per_chunk) * t.interval;
       int64_t l = t.latency;
       if (t.reduce) {
-        const int64_t span = std::min(lanes, ceil_div(cols, std::max<int64_t>(1, vlen / t.bits)));
-        const int64_t stages = ceil_log2(span);
-        issue += stages * ceil_div(rows * span, lanes);
-        l += stages * t.latency;
+        // The registers of a row group are combined on the unit of the reduce
+        // class (a tree of depth ceil(log2 col_regs)), then the one left is
+        // reduced across its lanes by the cross-lane unit.
+        const int64_t groups = row_groups(t.bits);
+        unit_busy[t.unit] += groups * (col_regs - 1) * t.interval;
+        unit_busy[static_cast<int>(VectorUnit::Xlu)] += groups * c_.vector.lane_reduce.interval;
+        l = ceil_log2(col_regs) * t.latency + c_.vector.lane_reduce.latency;
+      } else if (t.col_load) {
+        unit_busy[t.unit] += col_regs * t.interval;
+      } else {
+        unit_busy[t.unit] += registers(t.bits, vs.shapes[i]) * t.interval;
       }
       int64_t before = 0;
       for (int o : v.body[i].operands) before = std::max(before, lat[o]);
@@ -744,10 +767,14 @@ class TimingSim {
     }
     for (const VecStore& st : v.stores) {
       const int64_t bits = scalar_bits(v.body[st.value].type);
-      const int64_t elems = vs.shapes[st.value] == ValueShape::Full ? rows * cols : rows;
-      issue += ceil_div(elems, lanes * std::max<int64_t>(1, vlen / bits)) * vs.store.interval;
+      unit_busy[static_cast<int>(vs.store.unit)] += registers(bits, vs.shapes[st.value]) * vs.store.interval;
       critical = std::max(critical, lat[st.value] + vs.store.latency);
     }
+    // The units issue side by side (VLIW slots): the step takes as long as
+    // its busiest unit.
+    int64_t issue = 0;
+    for (int u = 0; u < kVectorUnits; ++u) issue = std::max(issue, ceil_div(unit_busy[u], c_.vector.slots[u]));
+    issue += c_.vector.step_overhead_cycles;
 
     core.issue = std::max(core.issue, core.vector_queue.slot_free());
     const Time start = std::max({core.issue, core.vector_free, ready});

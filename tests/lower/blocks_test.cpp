@@ -6,9 +6,9 @@
 // block's lowering report.
 
 #include "lower_test_util.hpp"
+#include "workloads.hpp"
 
 #include <spool/lower/spad_alloc.hpp>
-#include <spool/lower/workloads.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
 
@@ -259,22 +259,23 @@ TEST_CASE("blocks: nvFuser-style RoPE: no kernel only slices, copy kernels only 
   MESSAGE("rope S=1024 on tpuv3: " << l.report.kernels << " kernels, " << timing.cycles << " cycles");
 }
 
-TEST_CASE("blocks: llama-3-8B layers lower at full size (timing only) with the chunk prologue fused") {
+TEST_CASE("blocks: llama-3-8B layers compile and lower at full size (timing only), each layer the same kernels") {
   const sim::NpuConfig tpu = sim::load_config("tpuv3");
-  const lower::Workload one = lower::make_workload("llama3_8b:1", tpu);
-  const lower::Workload three = lower::make_workload("llama3_8b:3", tpu);
-  MESSAGE("llama3_8b:3 on tpuv3\n" << three.report.to_text());
-  // Each layer adds the same kernels: norm, q/k/v, two rope kernels, scores (+softmax), attention
-  // output, the copy of its head-major output to rows, o_proj, norm, gate_up, down.
-  const int per_layer = (three.report.kernels - one.report.kernels) / 2;
-  CHECK(per_layer == 13);
-  CHECK(three.report.kernels == one.report.kernels + 2 * per_layer);
-  CHECK(three.report.copy_kernels == 3);
-  int downs_with_prologue = 0;
-  for (const npu::Kernel& k : three.program.kernels)
-    if (k.name.find(".down") != std::string::npos && has_vector_step(k, "prologue.a")) ++downs_with_prologue;
-  CHECK(downs_with_prologue == 3);
-  for (const lower::KernelInfo& k : three.report.per_kernel) CHECK(k.spad_bytes <= tpu.spad_bytes());
-  const sim::Report r = sim::run(one.program, tpu);
-  CHECK(r.cycles > 0);
+  // The first and the last layer may fuse with the embedding and the final
+  // norm: the layers between add the same kernels.
+  const examples::Workload one = examples::compile_workload("llama:2", tpu);
+  const examples::Workload two = examples::compile_workload("llama:3", tpu);
+  const examples::Workload three = examples::compile_workload("llama:4", tpu);
+  MESSAGE("llama:4 on tpuv3\n" << three.report.lowering.to_text());
+  // Each layer adds the same kernels, and the rolled compile finds the layers.
+  const int per_layer = two.report.lowering.kernels - one.report.lowering.kernels;
+  CHECK(per_layer > 5);
+  CHECK(three.report.lowering.kernels == two.report.lowering.kernels + per_layer);
+  CHECK(three.report.lowering.copy_kernels - two.report.lowering.copy_kernels ==
+        two.report.lowering.copy_kernels - one.report.lowering.copy_kernels);
+  CHECK(three.report.compile.roll.loops >= 1);
+  for (const lower::KernelInfo& k : three.report.lowering.per_kernel) CHECK(k.spad_bytes <= tpu.spad_bytes());
+  CHECK(one.report.sim.cycles > 0);
+  CHECK(three.report.sim.cycles > two.report.sim.cycles);
 }
+

@@ -2,8 +2,9 @@
 // key path with an exact message.
 
 #include <spool/sim/config.hpp>
-#include <spool/lower/workloads.hpp>
 #include <spool/support/error.hpp>
+
+#include "workloads.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -129,14 +130,14 @@ TEST_CASE("config: errors name the key path") {
 
 TEST_CASE("workload specs are checked") {
   const sim::NpuConfig toy = sim::load_config("toy");
-  CHECK_THROWS_WITH_AS(lower::make_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
+  CHECK_THROWS_WITH_AS(examples::compile_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(lower::make_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",
+  CHECK_THROWS_WITH_AS(examples::compile_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(lower::make_workload("bert:huge", toy), "workload 'bert:huge': bert size must be base, large or xlarge",
+  CHECK_THROWS_WITH_AS(examples::compile_workload("bert:huge", toy), "workload 'bert:huge': bert size must be base, large or xlarge",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(lower::make_workload("conv:3x3", toy),
+  CHECK_THROWS_WITH_AS(examples::compile_workload("conv:3x3", toy),
                        "unknown workload 'conv:3x3' (expected one of: gemm:MxKxN, layernorm:RxC, softmax:RxC, "
-                       "attention:HxSxD, bert:base|large|xlarge, llama3_8b:LAYERS)",
+                       "attention:HxSxD, bert:base|large|xlarge, llama:LAYERS)",
                        spool::Error);
 }

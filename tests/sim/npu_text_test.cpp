@@ -4,7 +4,8 @@
 #include <spool/npu/text.hpp>
 #include <spool/npu/verify.hpp>
 #include <spool/sim/config.hpp>
-#include <spool/lower/workloads.hpp>
+
+#include "workloads.hpp"
 
 #include <doctest/doctest.h>
 
@@ -96,7 +97,7 @@ TEST_CASE("npu text: every built-in workload round-trips on every config") {
                              "attention:2x20x12", "bert:base"}) {
       CAPTURE(config_name);
       CAPTURE(spec);
-      const lower::Workload w = lower::make_workload(spec, config);
+      const examples::Workload w = examples::compile_workload(spec, config);
       const std::string text = npu::print(w.program);
       auto reparsed = npu::parse(text);
       REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -64,6 +65,9 @@ struct Report {
   double lower_ms = 0, simulate_ms = 0;
   size_t llir_nodes = 0;
   lower::LowerReport lowering;
+  // The lowered program and its buffer names (moved out of the lowering
+  // once the simulations are done).
+  std::shared_ptr<const lower::Lowered> lowered;
   sim::Report sim;
   std::optional<SearchFigures> search;
   std::optional<Check> check;

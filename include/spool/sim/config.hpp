@@ -3,7 +3,8 @@
 //
 // Every key is required and every key is checked: an unknown key, a value of
 // the wrong type, or an impossible value is a spool::Error naming the key
-// path (`dram.channels`); nothing is silently defaulted. Schema (units in
+// path (`dram.channels`); nothing is silently defaulted. Any object may hold
+// a "source" string saying where its numbers come from (not read otherwise). Schema (units in
 // brackets; "cycles" are cycles of the clock of that section):
 //
 //   name                    string
@@ -16,10 +17,16 @@
 //   systolic.rows/cols      array size N x N (rows = reduction dim k, cols = output dim n)
 //   systolic.weight_buffers 1 or 2: 2 = shadow weight registers, the next weight tile
 //                           preloads while the current one streams
-//   vector.lanes, vector.vlen_bits   lanes x VLEN-bit registers
+//   vector.lanes, vector.vlen_bits   a vector register: lanes x VLEN bits (tpuv3: 128 lanes x
+//                           8 sublanes of 32 bits); a tile's columns map to lanes, its rows to
+//                           sublanes (VLEN / element bits rows per register)
 //   vector.step_overhead_cycles      issue overhead of one vector step (loop setup)
-//   vector.ops.CLASS.{latency,interval}  pipeline latency and issue interval per chunk of
-//                           lanes*VLEN bits, for every timing class of vector_ops.def and "store"
+//   vector.slots.{alu,eup,xlu,load,store}  ops of each unit issued per cycle (VLIW slots)
+//   vector.lane_reduce.{latency,interval}  one register reduced across its lanes on the
+//                           cross-lane unit (xlu)
+//   vector.ops.CLASS.{latency,interval,unit}  pipeline latency, cycles a slot is busy per
+//                           register, and the unit, for every timing class of vector_ops.def
+//                           and "store"
 //   scratchpad.bytes_per_lane        capacity per lane (the scratchpad is lanes * this)
 //   scratchpad.port_bytes_per_cycle  per-lane bank port width (DMA fill and vector access)
 //   dma.request_bytes       DRAM request size (the DMA engine splits descriptors into these)
@@ -57,9 +64,15 @@
 
 namespace spool::sim {
 
+// The vector unit's issue slots: each vector op class runs on one of them.
+enum class VectorUnit : uint8_t { Alu, Eup, Xlu, Load, Store };
+inline constexpr int kVectorUnits = 5;
+inline constexpr const char* kVectorUnitNames[kVectorUnits] = {"alu", "eup", "xlu", "load", "store"};
+
 struct VectorOpTiming {
   int64_t latency = 1;
-  int64_t interval = 1;
+  int64_t interval = 1;  // cycles one slot of its unit is busy per register
+  VectorUnit unit = VectorUnit::Alu;
 };
 
 struct NpuConfig {
@@ -82,7 +95,9 @@ struct NpuConfig {
     int64_t lanes = 0;
     int64_t vlen_bits = 0;
     int64_t step_overhead_cycles = 0;
-    std::map<std::string, VectorOpTiming> ops;  // by timing class
+    int64_t slots[kVectorUnits] = {1, 1, 1, 1, 1};  // ops of each unit issued per cycle
+    VectorOpTiming lane_reduce;                      // one register reduced across its lanes (on the xlu)
+    std::map<std::string, VectorOpTiming> ops;       // by timing class
   } vector;
   struct {
     int64_t bytes_per_lane = 0;
