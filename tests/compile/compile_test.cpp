@@ -177,7 +177,7 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
   }
 }
 
-TEST_CASE("the compile report has the keys of DESIGN section 7") {
+TEST_CASE("the compile report has its JSON keys") {
   examples::LlamaConfig config = examples::LlamaConfig::tiny();
   config.layers = 8;
   CompileOptions options;

@@ -1,5 +1,5 @@
 // pipeline::run end to end: compile, lower, simulate, and the check against
-// the reference interpreter; the report's DESIGN §7 keys; timing-only runs
+// the reference interpreter; the report's JSON keys; timing-only runs
 // agree with functional ones; a search never returns a slower program.
 
 #include <doctest/doctest.h>
@@ -57,7 +57,7 @@ TEST_CASE("pipeline: tiny bert compiles, lowers, simulates and matches the inter
   CHECK(report.outputs.count("y") == 1);
 }
 
-TEST_CASE("pipeline: the report carries the DESIGN keys") {
+TEST_CASE("pipeline: the report carries its JSON keys") {
   const Graph graph = mlp();
   const nlohmann::json j = pipeline::run(graph, sim::load_config("toy"), functional(graph)).to_json();
   for (const char* key : {"roll_ms", "saturate_ms", "extract_ms", "unroll_ms", "lower_ms", "total_ms"})

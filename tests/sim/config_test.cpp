@@ -57,6 +57,15 @@ TEST_CASE("config: the shipped configs load with their documented parameters") {
   CHECK(toy.scratchpad.bytes_per_lane == 32 * 1024);
   CHECK(toy.dram.channels == 1);
 
+  // The vector unit: 2-D registers, VLIW slots, units per op class.
+  CHECK(v3.vector.lanes == 128);
+  CHECK(v3.vector.vlen_bits == 8 * 32);
+  CHECK(v3.vector.slots[static_cast<int>(sim::VectorUnit::Alu)] == 2);
+  CHECK(v3.vector.ops.at("exp").unit == sim::VectorUnit::Eup);
+  CHECK(v3.vector.ops.at("add").unit == sim::VectorUnit::Alu);
+  CHECK(v3.vector.ops.at("store").unit == sim::VectorUnit::Store);
+  CHECK(v3.vector.lane_reduce.latency > v3.vector.ops.at("add").latency);
+
   const sim::NpuConfig v4 = sim::load_config("tpuv4");
   CHECK(v4.systolic.arrays == 4);
   CHECK(v4.core_clock_mhz == 1050);
@@ -81,6 +90,27 @@ TEST_CASE("config: errors name the key path") {
   json unknown_op = j;
   unknown_op["vector"]["ops"]["tanh"] = {{"latency", 1}, {"interval", 1}};
   CHECK(error_of(unknown_op) == "toy.json: unknown key 'vector.ops.tanh'");
+
+  json bad_unit = j;
+  bad_unit["vector"]["ops"]["exp"]["unit"] = "fpu";
+  CHECK(error_of(bad_unit) == "toy.json: 'vector.ops.exp.unit' must be one of alu, eup, xlu, load, store, got \"fpu\"");
+
+  json no_slots = j;
+  no_slots["vector"]["slots"].erase("xlu");
+  CHECK(error_of(no_slots) == "toy.json: missing key 'vector.slots.xlu'");
+
+  json zero_slots = j;
+  zero_slots["vector"]["slots"]["alu"] = 0;
+  CHECK(error_of(zero_slots) == "toy.json: 'vector.slots.alu' must be between 1 and 64, got 0");
+
+  // Any object may say where its numbers come from, as a string.
+  json sourced = j;
+  sourced["source"] = "a paper, figure 3";
+  sourced["dram"]["source"] = "a data sheet";
+  CHECK(error_of(sourced) == "no error");
+  json bad_source = j;
+  bad_source["vector"]["source"] = 3;
+  CHECK(error_of(bad_source) == "toy.json: 'vector.source' must be a string, got integer");
 
   json wrong_type = j;
   wrong_type["systolic"]["rows"] = "8";

@@ -1,6 +1,6 @@
 #pragma once
 // spool::compile: the pipeline from an HLIR graph to a kernel-level program,
-// as one linear function (DESIGN §1):
+// as one linear function:
 //
 //   roll::auto_roll        repeated layers -> one body between loop markers
 //   region::split          the rolled graph cut into regions (before/after a
@@ -70,7 +70,7 @@ struct CompileReport {
   CompileTimes times;
 };
 
-// The report's keys as DESIGN §7 names them:
+// The report's JSON keys:
 //   {"roll":    {loops, trips, body_nodes, hlir_nodes_before, hlir_nodes_after},
 //    "egraph":  {egraphs, regions, nodes, classes, iterations, stop_reason},
 //    "compile": {roll_ms, saturate_ms, extract_ms, unroll_ms, total_ms}}

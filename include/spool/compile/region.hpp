@@ -1,6 +1,6 @@
 #pragma once
 // region::split: cuts a rolled graph into regions that are saturated as
-// separate e-graphs (DESIGN §1, §4).
+// separate e-graphs.
 //
 // A loop with more trips than `max_union_trips` (or holding such a loop) gets
 // a region for its body; its markers stay in the enclosing region. Everything

@@ -1,5 +1,5 @@
 #pragma once
-// lower::to_npu: LLIR (a flat graph of kernel ops) to an NPU program (DESIGN §5).
+// lower::to_npu: LLIR (a flat graph of kernel ops) to an NPU program.
 //
 // Every kernel node becomes one or more NPU kernels (several when its
 // independent tiles are spread over the config's cores). Views on edges are

@@ -1,6 +1,6 @@
 #pragma once
-// The NPU program: the contract between the compiler and the simulator
-// (DESIGN §5). A program is a list of DRAM buffers (root buffers and aliases,
+// The NPU program: the contract between the compiler and the simulator.
+// A program is a list of DRAM buffers (root buffers and aliases,
 // for views) and kernels in order. A kernel is a tile loop nest of DMA
 // transfers (DRAM <-> scratchpad, up to 4-D strided), systolic-array matmul
 // tile steps, vector steps with typed SSA bodies, and DMA-completion waits,

@@ -5,7 +5,7 @@
 // search over the saturated e-graphs for a program with fewer simulated
 // cycles, lowering to NPU kernels, the cycle simulator in timing mode, and —
 // in functional mode — the simulator run on real values and compared with
-// the reference interpreter. The report carries the keys of DESIGN §7; the
+// the reference interpreter. The report carries the JSON keys below; the
 // `spool run` command prints it and writes it as JSON.
 
 #include <spool/compile/compile.hpp>
@@ -81,7 +81,7 @@ struct Report {
   double dram_roofline_ms = 0;
   double total_ms = 0;  // wall time of the pipeline
 
-  // The DESIGN §7 keys: compile, roll, egraph, program, sim, search, check.
+  // The JSON keys: compile, roll, egraph, program, sim, search, check.
   nlohmann::json to_json() const;
 };
 

@@ -91,7 +91,7 @@ struct SearchResult {
 
   double ratio() const { return best_cycles > 0 ? static_cast<double>(greedy_cycles) / best_cycles : 1.0; }
   std::string summary() const;  // one line
-  // The report's "search" object (DESIGN §7): {genomes, greedy_cycles,
+  // The report's "search" object: {genomes, greedy_cycles,
   // best_cycles, ratio, greedy_rank_cycles, best_rank_cycles, programs,
   // exact, failed, pruned, descent_rounds, descent_steps, generations,
   // restarts, seconds, stopped_by_time}.

@@ -1,5 +1,5 @@
 #pragma once
-// The NPU cycle simulator (DESIGN §6).
+// The NPU cycle simulator.
 //
 // run() verifies the program, then simulates it on a config:
 //  - timing (always): a tile-level, event-driven model of every core's units
