@@ -96,7 +96,7 @@ Graph workload_graph(std::string_view spec) {
   return g;
 }
 
-Workload compile_workload(std::string_view spec, const sim::NpuConfig& config, pipeline::Options options) {
+Workload compile_workload(std::string_view spec, const target::NpuConfig& config, pipeline::Options options) {
   const Graph hlir = workload_graph(spec);
   if (options.compile.rule_files.empty()) options.compile.rule_files.push_back(default_rules_file());
   Workload w;
@@ -126,7 +126,7 @@ Calibration calibrate(const std::string& path, const std::string& npu) {
       fail("{}: \"config\" must be a string naming an NPU config (or give one)", path);
     config_name = j["config"].get<std::string>();
   }
-  const sim::NpuConfig config = sim::load_config(config_name);
+  const target::NpuConfig config = target::load_config(config_name);
   Calibration c;
   c.config = config.name;
   double abs_sum = 0;

@@ -45,7 +45,7 @@ struct Workload {
 
 // Builds the spec's HLIR and runs the pipeline on it in timing mode with the
 // default rules (unless `options.compile.rule_files` names others).
-Workload compile_workload(std::string_view spec, const sim::NpuConfig& config, pipeline::Options options = {});
+Workload compile_workload(std::string_view spec, const target::NpuConfig& config, pipeline::Options options = {});
 
 // The simulator's fidelity against measured cycles. A calibration file is
 // JSON: {"config": NAME, "workloads": {SPEC: MEASURED_CYCLES, ...}} (other

@@ -15,7 +15,7 @@
 
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
 #include "models.hpp"
@@ -115,7 +115,7 @@ int run(int argc, char** argv) {
   const examples::ModelRef ref = examples::find_model(model);
   mo.variant = ref.variant;
   const Graph hlir = ref.entry->build(mo);
-  const sim::NpuConfig config = sim::load_config(npu);
+  const target::NpuConfig config = target::load_config(npu);
 
   auto t = std::chrono::steady_clock::now();
   CompileOptions co;

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       const size_t at = c.find('@');
       const std::string spec = c.substr(0, at);
       const std::string config_name = at == std::string::npos ? "tpuv3" : c.substr(at + 1);
-      const spool::sim::NpuConfig config = spool::sim::load_config(config_name);
+      const spool::target::NpuConfig config = spool::target::load_config(config_name);
       const auto t_build = Clock::now();
       const spool::examples::Workload w = spool::examples::compile_workload(spec, config);
       const double build = seconds_since(t_build);

@@ -10,7 +10,7 @@
 
 #include <spool/compile/compile.hpp>
 #include <spool/search/fuzz.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
 #include "models.hpp"
@@ -57,8 +57,8 @@ void run_fuzz(const FuzzCommandOptions& o) {
   // The interpreter runs the LLIR with the HLIR's exact semantics; the
   // simulator computes in f32 (bf16/f16 rounded on stores).
   const double tolerance = o.tolerance >= 0 ? o.tolerance : (o.on == "interp" ? 1e-5 : 1e-3);
-  std::optional<sim::NpuConfig> config;
-  if (o.on == "sim") config = sim::load_config(o.npu);
+  std::optional<target::NpuConfig> config;
+  if (o.on == "sim") config = target::load_config(o.npu);
   const search::ProgramCheck check = o.on == "interp" ? search::interpreter_check(reference, tolerance)
                                                       : search::simulator_check(reference, *config, tolerance);
   search::FuzzOptions fo;

@@ -191,7 +191,7 @@ int64_t count_layers(const Graph& graph) {
 
 std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
 
-void print_report(const pipeline::Report& r, const sim::NpuConfig& config, const examples::Phase& phase,
+void print_report(const pipeline::Report& r, const target::NpuConfig& config, const examples::Phase& phase,
                   bool timing_only) {
   const CompileReport& c = r.compile;
   std::string trips;
@@ -359,7 +359,7 @@ void run(const RunOptions& options) {
     pipeline_options.search_genomes = options.search;
     pipeline_options.search_seed = options.seed + 1;
     if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
-    const sim::NpuConfig config = sim::load_config(options.npu);
+    const target::NpuConfig config = target::load_config(options.npu);
     sim::Trace trace;
     if (!options.trace_file.empty()) pipeline_options.trace = &trace;
 

@@ -69,7 +69,7 @@ void print_compile(const pipeline::Report& r) {
 }
 
 void run_workload(const SimOptions& o) {
-  const sim::NpuConfig config = sim::load_config(o.npu);
+  const target::NpuConfig config = target::load_config(o.npu);
   sim::Trace trace;
   const Graph hlir = examples::workload_graph(o.workload);
   pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);

@@ -315,7 +315,7 @@ int emit_program(VecBuilder& vb, const ProgramAttr& program, const std::vector<i
 
 // ---- the program under construction ----------------------------------------------------
 
-Emitter::Emitter(const Graph& graph, const sim::NpuConfig& cfg, const LowerOptions& opts)
+Emitter::Emitter(const Graph& graph, const target::NpuConfig& cfg, const LowerOptions& opts)
     : config(cfg), options(opts) {
   program.name = graph.name();
   program.spad_bytes = cfg.spad_bytes();

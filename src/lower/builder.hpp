@@ -120,9 +120,9 @@ int emit_program(VecBuilder& vb, const ProgramAttr& program, const std::vector<i
 // The program under construction.
 class Emitter {
  public:
-  Emitter(const Graph& graph, const sim::NpuConfig& config, const LowerOptions& options);
+  Emitter(const Graph& graph, const target::NpuConfig& config, const LowerOptions& options);
 
-  const sim::NpuConfig& config;
+  const target::NpuConfig& config;
   const LowerOptions& options;
   int64_t budget = 0;  // scratchpad bytes per kernel
   npu::Program program;

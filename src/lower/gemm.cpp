@@ -47,7 +47,7 @@ struct Split {
 
 class GemmKernel {
  public:
-  GemmKernel(const GemmJob& job, const sim::NpuConfig& c, const Tile& t, Split split = Split{}, std::string name = {})
+  GemmKernel(const GemmJob& job, const target::NpuConfig& c, const Tile& t, Split split = Split{}, std::string name = {})
       : j_(job), c_(c), t_(t), split_(split), kb_(name.empty() ? job.info.name : std::move(name)) {
     const Shape& as = job.a[0].shape;
     const size_t r = as.size();
@@ -380,7 +380,7 @@ class GemmKernel {
   }
 
   const GemmJob& j_;
-  const sim::NpuConfig& c_;
+  const target::NpuConfig& c_;
   const Tile t_;
   const Split split_;
   KernelBuilder kb_;
@@ -405,7 +405,7 @@ bool has_iota(const ProgramAttr& p) {
 // The analytic cost of a tiling, in core cycles: the arrays' steps (timing.cpp's
 // chain formula), DRAM bytes at the channels' peak, DMA descriptor setup, and
 // the vector work of prologues and epilogue; the arrays and DMA overlap.
-double estimate(const GemmJob& job, const sim::NpuConfig& c, const Tile& t) {
+double estimate(const GemmJob& job, const target::NpuConfig& c, const Tile& t) {
   const Shape& as = job.a[0].shape;
   const size_t r = as.size();
   const double M = double(as[r - 2]), K = double(as[r - 1]), N = double(job.b[0].shape[r - 1]);
@@ -429,7 +429,7 @@ double estimate(const GemmJob& job, const sim::NpuConfig& c, const Tile& t) {
   return std::max({array_cycles, dram_cycles, vector_cycles}) + setup + double(c.launch.fixed_cycles);
 }
 
-std::vector<Tile> candidates(const GemmJob& job, const sim::NpuConfig& c) {
+std::vector<Tile> candidates(const GemmJob& job, const target::NpuConfig& c) {
   const Shape& as = job.a[0].shape;
   const size_t r = as.size();
   const int64_t M = as[r - 2], K = as[r - 1], N = job.b[0].shape[r - 1];

@@ -40,7 +40,7 @@ struct Piece {
 
 class Lowering {
  public:
-  Lowering(const Graph& g, const sim::NpuConfig& config, const LowerOptions& options)
+  Lowering(const Graph& g, const target::NpuConfig& config, const LowerOptions& options)
       : g_(g), em_(g, config, options), values_(g.id_bound()) {}
 
   Lowered run() {
@@ -777,7 +777,7 @@ class Lowering {
 
 }  // namespace
 
-Lowered to_npu(const Graph& llir, const sim::NpuConfig& config, const LowerOptions& options) {
+Lowered to_npu(const Graph& llir, const target::NpuConfig& config, const LowerOptions& options) {
   Lowered out = Lowering(llir, config, options).run();
   npu::verify_or_throw(out.program);
   return out;

@@ -7,7 +7,7 @@
 
 namespace spool::lower {
 
-Executed run_functional(const Lowered& lowered, const sim::NpuConfig& config,
+Executed run_functional(const Lowered& lowered, const target::NpuConfig& config,
                         const std::map<std::string, interp::HostTensor>& inputs) {
   const npu::Program& p = lowered.program;
   sim::Memory memory(p);

@@ -81,18 +81,6 @@ std::optional<VecOp> parse_vec_op(std::string_view name) {
   return std::nullopt;
 }
 
-const std::vector<std::string>& vector_timing_classes() {
-  static const std::vector<std::string> classes = [] {
-    std::vector<std::string> out;
-    for (const VecOpInfo& info : kVecOps) out.emplace_back(info.timing_class);
-    out.emplace_back("store");
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-  }();
-  return classes;
-}
-
 std::string_view buffer_kind_name(BufferKind kind) {
   switch (kind) {
     case BufferKind::Input: return "input";

@@ -23,7 +23,7 @@ double ms_since(Clock::time_point start) {
 
 // Greedy extraction, or the genetic search when asked; fills the compile
 // report's extract/unroll times either way.
-Graph extract_program(const Graph& hlir, const sim::NpuConfig& config, const Options& options, Report& report) {
+Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const Options& options, Report& report) {
   if (options.search_genomes == 0) {
     CompileResult compiled = compile(hlir, options.compile);
     report.compile = compiled.report;
@@ -71,7 +71,7 @@ Graph extract_program(const Graph& hlir, const sim::NpuConfig& config, const Opt
   return chosen;
 }
 
-Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const sim::NpuConfig& config,
+Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const target::NpuConfig& config,
                     const interp::Env& inputs, double tolerance, sim::Report& sim_report,
                     std::map<std::string, interp::HostTensor>& outputs) {
   Check check;
@@ -108,14 +108,17 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const sim:
 
 }  // namespace
 
-Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& options) {
+Report run(const Graph& hlir, const target::NpuConfig& config, const Options& options) {
   Report report;
   const auto start = Clock::now();
   report.source_bytes = required_source_bytes(hlir);
   report.dram_roofline_ms = static_cast<double>(report.source_bytes) / config.dram_bytes_per_second() * 1e3;
 
-  // 1. Compile: roll, saturate, extract (greedy or searched), unroll.
-  const Graph program = extract_program(hlir, config, options, report);
+  // 1. Compile: roll, saturate, extract (greedy or searched), unroll; the
+  // extraction prices kernels for this config.
+  Options compile_options = options;
+  compile_options.compile.cost = cost_config(config);
+  const Graph program = extract_program(hlir, config, compile_options, report);
   report.llir_nodes = program.num_live();
 
   // 2. Lower to NPU kernels.

@@ -16,7 +16,7 @@ bool is_buffer(Op op) { return op == Op::Input || op == Op::Weight; }
 
 }  // namespace
 
-SimulatedCycles::SimulatedCycles(sim::NpuConfig config, lower::LowerOptions options)
+SimulatedCycles::SimulatedCycles(target::NpuConfig config, lower::LowerOptions options)
     : config_(std::move(config)), options_(options) {}
 
 Graph SimulatedCycles::kernel_alone(const Graph& program, NodeId id) {

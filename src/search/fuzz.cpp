@@ -82,7 +82,7 @@ ProgramCheck interpreter_check(const Reference& reference, double tolerance) {
   };
 }
 
-ProgramCheck simulator_check(const Reference& reference, const sim::NpuConfig& config, double tolerance) {
+ProgramCheck simulator_check(const Reference& reference, const target::NpuConfig& config, double tolerance) {
   return [&reference, config, tolerance](const Graph& program) {
     try {
       const lower::Lowered lowered = lower::to_npu(program, config);
@@ -186,7 +186,7 @@ std::optional<std::string> first_divergence(const Graph& program, const Referenc
 }
 
 std::optional<std::string> first_lowered_divergence(const Graph& program, const Reference& reference,
-                                                    const sim::NpuConfig& config, double tolerance) {
+                                                    const target::NpuConfig& config, double tolerance) {
   const std::map<uint32_t, interp::HostTensor> values = all_values(program, reference.inputs);
   const std::string text = print_graph(program);
   for (NodeId id : program.topo_order()) {

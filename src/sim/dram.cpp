@@ -7,7 +7,7 @@
 
 namespace spool::sim::detail {
 
-DramModel::DramModel(const NpuConfig& config)
+DramModel::DramModel(const target::NpuConfig& config)
     : config_(config),
       period_(static_cast<Time>(std::llround(1e9 / config.dram.clock_mhz))),
       channels_(config.dram.channels),

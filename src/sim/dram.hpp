@@ -40,7 +40,7 @@
 // on channel c at max(channel_free_c, first request arrival) and holds it for
 // svc_c, which is what makes two streams on the same channel conflict.
 
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -57,7 +57,7 @@ struct DmaCost {
 
 class DramModel {
  public:
-  explicit DramModel(const NpuConfig& config);
+  explicit DramModel(const target::NpuConfig& config);
 
   // Starts a descriptor: clears the per-descriptor counters.
   void begin();
@@ -84,7 +84,7 @@ class DramModel {
   Time period() const { return period_; }
 
  private:
-  const NpuConfig& config_;
+  const target::NpuConfig& config_;
   Time period_;
   int channels_ = 0, banks_ = 0;
   std::vector<Time> channel_free_;

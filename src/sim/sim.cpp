@@ -156,7 +156,7 @@ std::string Report::to_text() const {
 
 // ---- run -------------------------------------------------------------------------
 
-Report run(const Program& program, const NpuConfig& config, const Options& options) {
+Report run(const Program& program, const target::NpuConfig& config, const Options& options) {
   verify_or_throw(program);
   Report report = simulate_timing(program, config, options.trace);
   report.mode = options.mode;

@@ -193,19 +193,19 @@ struct Frame {
 // Per vector step, resolved once: config timing of each instruction.
 struct VecInstrTiming {
   int64_t interval = 1, latency = 1, bits = 32;
-  int unit = 0;  // VectorUnit
+  int unit = 0;  // target::VectorUnit
   bool reduce = false, counts = false, flop = false;
   bool col_load = false;  // one row loaded once and broadcast down the rows
 };
 struct VecStatic {
   std::vector<VecInstrTiming> instrs;
   std::vector<ValueShape> shapes;
-  VectorOpTiming store;
+  target::VectorOpTiming store;
 };
 
 class TimingSim {
  public:
-  TimingSim(const Program& p, const NpuConfig& c, Trace* trace)
+  TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace)
       : p_(p), c_(c), trace_(trace), dram_(c), core_period_(period_of(c.core_clock_mhz)),
         noc_period_(period_of(c.noc.clock_mhz)) {
     rtt_ = 2 * c.noc.latency_cycles * noc_period_ + c.dram.latency_cycles * dram_.period();
@@ -668,7 +668,7 @@ class TimingSim {
     s.shapes.resize(v.body.size(), ValueShape::Full);
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstr& in = v.body[i];
-      const VectorOpTiming& t = c_.vector.ops.at(std::string(vec_op_timing_class(in.op)));
+      const target::VectorOpTiming& t = c_.vector.ops.at(std::string(vec_op_timing_class(in.op)));
       VecInstrTiming vt;
       vt.interval = t.interval;
       vt.latency = t.latency;
@@ -732,7 +732,7 @@ class TimingSim {
     // of a register, its rows across the register's sublanes (VLEN / bits
     // rows: narrower types pack more); a per-row value takes one register per
     // group of rows, a per-column value (load.col) one per group of lanes.
-    int64_t unit_busy[kVectorUnits] = {};
+    int64_t unit_busy[target::kVectorUnits] = {};
     std::vector<int64_t>& lat = latency_scratch_;
     lat.assign(v.body.size(), 0);
     int64_t critical = 0;
@@ -751,7 +751,7 @@ class TimingSim {
         // reduced across its lanes by the cross-lane unit.
         const int64_t groups = row_groups(t.bits);
         unit_busy[t.unit] += groups * (col_regs - 1) * t.interval;
-        unit_busy[static_cast<int>(VectorUnit::Xlu)] += groups * c_.vector.lane_reduce.interval;
+        unit_busy[static_cast<int>(target::VectorUnit::Xlu)] += groups * c_.vector.lane_reduce.interval;
         l = ceil_log2(col_regs) * t.latency + c_.vector.lane_reduce.latency;
       } else if (t.col_load) {
         unit_busy[t.unit] += col_regs * t.interval;
@@ -773,7 +773,7 @@ class TimingSim {
     // The units issue side by side (VLIW slots): the step takes as long as
     // its busiest unit.
     int64_t issue = 0;
-    for (int u = 0; u < kVectorUnits; ++u) issue = std::max(issue, ceil_div(unit_busy[u], c_.vector.slots[u]));
+    for (int u = 0; u < target::kVectorUnits; ++u) issue = std::max(issue, ceil_div(unit_busy[u], c_.vector.slots[u]));
     issue += c_.vector.step_overhead_cycles;
 
     core.issue = std::max(core.issue, core.vector_queue.slot_free());
@@ -841,7 +841,7 @@ class TimingSim {
   }
 
   const Program& p_;
-  const NpuConfig& c_;
+  const target::NpuConfig& c_;
   Trace* trace_;
   detail::DramModel dram_;
   Time core_period_, noc_period_, rtt_ = 0;
@@ -855,7 +855,7 @@ class TimingSim {
 
 }  // namespace
 
-Report simulate_timing(const Program& program, const NpuConfig& config, Trace* trace) {
+Report simulate_timing(const Program& program, const target::NpuConfig& config, Trace* trace) {
   if (program.spad_bytes > config.spad_bytes())
     fail("program '{}' was allocated for a {}-byte scratchpad; config '{}' has {} bytes", program.name,
          program.spad_bytes, config.name, config.spad_bytes());

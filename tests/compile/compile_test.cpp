@@ -490,3 +490,47 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
   std::filesystem::last_write_time(path, fixed_time);
   CHECK_THROWS_WITH_AS(compile(g, options), doctest::Contains("unknown op 'mux'"), Error);
 }
+
+TEST_CASE("extraction prices kernels for the target: the config changes the program") {
+  // An RMSNorm feeding a projection. On a machine whose launches are free
+  // and whose vector work is slow, its primitives stay single-op kernels
+  // (a fused kernel's cost is dominated by vector work the split form
+  // shares); with costly launches it is one rms_norm kernel.
+  Graph g("norm_proj");
+  const Tensor x = input(g, "x", DType::F32, {256, 512});
+  output("y", nn::linear(nn::rms_norm(x, weight(g, "n", DType::F32, {512})), weight(g, "w", DType::F32, {2048, 512})));
+  auto kernels_for = [&](const target::NpuConfig& npu) {
+    CompileOptions options;
+    options.rule_files = {kRules};
+    options.cost = cost_config(npu);
+    const Graph program = compile(g, options).program;
+    std::map<std::string, int> ops;
+    for (const NodeId id : program.live_ids()) ++ops[std::string(op_name(program.node(id).op))];
+    return ops;
+  };
+  const target::NpuConfig v3 = target::load_config("tpuv3");
+  // The derived figures are tpuv3's defaults.
+  const egraph::hlir::HlirCostConfig derived = cost_config(v3), defaults;
+  CHECK(derived.launch_cycles == defaults.launch_cycles);
+  CHECK(derived.dram_bytes_per_cycle == doctest::Approx(defaults.dram_bytes_per_cycle));
+  CHECK(derived.matmul_flops_per_cycle == defaults.matmul_flops_per_cycle);
+  CHECK(derived.vector_ops_per_cycle == defaults.vector_ops_per_cycle);
+  CHECK(derived.sin_slots == defaults.sin_slots);
+  CHECK(derived.slow_slots == defaults.slow_slots);
+
+  std::ifstream in(std::string(SPOOL_SOURCE_DIR) + "/configs/tpuv3.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["launch"]["fixed_cycles"] = 0;
+  for (auto& [cls, t] : j["vector"]["ops"].items()) t["interval"] = t["interval"].get<int>() * 64;
+  const target::NpuConfig slow_vector = target::parse_config(j.dump(), "slow_vector.json");
+  j["launch"]["fixed_cycles"] = 1000000;
+  const target::NpuConfig costly_launch = target::parse_config(j.dump(), "costly_launch.json");
+  const auto a = kernels_for(slow_vector), b = kernels_for(costly_launch);
+  CHECK(a.count("rms_norm") == 0);
+  CHECK(a.at("reduce") == 1);
+  CHECK(a.at("mul") >= 2);
+  CHECK(b.at("rms_norm") == 1);
+  CHECK(b.at("gemm") == 1);
+  CHECK(b.count("mul") == 0);
+  CHECK(b.count("reduce") == 0);
+}

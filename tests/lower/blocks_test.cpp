@@ -75,7 +75,7 @@ Graph ffn(int64_t M, int64_t K, int64_t N) {
 
 TEST_CASE("blocks: FFN addmm + ReLU, M=512 N=3072 K=768 on tpuv3: footprint equals the budget that chose the tile") {
   const Graph g = ffn(512, 768, 3072);
-  const sim::NpuConfig tpu = sim::load_config("tpuv3");
+  const target::NpuConfig tpu = target::load_config("tpuv3");
   lower::Lowered l;
   CHECK(check_against_interp(g, "tpuv3", 11, 2, &l) < 1e-5);
   MESSAGE("ffn on tpuv3\n" << l.report.to_text());
@@ -253,14 +253,14 @@ TEST_CASE("blocks: nvFuser-style RoPE: no kernel only slices, copy kernels only 
   }
   // The full-size block lowers (timing only) with the same structure.
   const Graph big = build(1024);
-  const lower::Lowered l = lower::to_npu(big, sim::load_config("tpuv3"));
+  const lower::Lowered l = lower::to_npu(big, target::load_config("tpuv3"));
   CHECK(l.report.copy_kernels == 4);
-  const sim::Report timing = sim::run(l.program, sim::load_config("tpuv3"));
+  const sim::Report timing = sim::run(l.program, target::load_config("tpuv3"));
   MESSAGE("rope S=1024 on tpuv3: " << l.report.kernels << " kernels, " << timing.cycles << " cycles");
 }
 
 TEST_CASE("blocks: llama-3-8B layers compile and lower at full size (timing only), each layer the same kernels") {
-  const sim::NpuConfig tpu = sim::load_config("tpuv3");
+  const target::NpuConfig tpu = target::load_config("tpuv3");
   // The first and the last layer may fuse with the embedding and the final
   // norm: the layers between add the same kernels.
   const examples::Workload one = examples::compile_workload("llama:2", tpu);

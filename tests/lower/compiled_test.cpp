@@ -19,7 +19,7 @@ double compiled_error(const Graph& hlir, const char* config_name, lower::LowerRe
   CompileOptions options;
   options.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
   const CompileResult compiled = compile(hlir, options);
-  const sim::NpuConfig config = sim::load_config(config_name);
+  const target::NpuConfig config = target::load_config(config_name);
   const lower::Lowered lowered = lower::to_npu(compiled.program, config);
   const interp::Env env = interp::random_inputs(hlir, 21);
   const auto expected = interp::run(hlir, env);

@@ -175,7 +175,7 @@ TEST_CASE("gemm: grouped-query attention loads each key once (a group's query he
       CHECK(batch_loops(per_head) == 2);
       // The grouped products move at least the G - 1 extra copies of the
       // keys and values fewer bytes.
-      const sim::NpuConfig config = sim::load_config(cfg);
+      const target::NpuConfig config = target::load_config(cfg);
       const int64_t kv_bytes = 2 * Hkv * T * D * 4;
       CHECK(sim::run(grouped.program, config).dram_useful_bytes + (G - 1) * kv_bytes <=
             sim::run(per_head.program, config).dram_useful_bytes);

@@ -56,7 +56,7 @@ void for_each_setup(F&& f) {
 // Lowers and runs with the given inputs; returns the outputs.
 std::map<std::string, interp::HostTensor> run_lowered(const Graph& g, const std::string& cfg,
                                                       const std::map<std::string, interp::HostTensor>& env) {
-  const sim::NpuConfig config = sim::load_config(cfg);
+  const target::NpuConfig config = target::load_config(cfg);
   return lower::run_functional(lower::to_npu(g, config), config, env).outputs;
 }
 
@@ -221,7 +221,7 @@ TEST_CASE("npu: the indirect DMA's text form round-trips and runs") {
   sim::Options opt;
   opt.mode = sim::Mode::Functional;
   opt.memory = &mem;
-  const sim::Report r = sim::run(p, sim::load_config("toy"), opt);
+  const sim::Report r = sim::run(p, target::load_config("toy"), opt);
   const std::vector<double> y = mem.read("y");
   for (int64_t row = 0; row < 3; ++row)
     for (int64_t c = 0; c < 8; ++c) CHECK(y[static_cast<size_t>(row * 8 + c)] == (row == 1 ? 0 : 32) + c);
@@ -255,7 +255,7 @@ TEST_CASE("lower: a big expert gather is tiled and simulates quickly in timing m
   Tensor w = weight(g, "w", DType::BF16, {8, 768, 2048});
   Tensor experts = input(g, "experts", DType::I64, {64});
   output("per_pair", gather(w, experts.reshape({64, 1, 1}).expand({64, 768, 2048}), 0));
-  const sim::NpuConfig config = sim::load_config("tpuv3");
+  const target::NpuConfig config = target::load_config("tpuv3");
   const lower::Lowered lowered = lower::to_npu(g, config);
   REQUIRE(lowered.report.per_kernel.size() == 1);
   CHECK(lowered.report.per_kernel[0].spad_bytes <= config.spad_bytes());
@@ -269,7 +269,7 @@ TEST_CASE("lower: a big expert gather is tiled and simulates quickly in timing m
 }
 
 TEST_CASE("npu timing: an indirect DMA waits for its index values, and moves the same bytes as a direct one") {
-  const sim::NpuConfig config = sim::load_config("tpuv3");
+  const target::NpuConfig config = target::load_config("tpuv3");
   std::string direct = kIndirect;
   const std::string clause = "@x[0 : 0, 1] index %I[0 : 1, 0] scale 8 limit 5";
   direct.replace(direct.find(clause), clause.size(), "@x[0 : 8, 1]");

@@ -141,7 +141,7 @@ TEST_CASE("lower: tiles of a transposed view move along DRAM's contiguous axis")
     output("p", Tensor(&g, g.add(Op::Softmax, {x.edge()}, AxisAttr{0})));
     lower::Lowered l;
     CHECK(check_against_interp(g, cfg, 8, 2, &l) < 1e-5);
-    const sim::Report r = sim::run(l.program, sim::load_config(cfg));
+    const sim::Report r = sim::run(l.program, target::load_config(cfg));
     // x is read twice (two kernels) in runs of a tile's rows; the toy
     // config's short tiles round up to whole requests. Element by element
     // it would be over ten times the bytes.
@@ -230,7 +230,7 @@ TEST_CASE("lower: gather (top-k values, embedding rows) matches the interpreter"
   Tensor t = weight(bad, "t", DType::F32, {4, 8});
   Tensor i = input(bad, "i", DType::I64, {4, 2});
   output("y", gather(t, i, 1));
-  const sim::NpuConfig toy = sim::load_config("toy");
+  const target::NpuConfig toy = target::load_config("toy");
   const lower::Lowered l = lower::to_npu(bad, toy);
   interp::Env env = interp::random_inputs(bad, 1);
   env["i"].set_int(3, 8);
@@ -274,7 +274,7 @@ TEST_CASE("lower: GEMM with prologues and epilogue, batched, ragged, transposed 
 }
 
 TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores and still compute the same values") {
-  const sim::NpuConfig v4 = sim::load_config("tpuv4");
+  const target::NpuConfig v4 = target::load_config("tpuv4");
   REQUIRE(v4.cores == 2);
   Graph g("multicore");
   Tensor a = input(g, "a", DType::F32, {1024, 256});

@@ -6,7 +6,7 @@
 #include <spool/ir/tensor.hpp>
 #include <spool/lower/lower.hpp>
 #include <spool/npu/text.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <doctest/doctest.h>
 
@@ -61,7 +61,7 @@ double worst_error(const Expected& expected, const lower::Executed& got) {
 inline double check_against_interp(const Graph& g, const std::string& config_name, uint64_t seed,
                                    int64_t integer_bound = 2, lower::Lowered* lowered_out = nullptr,
                                    const lower::LowerOptions& options = {}) {
-  const sim::NpuConfig config = sim::load_config(config_name);
+  const target::NpuConfig config = target::load_config(config_name);
   const interp::Env env = interp::random_inputs(g, seed, integer_bound);
   const auto expected = interp::run(g, env);
   lower::Lowered lowered = lower::to_npu(g, config, options);

@@ -45,7 +45,7 @@ Graph mlp() {
 
 TEST_CASE("pipeline: tiny bert compiles, lowers, simulates and matches the interpreter") {
   const Graph graph = tiny_bert();
-  const pipeline::Report report = pipeline::run(graph, sim::load_config("tpuv3"), functional(graph));
+  const pipeline::Report report = pipeline::run(graph, target::load_config("tpuv3"), functional(graph));
   REQUIRE(report.check);
   CHECK(report.check->ok);
   CHECK(report.check->max_rel_err <= 1e-4);
@@ -59,7 +59,7 @@ TEST_CASE("pipeline: tiny bert compiles, lowers, simulates and matches the inter
 
 TEST_CASE("pipeline: the report carries its JSON keys") {
   const Graph graph = mlp();
-  const nlohmann::json j = pipeline::run(graph, sim::load_config("toy"), functional(graph)).to_json();
+  const nlohmann::json j = pipeline::run(graph, target::load_config("toy"), functional(graph)).to_json();
   for (const char* key : {"roll_ms", "saturate_ms", "extract_ms", "unroll_ms", "lower_ms", "total_ms"})
     CHECK_MESSAGE(j["compile"].contains(key), key);
   for (const char* key : {"loops", "trips", "body_nodes", "hlir_nodes_before", "hlir_nodes_after"})
@@ -75,7 +75,7 @@ TEST_CASE("pipeline: the report carries its JSON keys") {
 
 TEST_CASE("pipeline: timing-only allocates nothing and takes the same cycles as the functional run") {
   const Graph graph = mlp();
-  const sim::NpuConfig config = sim::load_config("toy");
+  const target::NpuConfig config = target::load_config("toy");
   const pipeline::Report with_values = pipeline::run(graph, config, functional(graph));
   pipeline::Options timing;
   timing.compile.rule_files = {kRules};
@@ -93,7 +93,7 @@ TEST_CASE("pipeline: a wrong value is caught by the check") {
   // mismatch can only come from the compiled program. Giving the simulator
   // a missing source must be an error, not a silent zero.
   options.inputs->erase("w2");
-  CHECK_THROWS_WITH_AS(pipeline::run(graph, sim::load_config("toy"), options),
+  CHECK_THROWS_WITH_AS(pipeline::run(graph, target::load_config("toy"), options),
                        doctest::Contains("w2"), Error);
 }
 
@@ -115,7 +115,7 @@ TEST_CASE("pipeline: a search never returns a program slower than greedy extract
   const Graph graph = mlp();
   pipeline::Options options = functional(graph);
   options.search_genomes = 12;
-  const pipeline::Report report = pipeline::run(graph, sim::load_config("toy"), options);
+  const pipeline::Report report = pipeline::run(graph, target::load_config("toy"), options);
   REQUIRE(report.search);
   CHECK(report.search->genomes > 0);
   CHECK(report.search->best_cycles > 0);

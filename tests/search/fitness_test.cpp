@@ -9,7 +9,7 @@
 #include <spool/search/fitness.hpp>
 #include <spool/search/fuzz.hpp>
 #include <spool/search/genetic.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <doctest/doctest.h>
 
@@ -47,7 +47,7 @@ CompileOptions shipped_rules() {
 TEST_CASE("per-kernel cycles: memoised, equal to each kernel simulated alone") {
   const Saturated sat = saturate(two_layer_mlp(), shipped_rules());
   const SearchSpace space = search_space(sat);
-  const SimulatedCycles fitness(sim::load_config("toy"));
+  const SimulatedCycles fitness(target::load_config("toy"));
   const Graph program = space.program(space.greedy());
   const int64_t total = fitness.kernels(program);
   CHECK(total > 0);
@@ -80,10 +80,10 @@ TEST_CASE("genetic search on simulated cycles: no worse than greedy, same result
   o.progress = false;
   o.seed = 5;
   o.threads = 1;
-  const SimulatedCycles f1(sim::load_config("toy"));
+  const SimulatedCycles f1(target::load_config("toy"));
   const SearchResult one = genetic(space, [&](const Graph& p) { return f1(p); }, o);
   o.threads = 2;
-  const SimulatedCycles f2(sim::load_config("toy"));
+  const SimulatedCycles f2(target::load_config("toy"));
   const SearchResult two = genetic(space, [&](const Graph& p) { return f2(p); }, o);
   MESSAGE(one.summary());
   CHECK(one.best_cycles <= one.greedy_cycles);
@@ -98,7 +98,7 @@ TEST_CASE("every kernel of a correct program, lowered alone on the interpreter's
   const Saturated sat = saturate(g, shipped_rules());
   const SearchSpace space = search_space(sat);
   const Reference ref = make_reference(g, 4);
-  const sim::NpuConfig config = sim::load_config("toy");
+  const target::NpuConfig config = target::load_config("toy");
   Rng rng(9);
   for (int i = 0; i < 3; ++i) {
     const Graph program = space.program(space.genomes().mutate(space.greedy(), rng, 2));
@@ -120,7 +120,7 @@ TEST_CASE("search decided by whole-program cycles: never worse than greedy, bett
   co.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
   const Saturated sat = saturate(g, co);
   const SearchSpace space = search_space(sat);
-  const sim::NpuConfig config = sim::load_config("toy");
+  const target::NpuConfig config = target::load_config("toy");
   const SimulatedCycles cycles(config);
   const FitnessFn fitness = [&](const Graph& p) { return cycles.kernels(p); };
   const FitnessFn exact = [&](const Graph& p) { return cycles.whole(p); };

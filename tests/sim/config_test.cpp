@@ -1,7 +1,7 @@
 // NPU configs: the shipped ones load; every kind of config error names the
 // key path with an exact message.
 
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
 #include "workloads.hpp"
@@ -25,7 +25,7 @@ json toy_json() {
 
 std::string error_of(const json& j) {
   try {
-    (void)sim::parse_config(j.dump(), "toy.json");
+    (void)target::parse_config(j.dump(), "toy.json");
   } catch (const spool::Error& e) {
     return e.what();
   }
@@ -35,7 +35,7 @@ std::string error_of(const json& j) {
 }  // namespace
 
 TEST_CASE("config: the shipped configs load with their documented parameters") {
-  const sim::NpuConfig v3 = sim::load_config("tpuv3");
+  const target::NpuConfig v3 = target::load_config("tpuv3");
   CHECK(v3.name == "tpuv3");
   CHECK(v3.cores == 1);
   CHECK(v3.core_clock_mhz == 940);
@@ -49,7 +49,7 @@ TEST_CASE("config: the shipped configs load with their documented parameters") {
   CHECK(v3.noc.latency_cycles == 10);
   CHECK(v3.dram_bytes_per_second() == doctest::Approx(481.28e9));
 
-  const sim::NpuConfig toy = sim::load_config("toy");
+  const target::NpuConfig toy = target::load_config("toy");
   CHECK(toy.cores == 1);
   CHECK(toy.systolic.arrays == 1);
   CHECK(toy.systolic.rows == 8);
@@ -60,19 +60,19 @@ TEST_CASE("config: the shipped configs load with their documented parameters") {
   // The vector unit: 2-D registers, VLIW slots, units per op class.
   CHECK(v3.vector.lanes == 128);
   CHECK(v3.vector.vlen_bits == 8 * 32);
-  CHECK(v3.vector.slots[static_cast<int>(sim::VectorUnit::Alu)] == 2);
-  CHECK(v3.vector.ops.at("exp").unit == sim::VectorUnit::Eup);
-  CHECK(v3.vector.ops.at("add").unit == sim::VectorUnit::Alu);
-  CHECK(v3.vector.ops.at("store").unit == sim::VectorUnit::Store);
+  CHECK(v3.vector.slots[static_cast<int>(target::VectorUnit::Alu)] == 2);
+  CHECK(v3.vector.ops.at("exp").unit == target::VectorUnit::Eup);
+  CHECK(v3.vector.ops.at("add").unit == target::VectorUnit::Alu);
+  CHECK(v3.vector.ops.at("store").unit == target::VectorUnit::Store);
   CHECK(v3.vector.lane_reduce.latency > v3.vector.ops.at("add").latency);
 
-  const sim::NpuConfig v4 = sim::load_config("tpuv4");
+  const target::NpuConfig v4 = target::load_config("tpuv4");
   CHECK(v4.systolic.arrays == 4);
   CHECK(v4.core_clock_mhz == 1050);
   CHECK(v4.dram.channels > v3.dram.channels);
 
   // By path as well as by name.
-  CHECK(sim::load_config(std::string(SPOOL_SOURCE_DIR) + "/configs/toy.json").name == "toy");
+  CHECK(target::load_config(std::string(SPOOL_SOURCE_DIR) + "/configs/toy.json").name == "toy");
 }
 
 TEST_CASE("config: errors name the key path") {
@@ -152,14 +152,14 @@ TEST_CASE("config: errors name the key path") {
   request["dma"]["request_bytes"] = 48;
   CHECK(error_of(request) == "toy.json: 'dma.request_bytes' must be a power of two, got 48");
 
-  CHECK_THROWS_WITH_AS(sim::parse_config("{\"name\": ", "cut.json"),
+  CHECK_THROWS_WITH_AS(target::parse_config("{\"name\": ", "cut.json"),
                        doctest::Contains("cut.json: invalid JSON: "), spool::Error);
-  CHECK_THROWS_WITH_AS(sim::load_config("no_such_npu"), doctest::Contains("unknown NPU config 'no_such_npu'"),
+  CHECK_THROWS_WITH_AS(target::load_config("no_such_npu"), doctest::Contains("unknown NPU config 'no_such_npu'"),
                        spool::Error);
 }
 
 TEST_CASE("workload specs are checked") {
-  const sim::NpuConfig toy = sim::load_config("toy");
+  const target::NpuConfig toy = target::load_config("toy");
   CHECK_THROWS_WITH_AS(examples::compile_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
                        spool::Error);
   CHECK_THROWS_WITH_AS(examples::compile_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",

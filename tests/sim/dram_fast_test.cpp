@@ -8,7 +8,7 @@
 
 #include "dram.hpp"
 
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <doctest/doctest.h>
 
@@ -62,7 +62,7 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
 using Busy = std::tuple<int, Time, Time>;
 
 // touch() run by run, touch_rows() per descriptor, and the reference walk.
-void check_same(const sim::NpuConfig& config) {
+void check_same(const target::NpuConfig& config) {
   DramModel fast(config), rows(config), reference(config);
   Time arrival = 0;
   for (const std::vector<Rows>& d : descriptors(7)) {
@@ -106,12 +106,12 @@ void check_same(const sim::NpuConfig& config) {
 TEST_CASE("dram fast path: identical to the granule walk on every shipped config") {
   for (const char* name : {"tpuv3", "tpuv4", "toy"}) {
     CAPTURE(name);
-    check_same(sim::load_config(name));
+    check_same(target::load_config(name));
   }
 }
 
 TEST_CASE("dram fast path: identical without the XOR hash, with one granule per row, one channel") {
-  sim::NpuConfig c = sim::load_config("tpuv3");
+  target::NpuConfig c = target::load_config("tpuv3");
   c.dram.xor_hash = false;
   check_same(c);
   c.dram.xor_hash = true;

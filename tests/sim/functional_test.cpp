@@ -23,7 +23,7 @@ namespace {
 
 // Runs the workload functionally with the interpreter's inputs and compares
 // its output with the interpreter's, relative to the output's scale.
-double max_error(const examples::Workload& w, const sim::NpuConfig& config, Graph& graph) {
+double max_error(const examples::Workload& w, const target::NpuConfig& config, Graph& graph) {
   const interp::Env env = interp::random_inputs(graph, 7);
   const auto expected = interp::run(graph, env);
   sim::Memory memory(w.program);
@@ -57,7 +57,7 @@ double max_error(const examples::Workload& w, const sim::NpuConfig& config, Grap
 
 TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged)") {
   for (const char* config_name : {"toy", "tpuv3"}) {
-    const sim::NpuConfig config = sim::load_config(config_name);
+    const target::NpuConfig config = target::load_config(config_name);
     // Shapes that make the toy tiling use several m blocks, several column
     // blocks with a ragged tail, and ragged k.
     for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{16, 16, 16}, {37, 20, 19}, {64, 136, 40}, {3, 1, 300},
@@ -76,7 +76,7 @@ TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged
 }
 
 TEST_CASE("functional: softmax equals the reference interpreter") {
-  const sim::NpuConfig config = sim::load_config("toy");
+  const target::NpuConfig config = target::load_config("toy");
   for (auto [R, C] : {std::pair<int64_t, int64_t>{8, 8}, {33, 100}, {1, 7}}) {
     CAPTURE(R);
     CAPTURE(C);
@@ -87,7 +87,7 @@ TEST_CASE("functional: softmax equals the reference interpreter") {
 }
 
 TEST_CASE("functional: layernorm equals the reference interpreter") {
-  const sim::NpuConfig config = sim::load_config("toy");
+  const target::NpuConfig config = target::load_config("toy");
   for (auto [R, C] : {std::pair<int64_t, int64_t>{8, 16}, {17, 40}, {2, 300}}) {
     CAPTURE(R);
     CAPTURE(C);
@@ -102,7 +102,7 @@ TEST_CASE("functional: layernorm equals the reference interpreter") {
 
 TEST_CASE("functional: attention equals the reference interpreter") {
   for (const char* config_name : {"toy", "tpuv3"}) {
-    const sim::NpuConfig config = sim::load_config(config_name);
+    const target::NpuConfig config = target::load_config(config_name);
     for (auto [H, S, D] : {std::tuple<int64_t, int64_t, int64_t>{2, 16, 8}, {3, 21, 12}}) {
       CAPTURE(config_name);
       CAPTURE(H);
@@ -121,7 +121,7 @@ TEST_CASE("functional: attention equals the reference interpreter") {
 }
 
 TEST_CASE("functional: bf16 stores round to nearest even, integer division by zero is an error") {
-  const sim::NpuConfig toy = sim::load_config("toy");
+  const target::NpuConfig toy = target::load_config("toy");
   const std::string text = R"(program "p" spad 4096
 buffer @x : f32[4] input
 buffer @y : bf16[4] output

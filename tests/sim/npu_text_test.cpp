@@ -3,7 +3,7 @@
 
 #include <spool/npu/text.hpp>
 #include <spool/npu/verify.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include "workloads.hpp"
 
@@ -92,7 +92,7 @@ TEST_CASE("npu text: parse then print reproduces the text") {
 
 TEST_CASE("npu text: every built-in workload round-trips on every config") {
   for (const char* config_name : {"toy", "tpuv3", "tpuv4"}) {
-    const sim::NpuConfig config = sim::load_config(config_name);
+    const target::NpuConfig config = target::load_config(config_name);
     for (const char* spec : {"gemm:37x20x19", "gemm:256x256x256", "softmax:10x37", "layernorm:9x40",
                              "attention:2x20x12", "bert:base"}) {
       CAPTURE(config_name);

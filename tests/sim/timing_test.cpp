@@ -27,11 +27,11 @@ npu::Program parse_program(const std::string& text) {
   return parsed.take();
 }
 
-sim::NpuConfig toy_with(int weight_buffers) {
+target::NpuConfig toy_with(int weight_buffers) {
   std::ifstream in(std::string(SPOOL_SOURCE_DIR) + "/configs/toy.json");
   nlohmann::json j = nlohmann::json::parse(in);
   j["systolic"]["weight_buffers"] = weight_buffers;
-  return sim::parse_config(j.dump(), "toy.json");
+  return target::parse_config(j.dump(), "toy.json");
 }
 
 // A kernel of matmul tile steps only, operands resident in the scratchpad,
@@ -94,7 +94,7 @@ TEST_CASE("timing: GEMM tile steps follow the weight-stationary analytic model")
   };
   const Case cases[] = {{32, 32, 32, 32}, {64, 16, 24, 16}, {21, 13, 19, 16}, {5, 3, 30, 4}, {100, 8, 8, 100}};
   for (int wb : {1, 2}) {
-    const sim::NpuConfig config = toy_with(wb);
+    const target::NpuConfig config = toy_with(wb);
     for (const Case& c : cases) {
       CAPTURE(wb);
       CAPTURE(c.M);
@@ -118,7 +118,7 @@ TEST_CASE("timing: GEMM tile steps follow the weight-stationary analytic model")
 
 TEST_CASE("timing: full GEMM workloads are bounded below by the array model and the roofline") {
   for (const char* config_name : {"toy", "tpuv3"}) {
-    const sim::NpuConfig config = sim::load_config(config_name);
+    const target::NpuConfig config = target::load_config(config_name);
     for (const char* spec :
          {"gemm:64x64x64", "gemm:37x20x19", "gemm:256x512x128", "gemm:1000x300x70", "gemm:512x4096x1024"}) {
       CAPTURE(config_name);
@@ -181,7 +181,7 @@ kernel "copy" {{
                      spad, elements, tile, slots, tiles - 1, elements - tile);
 }
 
-double achieved_fraction(const sim::Report& r, const sim::NpuConfig& c) {
+double achieved_fraction(const sim::Report& r, const target::NpuConfig& c) {
   const double seconds = r.time_ms * 1e-3;
   return static_cast<double>(r.dram_useful_bytes) / seconds / c.dram_bytes_per_second();
 }
@@ -189,21 +189,21 @@ double achieved_fraction(const sim::Report& r, const sim::NpuConfig& c) {
 }  // namespace
 
 TEST_CASE("timing: a bandwidth-bound copy reaches at least 90% of the DRAM bandwidth") {
-  const sim::NpuConfig v3 = sim::load_config("tpuv3");
+  const target::NpuConfig v3 = target::load_config("tpuv3");
   const sim::Report big = sim::run(parse_program(copy_program(64 << 20, 65536, 2, v3.spad_bytes(), true)), v3);
   CHECK(big.dram_useful_bytes == int64_t{2} * (64 << 20));
   CHECK(achieved_fraction(big, v3) >= 0.90);
   CHECK(achieved_fraction(big, v3) <= 1.0);
   CHECK(big.cycles >= big.roofline_cycles);
 
-  const sim::NpuConfig toy = sim::load_config("toy");
+  const target::NpuConfig toy = target::load_config("toy");
   const sim::Report small = sim::run(parse_program(copy_program(1 << 20, 4096, 2, toy.spad_bytes(), true)), toy);
   CHECK(achieved_fraction(small, toy) >= 0.90);
   CHECK(achieved_fraction(small, toy) <= 1.0);
 }
 
 TEST_CASE("timing: DMA and compute overlap only as far as the allocated buffers allow") {
-  const sim::NpuConfig v3 = sim::load_config("tpuv3");
+  const target::NpuConfig v3 = target::load_config("tpuv3");
   const sim::Report single = sim::run(parse_program(copy_program(16 << 20, 65536, 1, v3.spad_bytes(), false)), v3);
   const sim::Report twice = sim::run(parse_program(copy_program(16 << 20, 65536, 2, v3.spad_bytes(), true)), v3);
   // With one slot each load waits until the previous tile has been stored
@@ -246,7 +246,7 @@ TEST_CASE("timing: no built-in workload finishes below its roofline") {
   for (const auto& [config_name, spec] : cases) {
     CAPTURE(config_name);
     CAPTURE(spec);
-    const sim::NpuConfig config = sim::load_config(config_name);
+    const target::NpuConfig config = target::load_config(config_name);
     const sim::Report r = sim::run(examples::compile_workload(spec, config).program, config);
     CHECK(r.cycles > 0);
     CHECK(r.cycles >= r.roofline_cycles);
@@ -261,13 +261,13 @@ TEST_CASE("timing: no built-in workload finishes below its roofline") {
 }
 
 TEST_CASE("timing: results are deterministic") {
-  const sim::NpuConfig config = sim::load_config("tpuv4");
+  const target::NpuConfig config = target::load_config("tpuv4");
   const examples::Workload w = examples::compile_workload("bert:base", config);
   CHECK(sim::run(w.program, config).to_json() == sim::run(w.program, config).to_json());
 }
 
 TEST_CASE("timing: independent kernels overlap across cores") {
-  const sim::NpuConfig v4 = sim::load_config("tpuv4");
+  const target::NpuConfig v4 = target::load_config("tpuv4");
   REQUIRE(v4.cores == 2);
   const examples::Workload w = examples::compile_workload("bert:base", v4);
   const sim::Report r = sim::run(w.program, v4);
@@ -289,8 +289,8 @@ TEST_CASE("timing: independent kernels overlap across cores") {
 }
 
 TEST_CASE("timing: programs must fit the config") {
-  const sim::NpuConfig v3 = sim::load_config("tpuv3");
-  const sim::NpuConfig toy = sim::load_config("toy");
+  const target::NpuConfig v3 = target::load_config("tpuv3");
+  const target::NpuConfig toy = target::load_config("toy");
   const examples::Workload w = examples::compile_workload("gemm:64x64x64", v3);
   CHECK_THROWS_WITH_AS(sim::run(w.program, toy),
                        "program 'gemm:64x64x64' was allocated for a 16777216-byte scratchpad; config 'toy' has 262144 bytes",
@@ -307,7 +307,7 @@ kernel "k" {
 }
 
 TEST_CASE("trace: valid trace-event JSON with a track per unit") {
-  const sim::NpuConfig v3 = sim::load_config("tpuv3");
+  const target::NpuConfig v3 = target::load_config("tpuv3");
   const examples::Workload w = examples::compile_workload("bert:base", v3);
   sim::Trace trace;
   sim::Options options;
@@ -349,20 +349,20 @@ std::string vector_step(int64_t rows, int64_t cols, const std::string& body, boo
   return t;
 }
 
-sim::NpuConfig tpuv3_with(const std::function<void(nlohmann::json&)>& edit) {
+target::NpuConfig tpuv3_with(const std::function<void(nlohmann::json&)>& edit) {
   std::ifstream in(std::string(SPOOL_SOURCE_DIR) + "/configs/tpuv3.json");
   nlohmann::json j = nlohmann::json::parse(in);
   edit(j);
-  return sim::parse_config(j.dump(), "tpuv3.json");
+  return target::parse_config(j.dump(), "tpuv3.json");
 }
 
 }  // namespace
 
 TEST_CASE("timing: a vector step is priced in registers of lanes x sublanes on its busiest unit") {
   // tpuv3: 128 lanes x 8 sublanes of f32 per register, 2 ALU slots.
-  const sim::NpuConfig v3 = sim::load_config("tpuv3");
+  const target::NpuConfig v3 = target::load_config("tpuv3");
   const std::string add = "    %r = add %v0, %v0 : f32\n";
-  auto cycles = [&](const sim::NpuConfig& c, int64_t rows, int64_t cols, const std::string& body, bool per_row = false) {
+  auto cycles = [&](const target::NpuConfig& c, int64_t rows, int64_t cols, const std::string& body, bool per_row = false) {
     return kernel_cycles(sim::run(parse_program(vector_step(rows, cols, body, per_row)), c));
   };
   // A ragged edge fills a whole register: 100 or 128 columns, 5 or 8 rows cost the same.
@@ -377,7 +377,7 @@ TEST_CASE("timing: a vector step is priced in registers of lanes x sublanes on i
   // 4 ops x 128 registers / 2 slots = 256 cycles against 128 loads.
   const std::string four = "    %a = add %v0, %v0 : f32\n    %b = mul %a, %a : f32\n    %c = add %b, %a : f32\n"
                            "    %r = mul %c, %b : f32\n";
-  const sim::NpuConfig one_alu = tpuv3_with([](nlohmann::json& j) { j["vector"]["slots"]["alu"] = 1; });
+  const target::NpuConfig one_alu = tpuv3_with([](nlohmann::json& j) { j["vector"]["slots"]["alu"] = 1; });
   CHECK(cycles(one_alu, 64, 2048, four) - cycles(v3, 64, 2048, four) == 256);
 }
 
@@ -386,7 +386,7 @@ TEST_CASE("timing: a reduction across lanes uses the cross-lane unit once per ro
   auto with_lane_reduce = [](int64_t interval) {
     return tpuv3_with([&](nlohmann::json& j) { j["vector"]["lane_reduce"]["interval"] = interval; });
   };
-  auto cycles = [&](const sim::NpuConfig& c, int64_t rows, int64_t cols) {
+  auto cycles = [&](const target::NpuConfig& c, int64_t rows, int64_t cols) {
     return kernel_cycles(sim::run(parse_program(vector_step(rows, cols, sum, true)), c));
   };
   // 256 rows are 32 row groups: with the cross-lane unit the busiest, each

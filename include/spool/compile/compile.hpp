@@ -17,9 +17,11 @@
 #include <spool/compile/region.hpp>
 #include <spool/egraph/extract.hpp>
 #include <spool/egraph/hlir.hpp>
+#include <spool/egraph/hlir_cost.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/ir/graph.hpp>
 #include <spool/roll/roll.hpp>
+#include <spool/target/npu.hpp>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -33,6 +35,9 @@ namespace spool {
 
 struct CompileOptions {
   bool roll = true;
+  // The machine extraction prices kernels for (default: tpuv3's figures);
+  // cost_config derives it from a target description.
+  egraph::hlir::HlirCostConfig cost;
   std::vector<std::string> rule_files;  // empty: no rewriting
   egraph::RunnerConfig runner;          // budgets of each region's e-graph
   // Regions saturated at once (0: TBB's default). Results never depend on it.
@@ -93,6 +98,7 @@ struct UnionedLoop {
 // in an order that depends on the thread count.
 struct Region {
   std::unique_ptr<egraph::hlir::HlirLanguage> lang;
+  egraph::hlir::HlirCostConfig cost;       // what extraction_cost prices with
   std::unique_ptr<egraph::EGraph> egraph;  // saturated and clean
   std::vector<egraph::ClassId> roots;      // the values other regions read, in order
   // A term may use a unioned loop's rolled form (any of its markers) only if
@@ -130,7 +136,14 @@ struct Saturated {
 // rule file or a graph the pipeline cannot handle.
 Saturated saturate(const Graph& hlir, const CompileOptions& options = {});
 
-// The cost compile extracts by, for one region's e-graph.
+// The extraction cost's machine figures from a target description: launch,
+// peak DRAM bytes, array and vector throughput per core cycle (summed over
+// cores, which the lowering spreads independent tiles over), and the issue
+// slots of slow vector ops against an add's.
+egraph::hlir::HlirCostConfig cost_config(const target::NpuConfig& npu);
+
+// The cost compile extracts by, for one region's e-graph (HlirCost with the
+// region's cost figures).
 std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region);
 
 // Greedy extraction of one region under `cost` by DAG cost (each distinct

@@ -15,7 +15,7 @@
 #include <spool/interp/host_tensor.hpp>
 #include <spool/ir/graph.hpp>
 #include <spool/npu/kernel.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 #include <spool/sim/sim.hpp>
 
 #include <cstdint>
@@ -67,7 +67,7 @@ struct Lowered {
 
 // Throws spool::Error for an op that cannot be lowered (named, with its shape)
 // or a tensor that cannot be tiled into the scratchpad.
-Lowered to_npu(const Graph& llir, const sim::NpuConfig& config, const LowerOptions& options = {});
+Lowered to_npu(const Graph& llir, const target::NpuConfig& config, const LowerOptions& options = {});
 
 // Fills DRAM from named host tensors, runs the functional simulator and
 // returns the outputs by graph output name, with the simulator's report.
@@ -75,7 +75,7 @@ struct Executed {
   std::map<std::string, interp::HostTensor> outputs;
   sim::Report report;
 };
-Executed run_functional(const Lowered& lowered, const sim::NpuConfig& config,
+Executed run_functional(const Lowered& lowered, const target::NpuConfig& config,
                         const std::map<std::string, interp::HostTensor>& inputs);
 
 }  // namespace spool::lower

@@ -48,8 +48,6 @@ int vec_op_arity(VecOp op);
 VecOpKind vec_op_kind(VecOp op);
 // The config's vector timing class for this op ("add", "exp", ...).
 std::string_view vec_op_timing_class(VecOp op);
-// All timing classes a config must describe, including "store".
-const std::vector<std::string>& vector_timing_classes();
 
 // c + sum(coeff * loop variable). Terms are sorted by variable id, with no zero
 // coefficients, so equal forms compare equal.

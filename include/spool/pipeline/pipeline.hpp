@@ -11,7 +11,7 @@
 #include <spool/compile/compile.hpp>
 #include <spool/interp/interp.hpp>
 #include <spool/lower/lower.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 #include <spool/sim/sim.hpp>
 
 #include <nlohmann/json.hpp>
@@ -93,6 +93,6 @@ int64_t required_source_bytes(const Graph& graph);
 // Throws spool::Error for anything the pipeline cannot do with the graph
 // (a bad rule file, an op that cannot be lowered, a shape that cannot be
 // tiled); a failed check is reported in Report::check, not thrown.
-Report run(const Graph& hlir, const sim::NpuConfig& config, const Options& options = {});
+Report run(const Graph& hlir, const target::NpuConfig& config, const Options& options = {});
 
 }  // namespace spool::pipeline

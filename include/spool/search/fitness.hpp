@@ -17,7 +17,7 @@
 
 #include <spool/ir/graph.hpp>
 #include <spool/lower/lower.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -29,7 +29,7 @@ namespace spool::search {
 
 class SimulatedCycles {
  public:
-  explicit SimulatedCycles(sim::NpuConfig config, lower::LowerOptions options = {});
+  explicit SimulatedCycles(target::NpuConfig config, lower::LowerOptions options = {});
   SimulatedCycles(const SimulatedCycles&) = delete;
   SimulatedCycles& operator=(const SimulatedCycles&) = delete;
 
@@ -47,7 +47,7 @@ class SimulatedCycles {
   size_t simulations() const { return simulations_.load(); }
 
  private:
-  sim::NpuConfig config_;
+  target::NpuConfig config_;
   lower::LowerOptions options_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, int64_t, std::less<>> memo_;  // looked up, never iterated into a result

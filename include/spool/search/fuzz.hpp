@@ -12,7 +12,7 @@
 
 #include <spool/interp/interp.hpp>
 #include <spool/search/space.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -41,7 +41,7 @@ Reference make_reference(const Graph& hlir, uint64_t input_seed);
 // Runs the program (LLIR) on the reference interpreter.
 ProgramCheck interpreter_check(const Reference& reference, double tolerance);
 // Lowers the program to NPU kernels and runs the functional simulator.
-ProgramCheck simulator_check(const Reference& reference, const sim::NpuConfig& config, double tolerance);
+ProgramCheck simulator_check(const Reference& reference, const target::NpuConfig& config, double tolerance);
 
 struct FuzzOptions {
   size_t genomes = 100;  // distinct genomes to check (fewer if the space has fewer)
@@ -52,7 +52,7 @@ struct FuzzOptions {
   // When the check lowers and simulates: the config, so that a program
   // whose LLIR is right on the interpreter is searched kernel by kernel for
   // the first one that goes wrong when lowered (first_lowered_divergence).
-  std::optional<sim::NpuConfig> lowered_config;
+  std::optional<target::NpuConfig> lowered_config;
 };
 
 struct FuzzFailure {
@@ -112,6 +112,6 @@ std::optional<std::string> first_divergence(const Graph& program, const Referenc
 // (or that cannot be lowered); nullopt if every kernel agrees. Returns its
 // text line and the error.
 std::optional<std::string> first_lowered_divergence(const Graph& program, const Reference& reference,
-                                                    const sim::NpuConfig& config, double tolerance);
+                                                    const target::NpuConfig& config, double tolerance);
 
 }  // namespace spool::search

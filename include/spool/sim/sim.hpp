@@ -12,7 +12,7 @@
 // formulas, functional.cpp for the value semantics.
 
 #include <spool/npu/kernel.hpp>
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -110,10 +110,10 @@ struct Options {
 // Verifies and simulates. Throws spool::Error for an invalid program, a
 // program that does not fit the config (scratchpad, array size), or a
 // functional-mode runtime error.
-Report run(const npu::Program& program, const NpuConfig& config, const Options& options = {});
+Report run(const npu::Program& program, const target::NpuConfig& config, const Options& options = {});
 
 // The timing model alone (run() calls it); the program must be verified.
-Report simulate_timing(const npu::Program& program, const NpuConfig& config, Trace* trace);
+Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace);
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
 

@@ -1,5 +1,8 @@
 #pragma once
-// NPU hardware configurations, read from JSON (configs/*.json).
+// The target description: an NPU's hardware configuration, read from JSON
+// (configs/*.json). One description serves every stage that needs the
+// machine: the extraction cost (compile), the lowering's tiles and the
+// simulator.
 //
 // Every key is required and every key is checked: an unknown key, a value of
 // the wrong type, or an impossible value is a spool::Error naming the key
@@ -61,8 +64,9 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
-namespace spool::sim {
+namespace spool::target {
 
 // The vector unit's issue slots: each vector op class runs on one of them.
 enum class VectorUnit : uint8_t { Alu, Eup, Xlu, Load, Store };
@@ -136,8 +140,12 @@ struct NpuConfig {
 // Parses a config from JSON text; `source` names it in error messages.
 NpuConfig parse_config(std::string_view json_text, const std::string& source);
 
+// The timing classes every config's vector.ops must price: one per class of
+// npu/vector_ops.def, and "store", sorted.
+const std::vector<std::string>& vector_timing_classes();
+
 // Loads a config from a file path, or by name ("tpuv3") from the configs/
 // directory of the source tree.
 NpuConfig load_config(const std::string& name_or_path);
 
-}  // namespace spool::sim
+}  // namespace spool::target

@@ -1,20 +1,20 @@
-// Strict JSON config reader: every key of the schema in config.hpp is
+// Strict JSON config reader: every key of the schema in npu.hpp is
 // required, checked for type and range, and keys not in the schema are
 // errors. Messages are `SOURCE: ...` with the dotted key path.
 
-#include <spool/sim/config.hpp>
+#include <spool/target/npu.hpp>
 
-#include <spool/npu/kernel.hpp>
 #include <spool/support/error.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 
-namespace spool::sim {
+namespace spool::target {
 namespace {
 
 using nlohmann::json;
@@ -101,6 +101,18 @@ bool power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
+const std::vector<std::string>& vector_timing_classes() {
+  static const std::vector<std::string> classes = [] {
+    std::vector<std::string> out{"store"};
+#define SPOOL_VOP(Enum, text, operands, kind, timing_class) out.emplace_back(timing_class);
+#include <spool/npu/vector_ops.def>
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }();
+  return classes;
+}
+
 NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   Reader r(source);
   json root;
@@ -140,7 +152,7 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   c.vector.lane_reduce.interval = r.integer(lane_reduce, "vector.lane_reduce", "interval", 1, 100000);
   c.vector.lane_reduce.unit = VectorUnit::Xlu;
   const json& ops = r.object(vec, "vector", "ops");
-  for (const std::string& cls : npu::vector_timing_classes()) {
+  for (const std::string& cls : vector_timing_classes()) {
     const std::string path = "vector.ops." + cls;
     const json& op = r.object(ops, "vector.ops", cls);
     VectorOpTiming t;
@@ -215,4 +227,4 @@ NpuConfig load_config(const std::string& name_or_path) {
   return parse_config(text.str(), is_path ? path : name_or_path + ".json");
 }
 
-}  // namespace spool::sim
+}  // namespace spool::target
