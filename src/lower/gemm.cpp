@@ -17,7 +17,6 @@
 
 #include "gemm.hpp"
 
-#include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
 #include <fmt/format.h>
@@ -495,7 +494,7 @@ std::string signature(const GemmJob& job) {
   return s;
 }
 
-// Cycles of the kernels alone (independent of each other), by the timing simulator.
+// Cycles of the kernels alone (independent of each other), by the caller's tile timer.
 int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels) {
   npu::Program p;
   p.name = "tile";
@@ -503,7 +502,7 @@ int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels) 
   p.buffers = em.program.buffers;
   p.kernels = kernels;
   for (Kernel& k : p.kernels) k.deps.clear();
-  return sim::simulate_timing(p, em.config, nullptr).cycles;
+  return em.options.tile_cycles(p);
 }
 
 // Batch axes next to M over which every B input is broadcast, folded into
@@ -581,7 +580,8 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     }
     return kernels;
   };
-  const bool can_split = em.options.multi_core && em.config.cores > 1;
+  // Spreading over cores is decided by timing both forms: no timer, no spreading.
+  const bool can_split = em.options.multi_core && em.config.cores > 1 && em.options.tile_cycles;
   auto emit = [&](const Tile& t, std::vector<Kernel> kernels, int64_t footprint) {
     KernelInfo info = job.info;
     info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
@@ -606,7 +606,8 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     bool split;
   };
   std::vector<Fit> fits;
-  const size_t wanted = static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates));
+  const size_t wanted =
+      em.options.tile_cycles ? static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates)) : 1;
   for (const Tile& t : candidates(job, em.config)) {
     int64_t footprint = 0;
     std::vector<Kernel> kernels = group(t, false, footprint);

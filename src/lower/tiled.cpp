@@ -5,7 +5,6 @@
 #include "tiled.hpp"
 
 #include <spool/npu/verify.hpp>
-#include <spool/sim/sim.hpp>
 
 #include <spool/support/error.hpp>
 
@@ -269,7 +268,8 @@ class TiledKernel {
 // timing simulator finds the split faster than the single kernel.
 std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, int64_t TR, int64_t TC,
                            const Kernel& single) {
-  const int cores = em.options.multi_core ? em.config.cores : 1;
+  // Spreading is decided by timing both forms: no timer, no spreading.
+  const int cores = em.options.multi_core && em.options.tile_cycles ? em.config.cores : 1;
   const int64_t units = l.outer.empty() ? ceil_div(l.rows, TR) : l.shape[static_cast<size_t>(l.outer[0])];
   if (cores <= 1 || units < 2) return {single};
   const int64_t parts = std::min<int64_t>(cores, units);
@@ -289,8 +289,7 @@ std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, 
   npu::Program one = trial;
   one.kernels = {single};
   one.kernels[0].deps.clear();
-  if (sim::simulate_timing(trial, em.config, nullptr).cycles >= sim::simulate_timing(one, em.config, nullptr).cycles)
-    return {single};
+  if (em.options.tile_cycles(trial) >= em.options.tile_cycles(one)) return {single};
   return kernels;
 }
 

@@ -85,7 +85,7 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const targ
     if (it == inputs.end()) fail("functional run: no value for the program's source '{}'", name);
     sources.emplace(name, it->second);
   }
-  lower::Executed executed = lower::run_functional(lowered, config, sources);
+  sim::Executed executed = sim::run_functional(lowered.program, config, lowered.inputs, lowered.outputs, sources);
   check.sim_ms = ms_since(t);
   sim_report = std::move(executed.report);
   for (const auto& [name, want] : expected) {
@@ -123,7 +123,9 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
 
   // 2. Lower to NPU kernels.
   auto t = Clock::now();
-  lower::Lowered lowered = lower::to_npu(program, config, options.lower);
+  lower::LowerOptions lower_options = options.lower;
+  if (!lower_options.tile_cycles) lower_options.tile_cycles = sim::tile_timer(config);
+  lower::Lowered lowered = lower::to_npu(program, config, lower_options);
   report.lower_ms = ms_since(t);
   report.lowering = lowered.report;
   spdlog::info("lower: {} kernels ({} fused, {} copies) in {:.1f} ms", lowered.report.kernels,

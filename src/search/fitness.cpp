@@ -17,7 +17,9 @@ bool is_buffer(Op op) { return op == Op::Input || op == Op::Weight; }
 }  // namespace
 
 SimulatedCycles::SimulatedCycles(target::NpuConfig config, lower::LowerOptions options)
-    : config_(std::move(config)), options_(options) {}
+    : config_(std::move(config)), options_(std::move(options)) {
+  if (!options_.tile_cycles) options_.tile_cycles = sim::tile_timer(config_);
+}
 
 Graph SimulatedCycles::kernel_alone(const Graph& program, NodeId id) {
   const Node& node = program.node(id);

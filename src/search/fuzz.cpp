@@ -10,6 +10,7 @@
 #include <spool/ir/text.hpp>
 #include <spool/search/fitness.hpp>
 #include <spool/lower/lower.hpp>
+#include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
 #include <tbb/parallel_for.h>
@@ -83,10 +84,12 @@ ProgramCheck interpreter_check(const Reference& reference, double tolerance) {
 }
 
 ProgramCheck simulator_check(const Reference& reference, const target::NpuConfig& config, double tolerance) {
-  return [&reference, config, tolerance](const Graph& program) {
+  lower::LowerOptions timed;
+  timed.tile_cycles = sim::tile_timer(config);
+  return [&reference, config, timed, tolerance](const Graph& program) {
     try {
-      const lower::Lowered lowered = lower::to_npu(program, config);
-      const lower::Executed run = lower::run_functional(lowered, config, reference.inputs);
+      const lower::Lowered lowered = lower::to_npu(program, config, timed);
+      const sim::Executed run = sim::run_functional(lowered.program, config, lowered.inputs, lowered.outputs, reference.inputs);
       return compare_outputs(run.outputs, reference.outputs, tolerance);
     } catch (const Error& e) {
       return CheckResult{false, 0, fmt::format("lowering or simulation: {}", e.what())};
@@ -189,6 +192,8 @@ std::optional<std::string> first_lowered_divergence(const Graph& program, const 
                                                     const target::NpuConfig& config, double tolerance) {
   const std::map<uint32_t, interp::HostTensor> values = all_values(program, reference.inputs);
   const std::string text = print_graph(program);
+  lower::LowerOptions timed;
+  timed.tile_cycles = sim::tile_timer(config);
   for (NodeId id : program.topo_order()) {
     const Node& node = program.node(id);
     if (node.op == Op::Input || node.op == Op::Weight) continue;
@@ -200,8 +205,8 @@ std::optional<std::string> first_lowered_divergence(const Graph& program, const 
       if (seen.emplace(e.src.value, seen.size()).second)
         inputs.emplace("in" + std::to_string(seen.size() - 1), values.at(e.src.value));
     try {
-      const lower::Lowered lowered = lower::to_npu(SimulatedCycles::kernel_alone(program, id), config);
-      const lower::Executed run = lower::run_functional(lowered, config, inputs);
+      const lower::Lowered lowered = lower::to_npu(SimulatedCycles::kernel_alone(program, id), config, timed);
+      const sim::Executed run = sim::run_functional(lowered.program, config, lowered.inputs, lowered.outputs, inputs);
       const double e = interp::compare(run.outputs.at("out"), values.at(id.value)).max_rel_to_scale;
       if (!(e <= tolerance))
         return fmt::format("{}\n           lowered alone it differs by {:.3g} of its scale", node_line(text, id.value), e);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 using namespace spool;
+using spool::lower_test::timed;
 using spool::lower_test::check_against_interp;
 using spool::lower_test::constant_instr;
 using spool::lower_test::instr;
@@ -98,7 +99,7 @@ TEST_CASE("blocks: FFN addmm + ReLU, M=512 N=3072 K=768 on tpuv3: footprint equa
   for (int64_t budget : {int64_t{1} << 20, int64_t{300} << 10}) {
     lower::LowerOptions options;
     options.spad_budget = budget;
-    const lower::Lowered small = lower::to_npu(g, tpu, options);
+    const lower::Lowered small = lower::to_npu(g, tpu, timed(tpu, options));
     const lower::KernelInfo& s = info_of(small, "gemm");
     CAPTURE(budget);
     MESSAGE("budget " << budget << ": tile " << s.tile << ", footprint " << s.spad_bytes);
@@ -108,7 +109,7 @@ TEST_CASE("blocks: FFN addmm + ReLU, M=512 N=3072 K=768 on tpuv3: footprint equa
   // Nothing fits a tiny budget: a clear error, not a crash.
   lower::LowerOptions tiny;
   tiny.spad_budget = 4096;
-  CHECK_THROWS_WITH_AS(lower::to_npu(g, tpu, tiny), doctest::Contains("scratchpad"), Error);
+  CHECK_THROWS_WITH_AS(lower::to_npu(g, tpu, timed(tpu, tiny)), doctest::Contains("scratchpad"), Error);
 }
 
 TEST_CASE("blocks: llama4 MoE experts: the chunk prologue is fused into the down projection") {
@@ -253,7 +254,7 @@ TEST_CASE("blocks: nvFuser-style RoPE: no kernel only slices, copy kernels only 
   }
   // The full-size block lowers (timing only) with the same structure.
   const Graph big = build(1024);
-  const lower::Lowered l = lower::to_npu(big, target::load_config("tpuv3"));
+  const lower::Lowered l = lower::to_npu(big, target::load_config("tpuv3"), timed(target::load_config("tpuv3")));
   CHECK(l.report.copy_kernels == 4);
   const sim::Report timing = sim::run(l.program, target::load_config("tpuv3"));
   MESSAGE("rope S=1024 on tpuv3: " << l.report.kernels << " kernels, " << timing.cycles << " cycles");

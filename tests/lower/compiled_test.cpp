@@ -12,6 +12,7 @@
 #include "lower_test_util.hpp"
 
 using namespace spool;
+using spool::lower_test::timed;
 
 namespace {
 
@@ -20,10 +21,10 @@ double compiled_error(const Graph& hlir, const char* config_name, lower::LowerRe
   options.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
   const CompileResult compiled = compile(hlir, options);
   const target::NpuConfig config = target::load_config(config_name);
-  const lower::Lowered lowered = lower::to_npu(compiled.program, config);
+  const lower::Lowered lowered = lower::to_npu(compiled.program, config, timed(config));
   const interp::Env env = interp::random_inputs(hlir, 21);
   const auto expected = interp::run(hlir, env);
-  const lower::Executed got = lower::run_functional(lowered, config, env);
+  const sim::Executed got = sim::run_functional(lowered.program, config, lowered.inputs, lowered.outputs, env);
   const double worst = lower_test::worst_error(expected, got);
   *report = lowered.report;
   return worst;

@@ -13,6 +13,7 @@
 #include <spool/support/error.hpp>
 
 using namespace spool;
+using spool::lower_test::timed;
 using spool::lower_test::check_against_interp;
 
 namespace {
@@ -57,7 +58,8 @@ void for_each_setup(F&& f) {
 std::map<std::string, interp::HostTensor> run_lowered(const Graph& g, const std::string& cfg,
                                                       const std::map<std::string, interp::HostTensor>& env) {
   const target::NpuConfig config = target::load_config(cfg);
-  return lower::run_functional(lower::to_npu(g, config), config, env).outputs;
+  const lower::Lowered l = lower::to_npu(g, config, timed(config));
+  return sim::run_functional(l.program, config, l.inputs, l.outputs, env).outputs;
 }
 
 }  // namespace
@@ -256,7 +258,7 @@ TEST_CASE("lower: a big expert gather is tiled and simulates quickly in timing m
   Tensor experts = input(g, "experts", DType::I64, {64});
   output("per_pair", gather(w, experts.reshape({64, 1, 1}).expand({64, 768, 2048}), 0));
   const target::NpuConfig config = target::load_config("tpuv3");
-  const lower::Lowered lowered = lower::to_npu(g, config);
+  const lower::Lowered lowered = lower::to_npu(g, config, timed(config));
   REQUIRE(lowered.report.per_kernel.size() == 1);
   CHECK(lowered.report.per_kernel[0].spad_bytes <= config.spad_bytes());
   const sim::Report r = sim::run(lowered.program, config);

@@ -6,6 +6,7 @@
 #include <spool/ir/tensor.hpp>
 #include <spool/lower/lower.hpp>
 #include <spool/npu/text.hpp>
+#include <spool/sim/sim.hpp>
 #include <spool/target/npu.hpp>
 
 #include <doctest/doctest.h>
@@ -34,7 +35,7 @@ inline ProgramInstr constant_instr(double v, DType dtype = DType::F32) {
 // to each output's largest |value| (integer and bool outputs: any difference
 // counts as 1; NaN against NaN is no error).
 template <typename Expected>
-double worst_error(const Expected& expected, const lower::Executed& got) {
+double worst_error(const Expected& expected, const sim::Executed& got) {
   double worst = 0;
   for (const auto& [name, ref] : expected) {
     CAPTURE(name);
@@ -55,6 +56,13 @@ double worst_error(const Expected& expected, const lower::Executed& got) {
   return worst;
 }
 
+// `options` with the simulator as the lowering's tile timer, as the
+// pipeline lowers.
+inline lower::LowerOptions timed(const target::NpuConfig& config, lower::LowerOptions options = {}) {
+  if (!options.tile_cycles) options.tile_cycles = sim::tile_timer(config);
+  return options;
+}
+
 // check_against_interp: lower `g`, run it on the interpreter's random inputs
 // and return worst_error. Also returns the lowering through `lowered_out`
 // when asked.
@@ -64,12 +72,12 @@ inline double check_against_interp(const Graph& g, const std::string& config_nam
   const target::NpuConfig config = target::load_config(config_name);
   const interp::Env env = interp::random_inputs(g, seed, integer_bound);
   const auto expected = interp::run(g, env);
-  lower::Lowered lowered = lower::to_npu(g, config, options);
+  lower::Lowered lowered = lower::to_npu(g, config, timed(config, options));
   // Every lowered program round-trips through the NPU text form.
   auto reparsed = npu::parse(npu::print(lowered.program));
   REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());
   CHECK(reparsed.value() == lowered.program);
-  const lower::Executed got = lower::run_functional(lowered, config, env);
+  const sim::Executed got = sim::run_functional(lowered.program, config, lowered.inputs, lowered.outputs, env);
   const double worst = worst_error(expected, got);
   if (lowered_out) *lowered_out = std::move(lowered);
   return worst;

@@ -8,7 +8,8 @@
 // kernel is emitted only where no strided read exists (a concat's output, a
 // pad, a reshape of a non-contiguous view). GEMM tiles are chosen over
 // candidates ranked by an analytic form of the simulator's model, the best
-// few timed by the simulator itself; each candidate's footprint is computed
+// few timed by the tile timer the caller gives (LowerOptions::tile_cycles:
+// sim::tile_timer times them with the simulator); each candidate's footprint is computed
 // by the same liveness-aware scratchpad allocator that places the buffers of
 // the emitted kernel.
 
@@ -16,9 +17,9 @@
 #include <spool/ir/graph.hpp>
 #include <spool/npu/kernel.hpp>
 #include <spool/target/npu.hpp>
-#include <spool/sim/sim.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -37,6 +38,11 @@ struct LowerOptions {
   // GEMM tiles: the best candidates by the analytic cost are run through the
   // timing simulator and the fastest is kept; 1 keeps the analytic choice.
   int gemm_simulated_candidates = 4;
+  // Cycles of a program of independent kernels: how tile candidates and
+  // spreading tiles over cores are decided (sim::tile_timer: the timing
+  // simulator). Empty: the analytic estimate picks GEMM tiles and a kernel's
+  // tiles stay on one core.
+  std::function<int64_t(const npu::Program&)> tile_cycles;
 };
 
 struct KernelInfo {
@@ -68,14 +74,5 @@ struct Lowered {
 // Throws spool::Error for an op that cannot be lowered (named, with its shape)
 // or a tensor that cannot be tiled into the scratchpad.
 Lowered to_npu(const Graph& llir, const target::NpuConfig& config, const LowerOptions& options = {});
-
-// Fills DRAM from named host tensors, runs the functional simulator and
-// returns the outputs by graph output name, with the simulator's report.
-struct Executed {
-  std::map<std::string, interp::HostTensor> outputs;
-  sim::Report report;
-};
-Executed run_functional(const Lowered& lowered, const target::NpuConfig& config,
-                        const std::map<std::string, interp::HostTensor>& inputs);
 
 }  // namespace spool::lower

@@ -11,12 +11,15 @@
 // The same program runs in both modes. See timing.cpp for the model and its
 // formulas, functional.cpp for the value semantics.
 
+#include <spool/interp/host_tensor.hpp>
 #include <spool/npu/kernel.hpp>
 #include <spool/target/npu.hpp>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <ostream>
 #include <span>
 #include <string>
@@ -116,5 +119,23 @@ Report run(const npu::Program& program, const target::NpuConfig& config, const O
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace);
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
+
+// A program run in functional mode on host tensors: DRAM filled from the
+// values named by `inputs` (value name -> DRAM buffer: a lowered program's
+// graph inputs and weights), the outputs read back as host tensors of their
+// buffers' types, by the names of `outputs`. Throws spool::Error for a
+// missing value or one whose type or shape differs from its buffer's.
+struct Executed {
+  std::map<std::string, interp::HostTensor> outputs;
+  Report report;
+};
+using BufferNames = std::vector<std::pair<std::string, std::string>>;
+Executed run_functional(const npu::Program& program, const target::NpuConfig& config, const BufferNames& inputs,
+                        const BufferNames& outputs, const std::map<std::string, interp::HostTensor>& values);
+
+// The lowering's tile timer (lower::LowerOptions::tile_cycles): the timing
+// model's cycles for a program of independent kernels on `config`. The
+// timer keeps its own copy of the config.
+std::function<int64_t(const npu::Program&)> tile_timer(const target::NpuConfig& config);
 
 }  // namespace spool::sim
