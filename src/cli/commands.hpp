@@ -3,11 +3,21 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+
 namespace spool::examples {
 struct ModelOptions;
 }  // namespace spool::examples
 
 namespace spool::cli {
+
+// Option checks shared by the commands. CLI11 validators read the text
+// before it is converted, so "-5" given to an unsigned option is refused
+// here instead of wrapping around.
+//   count(max):        a whole number in [0, max]
+//   non_negative_real: a finite number >= 0 (no nan or inf)
+CLI::Validator count(int64_t max);
+CLI::Validator non_negative_real();
 
 // --size, --layers, --phase, --seq and --context into `options`.
 void add_model_options(CLI::App* cmd, examples::ModelOptions& options);

@@ -63,10 +63,16 @@ void run_compile(const CompileCommandOptions& o) {
   const auto want = interp::run(hlir, env);
   const auto got = interp::run(c.program, env);
   double worst = 0.0;
-  for (const auto& [name, value] : want) worst = std::max(worst, interp::compare(got.at(name), value).max_rel_to_scale);
-  std::printf("check      max error relative to scale %.3g over %zu outputs: %s\n", worst, want.size(),
-              worst <= 1e-5 ? "ok" : "FAILED");
-  if (worst > 1e-5) fail("the compiled program differs from the HLIR (max relative error {})", worst);
+  int64_t non_finite = 0;
+  for (const auto& [name, value] : want) {
+    const interp::Difference d = interp::compare(got.at(name), value);
+    worst = std::max(worst, d.max_rel_to_scale);
+    non_finite += d.non_finite;
+  }
+  const bool ok = worst <= 1e-5 && non_finite == 0;
+  std::printf("check      max error relative to scale %.3g over %zu outputs, %lld values not finite: %s\n", worst,
+              want.size(), static_cast<long long>(non_finite), ok ? "ok" : "FAILED");
+  if (!ok) fail("the compiled program differs from the HLIR (max relative error {}, {} values not finite)", worst, non_finite);
 }
 
 }  // namespace

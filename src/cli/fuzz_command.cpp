@@ -90,17 +90,22 @@ void add_fuzz_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("fuzz", "Check random extractions of an example model against the interpreter");
   cmd->add_option("model", o->model, "Model name (see `spool models`)")->required();
   add_model_options(cmd, o->model_options);
-  cmd->add_option("--genomes", o->genomes, "Distinct genomes to check")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the genome draws")->capture_default_str();
-  cmd->add_option("--input-seed", o->input_seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_option("--genomes", o->genomes, "Distinct genomes to check")
+      ->check(CLI::PositiveNumber & count(1'000'000))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the genome draws")->check(count(INT64_MAX))->capture_default_str();
+  cmd->add_option("--input-seed", o->input_seed, "Seed of the random inputs")->check(count(INT64_MAX))->capture_default_str();
   cmd->add_option("--on", o->on, "sim (lower and simulate) or interp (the LLIR on the interpreter)")
       ->check(CLI::IsMember({"sim", "interp"}))->capture_default_str();
   cmd->add_option("--npu", o->npu, "NPU config for --on sim")->capture_default_str();
-  cmd->add_option("--tolerance", o->tolerance, "Largest error relative to an output's scale (default 1e-3 sim, 1e-5 interp)");
+  cmd->add_option("--tolerance", o->tolerance, "Largest error relative to an output's scale (default 1e-3 sim, 1e-5 interp)")
+      ->check(non_negative_real());
   cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_flag("--no-shrink", o->no_shrink, "Report the first failure without shrinking it");
-  cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")
+      ->check(count(1024))
+      ->capture_default_str();
   cmd->callback([o] { run_fuzz(*o); });
 }
 

@@ -1,7 +1,8 @@
 // The `spool` command-line tool.
 //
 // A user error (bad model name, ill-formed graph, bad file) is printed as
-// `spool: error: ...` with exit status 1; bad command-line usage is reported by
+// `spool: error: ...` with exit status 1, and so is any exception a library
+// throws (out of memory included); bad command-line usage is reported by
 // CLI11 with exit status 2.
 
 #include "commands.hpp"
@@ -11,6 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <exception>
+#include <new>
 
 namespace spool::cli {
 void add_sim_command(CLI::App& app);
@@ -40,6 +43,16 @@ int main(int argc, char** argv) {
     const int status = app.exit(e);
     return status == 0 ? 0 : 2;
   } catch (const spool::Error& e) {
+    std::fprintf(stderr, "spool: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Shapes or counts too large for this machine's memory: an error, never
+    // a crash.
+    std::fprintf(stderr, "spool: error: out of memory (the shapes, layers or counts asked for are too large)\n");
+    return 1;
+  } catch (const std::exception& e) {
+    // Any other exception a library threw on the way (std::length_error,
+    // std::out_of_range, ...): reported, never a crash.
     std::fprintf(stderr, "spool: error: %s\n", e.what());
     return 1;
   }

@@ -5,7 +5,42 @@
 
 #include "models.hpp"
 
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <string>
+
 namespace spool::cli {
+
+CLI::Validator count(int64_t max) {
+  return CLI::Validator(
+      [max](std::string& text) -> std::string {
+        int64_t value = -1;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec != std::errc() || ptr != text.data() + text.size() || value < 0 || value > max)
+          return fmt::format("'{}' is not a whole number from 0 to {}", text, max);
+        return {};
+      },
+      fmt::format("INT in [0, {}]", max));
+}
+
+CLI::Validator non_negative_real() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        size_t used = 0;
+        double value = -1;
+        try {
+          value = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(value) || value < 0)
+          return fmt::format("'{}' is not a finite number >= 0", text);
+        return {};
+      },
+      "REAL >= 0");
+}
 
 void add_model_options(CLI::App* cmd, examples::ModelOptions& options) {
   cmd->add_option("--size", options.size, "tiny or real")->check(CLI::IsMember({"tiny", "real"}))->capture_default_str();

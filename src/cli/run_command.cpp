@@ -232,10 +232,14 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
   std::printf("memory     %s of weights and inputs must be read: %.4f ms at peak DRAM bandwidth, %.2fx of it\n",
               megabytes(r.source_bytes).c_str(), r.dram_roofline_ms,
               r.dram_roofline_ms > 0 ? s.time_ms / r.dram_roofline_ms : 0.0);
-  if (r.check)
+  if (r.check) {
     std::printf("check      simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",
                 r.check->max_abs_err, r.check->max_rel_err, r.check->worst_output.c_str(),
                 r.check->ok ? "ok" : "FAILED");
+    if (r.check->non_finite > 0)
+      std::printf("check      %lld values NaN or infinite (first in %s): NOT FINITE\n",
+                  static_cast<long long>(r.check->non_finite), r.check->non_finite_output.c_str());
+  }
   else if (timing_only)
     std::printf("check      none (timing only: no tensor data was allocated)\n");
   if (!r.outputs.empty()) print_outputs(r.outputs);
@@ -406,12 +410,17 @@ void run(const RunOptions& options) {
         fail("--check-logits: {} holds {} but the logits are {}", options.check_logits, shape_str(expected.shape()),
              shape_str(logits->second.shape()));
       const interp::Difference diff = interp::compare(logits->second, expected);
-      const bool ok = diff.max_rel_to_scale <= kLogitTolerance;
+      const bool ok = diff.max_rel_to_scale <= kLogitTolerance && diff.non_finite == 0;
+      if (diff.non_finite > 0)
+        std::printf("check      %lld logits or reference values are NaN or infinite: NOT FINITE\n",
+                    static_cast<long long>(diff.non_finite));
       std::printf("check      logits vs %s: max abs err %.3g, relative to scale %.3g (tolerance %.0e): %s\n",
                   options.check_logits.c_str(), diff.max_abs, diff.max_rel_to_scale, kLogitTolerance,
                   ok ? "ok" : "FAILED");
       std::fflush(stdout);
-      if (!ok) fail("logits differ from {} by {:.3g} relative to scale", options.check_logits, diff.max_rel_to_scale);
+      if (!ok)
+        fail("logits differ from {} by {:.3g} relative to scale{}", options.check_logits, diff.max_rel_to_scale,
+             diff.non_finite > 0 ? fmt::format(", {} values not finite", diff.non_finite) : "");
     }
   }
 }
@@ -434,21 +443,27 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   run_cmd->add_flag("--no-roll", options->no_roll, "Do not roll repeated layers (saturate the whole graph)");
   run_cmd->add_option("--search", options->search,
-                      "Genetic extraction search over this many genomes (0: greedy extraction)");
+                      "Genetic extraction search over this many genomes (0: greedy extraction)")
+      ->check(count(1'000'000));
   run_cmd->add_flag("--timing-only", options->timing_only,
                     "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   run_cmd->add_option("--json", options->json_file, "Write the report as JSON");
   run_cmd->add_option("--trace", options->trace_file, "Write the simulator's Chrome/Perfetto trace");
   run_cmd->add_option("--kernels", options->top_kernels,
-                      "List the N kernel groups (by kind and tile) that take the most simulated cycles");
+                      "List the N kernel groups (by kind and tile) that take the most simulated cycles")
+      ->check(count(100'000));
   run_cmd->add_flag("--interp", options->interp,
                     "Only run the HLIR on the reference interpreter (no compile, no simulation)");
-  run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")->capture_default_str();
+  run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")
+      ->check(count(INT64_MAX))
+      ->capture_default_str();
   run_cmd->add_option("--dot", options->dot_file, "Write a Graphviz picture of the HLIR");
   run_cmd->add_option("--hlir", options->hlir_file, "Write the HLIR in text form");
   run_cmd->callback([options, run_cmd] {
     options->size_given = run_cmd->count("--size") > 0;
+    if (run_cmd->count("--tokens") > 0 && options->tokens.empty())
+      fail("--tokens: the list is empty (expected token ids like 1,2,3)");
     run(*options);
   });
 }

@@ -130,7 +130,7 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--spad-budget", options->spad_budget,
                   "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", options->seed, "Seed of the functional-mode inputs")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of the functional-mode inputs")->check(count(INT64_MAX))->capture_default_str();
   cmd->callback([options, cmd] {
     options->npu_given = cmd->count("--npu") > 0;
     const bool calibrate = !options->calibration.empty();

@@ -161,7 +161,8 @@ Difference compare(const HostTensor& actual, const HostTensor& expected) {
   double scale = 0.0;
   for (int64_t i = 0; i < expected.size(); ++i) {
     const double a = actual.get(i), e = expected.get(i);
-    scale = std::max(scale, std::abs(e));
+    if (!std::isfinite(a) || !std::isfinite(e)) ++diff.non_finite;
+    if (std::isfinite(e)) scale = std::max(scale, std::abs(e));
     if (a == e) continue;  // also equal infinities
     const double d = std::isnan(a) != std::isnan(e) || std::isinf(a) || std::isinf(e) ? INFINITY : std::abs(a - e);
     if (!(std::isnan(a) && std::isnan(e))) diff.max_abs = std::max(diff.max_abs, d);

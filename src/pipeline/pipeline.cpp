@@ -95,13 +95,15 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const targ
       fail("functional run: output '{}' is {} but the interpreter gives {}", name, shape_str(got->second.shape()),
            shape_str(want.shape()));
     const interp::Difference diff = interp::compare(got->second, want);
+    if (diff.non_finite > 0 && check.non_finite == 0) check.non_finite_output = name;
+    check.non_finite += diff.non_finite;
     check.max_abs_err = std::max(check.max_abs_err, diff.max_abs);
     if (diff.max_rel_to_scale >= check.max_rel_err) {
       check.max_rel_err = diff.max_rel_to_scale;
       check.worst_output = name;
     }
   }
-  check.ok = check.max_rel_err <= tolerance;
+  check.ok = check.max_rel_err <= tolerance && check.non_finite == 0;
   outputs = std::move(executed.outputs);
   return check;
 }
@@ -216,7 +218,8 @@ nlohmann::json Report::to_json() const {
     j["check"] = {{"ok", check->ok},
                   {"max_abs_err", check->max_abs_err},
                   {"max_rel_err", check->max_rel_err},
-                  {"worst_output", check->worst_output}};
+                  {"worst_output", check->worst_output},
+                  {"non_finite", check->non_finite}};
   return j;
 }
 

@@ -198,3 +198,25 @@ TEST_CASE("random inputs are deterministic and per-name") {
   CHECK(!(e1.at("a") == e3.at("a")));
   CHECK(!(e1.at("a") == e1.at("w")));
 }
+
+TEST_CASE("compare: NaN and infinities are counted, never hidden") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto tensor = [](std::vector<double> v) {
+    interp::HostTensor t(DType::F32, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.set(static_cast<int64_t>(i), v[i]);
+    return t;
+  };
+  // Equal finite values: no difference, nothing counted.
+  const interp::Difference same = interp::compare(tensor({1, -2, 0.5}), tensor({1, -2, 0.5}));
+  CHECK(same.max_abs == 0);
+  CHECK(same.non_finite == 0);
+  // NaN in both: equal, but counted; the scale comes from the finite values.
+  const interp::Difference both = interp::compare(tensor({nan, 2, 1}), tensor({nan, 2, 3}));
+  CHECK(both.non_finite == 1);
+  CHECK(both.max_abs == 2);
+  CHECK(both.max_rel_to_scale == doctest::Approx(2.0 / 3.0));
+  // NaN on one side only, or an infinity against a finite value: infinite error.
+  CHECK(std::isinf(interp::compare(tensor({nan, 1}), tensor({0, 1})).max_abs));
+  CHECK(std::isinf(interp::compare(tensor({1}), tensor({inf})).max_abs));
+  CHECK(interp::compare(tensor({inf, -inf}), tensor({inf, -inf})).non_finite == 2);
+}

@@ -123,3 +123,22 @@ TEST_CASE("pipeline: a search never returns a program slower than greedy extract
   REQUIRE(report.check);
   CHECK(report.check->ok);
 }
+
+TEST_CASE("pipeline: outputs that are NaN in both the simulation and the reference fail the check") {
+  // sqrt of a negative number: NaN for every input, in the interpreter and
+  // in the simulated program alike. Equal NaNs prove nothing: not ok.
+  Graph g("nan");
+  const Tensor x = input(g, "x", DType::F32, {8, 16});
+  output("y", nn::relu(x) + sqrt(-(x * x) - 1.0));
+  const pipeline::Report report = pipeline::run(g, target::load_config("toy"), functional(g));
+  REQUIRE(report.check);
+  CHECK_FALSE(report.check->ok);
+  CHECK(report.check->non_finite == 8 * 16);
+  CHECK(report.check->non_finite_output == "y");
+  CHECK(report.to_json()["check"]["non_finite"] == 8 * 16);
+  // A finite program still passes, and counts none.
+  const Graph fine = mlp();
+  const pipeline::Report ok = pipeline::run(fine, target::load_config("toy"), functional(fine));
+  CHECK(ok.check->ok);
+  CHECK(ok.check->non_finite == 0);
+}

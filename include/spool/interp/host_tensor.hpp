@@ -51,9 +51,14 @@ class HostTensor {
 
 // Largest |a - b| over all elements, and that divided by max(|b|) (the
 // reference's scale). Throws spool::Error if the shapes differ.
+// Where both hold NaN, or the same infinity, the elements count as equal
+// (max_abs ignores them); `non_finite` counts the elements where either is
+// NaN or infinite, so that a check can refuse to pass on values it cannot
+// measure.
 struct Difference {
   double max_abs = 0.0;
   double max_rel_to_scale = 0.0;
+  int64_t non_finite = 0;
 };
 Difference compare(const HostTensor& actual, const HostTensor& expected);
 

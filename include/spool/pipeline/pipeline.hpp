@@ -57,6 +57,10 @@ struct Check {
   double max_abs_err = 0;
   double max_rel_err = 0;  // relative to the output's scale (largest |reference|)
   std::string worst_output;
+  // Elements of any output where the simulated or the reference value is
+  // NaN or infinite: the check cannot vouch for them, so it fails.
+  int64_t non_finite = 0;
+  std::string non_finite_output;  // the first output holding one
   double interp_ms = 0, sim_ms = 0;
 };
 
