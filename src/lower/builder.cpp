@@ -189,10 +189,10 @@ VecBuilder::VecBuilder(std::string label, Extent rows, Extent cols) {
   v_.cols = std::move(cols);
 }
 
-int VecBuilder::push(VecInstr in, bool full) {
+int VecBuilder::push(VecInstr in) {
   in.name = "v" + std::to_string(v_.body.size());
+  shapes_.push_back(value_shape(in, v_.body, shapes_));
   v_.body.push_back(std::move(in));
-  full_.push_back(full);
   return static_cast<int>(v_.body.size()) - 1;
 }
 
@@ -202,7 +202,7 @@ int VecBuilder::load(ScalarType type, SpadRef ref, LoadBroadcast broadcast) {
   in.type = type;
   in.ref = std::move(ref);
   in.broadcast = broadcast;
-  return push(std::move(in), broadcast != LoadBroadcast::Row);
+  return push(std::move(in));
 }
 
 int VecBuilder::constant(ScalarType type, double value) {
@@ -210,14 +210,14 @@ int VecBuilder::constant(ScalarType type, double value) {
   in.op = VecOp::Const;
   in.type = type;
   in.literal = value;
-  return push(std::move(in), false);
+  return push(std::move(in));
 }
 
 int VecBuilder::iota(bool col) {
   VecInstr in;
   in.op = col ? VecOp::IotaCol : VecOp::IotaRow;
   in.type = ScalarType::Index;
-  return push(std::move(in), col);
+  return push(std::move(in));
 }
 
 int VecBuilder::gather(ScalarType type, int index, SpadRef table) {
@@ -226,22 +226,19 @@ int VecBuilder::gather(ScalarType type, int index, SpadRef table) {
   in.type = type;
   in.operands = {index};
   in.ref = std::move(table);
-  return push(std::move(in), true);
+  return push(std::move(in));
 }
 
 int VecBuilder::op(VecOp op, ScalarType type, std::vector<int> operands) {
-  bool full = false;
-  for (int o : operands) full = full || full_[o];
-  if (vec_op_kind(op) == VecOpKind::Reduce) full = false;
   VecInstr in;
   in.op = op;
   in.type = type;
   in.operands = std::move(operands);
-  return push(std::move(in), full);
+  return push(std::move(in));
 }
 
 int VecBuilder::full(int value) {
-  if (full_[value]) return value;
+  if (is_full(value)) return value;
   const int col = iota(true);
   const int mask = op(VecOp::CmpLe, ScalarType::I1, {col, col});
   return op(VecOp::Select, type(value), {mask, value, value});

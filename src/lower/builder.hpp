@@ -94,17 +94,19 @@ class VecBuilder {
   // The element at column `index` (an index value) of each row of the tile.
   int gather(npu::ScalarType type, int index, SpadRef table);
   int op(npu::VecOp op, npu::ScalarType type, std::vector<int> operands);
-  // A full-tile copy of a per-row value (select on an always-true full mask).
+  // A full-tile copy of a per-row or per-column value (select on an
+  // always-true full mask).
   int full(int value);
   void store(SpadRef ref, int value);
   npu::ScalarType type(int value) const { return v_.body[value].type; }
-  bool is_full(int value) const { return full_[value]; }
+  bool is_full(int value) const { return shapes_[value] == npu::ValueShape::Full; }
+  npu::ValueShape shape(int value) const { return shapes_[value]; }
   Stmt done() { return Stmt{std::move(v_)}; }
 
  private:
-  int push(npu::VecInstr in, bool full);
+  int push(npu::VecInstr in);
   npu::VectorOp v_;
-  std::vector<bool> full_;
+  std::vector<npu::ValueShape> shapes_;
 };
 
 // The register type of a stored dtype in a kernel body (bf16 stays bf16).

@@ -493,8 +493,12 @@ class Lowering {
     TiledSpec s;
     const bool fused = !r.prologue.instrs.empty() || !r.epilogue.instrs.empty() || n.inputs.size() > 1;
     s.info = KernelInfo{em_.unique_name(name), "reduce", fused, 0, "", 1};
-    row_layout(s, in_shape, r.axis, /*widest=*/true);
     for (const Edge& e : n.inputs) s.inputs.push_back(read(e, name));
+    // Down the rows when DRAM holds another axis contiguous (no transposing
+    // load, no cross-lane reduction); across the columns otherwise.
+    const int col = contiguous_axis(s.inputs[0], r.axis);
+    const bool down = col >= 0 && column_layout(s, in_shape, r.axis, col, em_.budget, dtype_bytes(s.inputs[0].dtype));
+    if (!down) row_layout(s, in_shape, r.axis, /*widest=*/true);
     const size_t k = s.inputs.size();
     const auto iotas = program_iotas(r.prologue, in_shape, name);
     for (const auto& [instr, access] : iotas) s.inputs.push_back(access);
@@ -502,12 +506,13 @@ class Lowering {
     Access out_domain = out;  // the output seen over the input's axes (reduced axis: stride 0)
     out_domain.shape = in_shape;
     out_domain.strides.insert(out_domain.strides.begin() + r.axis, 0);
-    s.outputs = {TiledOutput{out_domain, TileOut::Row, 1}};
+    s.outputs = {TiledOutput{out_domain, down ? TileOut::Col : TileOut::Row, 1}};
     if (!r.epilogue.instrs.empty())
       for (const ProgramInstr& in : r.epilogue.instrs)
         if (in.op == Op::Iota) fail("lower: {}: an iota in a reduce epilogue is not supported", name);
     const bool sum = r.kind == Op::SumReduce;
-    s.body = [r, k, iotas, sum](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
+    const VecOp reduce = down ? (sum ? VecOp::ReduceSumRows : VecOp::ReduceMaxRows) : (sum ? VecOp::ReduceSum : VecOp::ReduceMax);
+    s.body = [r, k, iotas, reduce](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       std::map<size_t, int> iota_values;
       for (size_t j = 0; j < iotas.size(); ++j) iota_values[iotas[j].first] = in[k + j];
       int v = emit_program(vb, r.prologue, std::vector<int>(in.begin(), in.begin() + static_cast<long>(k)), iota_values);
@@ -516,7 +521,7 @@ class Lowering {
       if (t == ScalarType::I1) fail("lower: reduce of bool values is not supported");
       const bool bf16 = t == ScalarType::BF16;
       if (bf16) v = vb.op(VecOp::Cast, ScalarType::F32, {v});  // accumulate in f32, round once
-      int red = vb.op(sum ? VecOp::ReduceSum : VecOp::ReduceMax, vb.type(v), {v});
+      int red = vb.op(reduce, vb.type(v), {v});
       if (bf16) red = vb.op(VecOp::Cast, ScalarType::BF16, {red});
       return std::vector<int>{emit_program(vb, r.epilogue, {red}, {})};
     };
@@ -530,8 +535,12 @@ class Lowering {
     TiledSpec s;
     const int64_t axis = n.op == Op::Softmax ? std::get<AxisAttr>(n.attr).axis : static_cast<int64_t>(n.shape.size()) - 1;
     s.info = KernelInfo{em_.unique_name(name), std::string(op_name(n.op)), false, 0, "", 1};
-    row_layout(s, n.shape, axis, /*widest=*/true);
     s.inputs.push_back(read(n.inputs[0], name));
+    // A softmax down an axis DRAM does not hold contiguous reduces down the
+    // rows (see lower_reduce).
+    const int col = n.op == Op::Softmax ? contiguous_axis(s.inputs[0], axis) : -1;
+    const bool down = col >= 0 && column_layout(s, n.shape, axis, col, em_.budget, 4);
+    if (!down) row_layout(s, n.shape, axis, /*widest=*/true);
     for (size_t i = 1; i < n.inputs.size(); ++i) {
       Access w = read(n.inputs[i], name);  // [C], broadcast over the other axes
       const int64_t stride = w.strides[0];
@@ -546,16 +555,18 @@ class Lowering {
     const double cols = static_cast<double>(n.shape[static_cast<size_t>(axis)]);
     const NormAttr norm = op == Op::Softmax ? NormAttr{} : std::get<NormAttr>(n.attr);
     const DType dtype = n.dtype;
-    s.body = [op, cols, norm, dtype](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
+    const VecOp reduce_max = down ? VecOp::ReduceMaxRows : VecOp::ReduceMax;
+    const VecOp reduce_sum = down ? VecOp::ReduceSumRows : VecOp::ReduceSum;
+    s.body = [op, cols, norm, dtype, reduce_max, reduce_sum](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       const ScalarType F = ScalarType::F32;
       auto f32 = [&](int v) { return vb.type(v) == F ? v : vb.op(VecOp::Cast, F, {v}); };
       // Values of a bf16 node round to bf16 after every op, as the reference's composite does.
       auto r = [&](int v) { return dtype == DType::BF16 ? f32(vb.op(VecOp::Cast, ScalarType::BF16, {v})) : v; };
       const int x = f32(in[0]);
       if (op == Op::Softmax) {
-        const int m = vb.op(VecOp::ReduceMax, F, {x});
+        const int m = vb.op(reduce_max, F, {x});
         const int e = r(vb.op(VecOp::Exp, F, {r(vb.op(VecOp::Sub, F, {x, m}))}));
-        const int sum = r(vb.op(VecOp::ReduceSum, F, {e}));
+        const int sum = r(vb.op(reduce_sum, F, {e}));
         return std::vector<int>{vb.op(VecOp::Mul, F, {e, r(vb.op(VecOp::Recip, F, {sum}))})};
       }
       const int inv_n = vb.constant(F, 1.0 / cols);

@@ -99,7 +99,10 @@ class TiledKernel {
     }
     for (size_t o = 0; o < s_.outputs.size(); ++o) {
       const TiledOutput& out = s_.outputs[o];
-      const int64_t elems = out.shape == TileOut::Full ? TR_ * TC_ : out.shape == TileOut::Row ? TR_ : out.k * TR_;
+      const int64_t elems = out.shape == TileOut::Full ? TR_ * TC_
+                            : out.shape == TileOut::Row ? TR_
+                            : out.shape == TileOut::Col ? TC_
+                                                        : out.k * TR_;
       out_buf_.push_back(kb_.spad("out" + std::to_string(o), out.access.dtype, elems, 2));
     }
     // Loads that no loop changes, once.
@@ -214,6 +217,11 @@ class TiledKernel {
       auto typed = [&](int v) { return vb.type(v) == t ? v : vb.op(VecOp::Cast, t, {v}); };
       if (out.shape == TileOut::Full) {
         vb.store(SpadRef{out_buf_[o], slot, Affine::of(0), TC_}, vb.full(typed(results.at(next++))));
+      } else if (out.shape == TileOut::Col) {
+        const int v = typed(results.at(next++));
+        SPOOL_ASSERT(vb.shape(v) == ValueShape::Col, "kernel '{}': a per-column output is not one value per column",
+                     s_.info.name);
+        vb.store(SpadRef{out_buf_[o], slot, Affine::of(0), 1}, v);
       } else {
         const int64_t k = out.shape == TileOut::Row ? 1 : out.k;
         for (int64_t j = 0; j < k; ++j) {
@@ -240,6 +248,10 @@ class TiledKernel {
           kb_.emit(tile_dma(false, a.buffer, off, a.strides[l_.row], a.strides[l_.col], src, TC_, re, ce, kStoreTag));
           break;
         case TileOut::Row: kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row]}, src, {1}, {re}, kStoreTag)); break;
+        case TileOut::Col:
+          off = off + c * (TC_ * a.strides[l_.col]);
+          kb_.emit(dma(false, a.buffer, off, {a.strides[l_.col]}, src, {1}, {ce}, kStoreTag));
+          break;
         case TileOut::RowsK:
           kb_.emit(dma(false, a.buffer, off, {a.strides[l_.row], a.strides[l_.col]}, src, {1, TR_},
                        {re, Extent::of(out.k)}, kStoreTag));
@@ -310,6 +322,10 @@ void emit_tiled(Emitter& em, const TiledSpec& original) {
   int64_t TC = spec.tile_cols ? std::min<int64_t>(l.cols, 2048) : l.cols;
   int64_t TR = std::min<int64_t>(l.rows, std::max<int64_t>(1, 65536 / TC));
   TR = std::min<int64_t>(TR, 512);
+  if (spec.whole_rows) {
+    TR = l.rows;
+    TC = std::min<int64_t>(l.cols, std::max<int64_t>(1, 65536 / TR));
+  }
   while (true) {
     int64_t footprint = 0;
     Kernel kernel = TiledKernel(spec, l, TR, TC).build(footprint);
@@ -320,7 +336,7 @@ void emit_tiled(Emitter& em, const TiledSpec& original) {
       em.add_kernels(std::move(kernels), info, footprint);
       return;
     }
-    if (TR > 1) {
+    if (TR > 1 && !spec.whole_rows) {
       TR = (TR + 1) / 2;
     } else if (spec.tile_cols && TC > 1) {
       TC = (TC + 1) / 2;
@@ -340,6 +356,25 @@ void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest) {
     for (int a = r - 1; a >= 0 && s.row_axis >= 0; --a)
       if (a != axis && shape[static_cast<size_t>(a)] > shape[static_cast<size_t>(s.row_axis)]) s.row_axis = a;
   s.tile_cols = false;
+}
+
+bool column_layout(TiledSpec& s, const Shape& shape, int64_t axis, int col_axis, int64_t budget, int64_t bytes) {
+  // Two slots of an input and an output tile of 8 columns (a sublane row of
+  // registers) of every row: below that, keep the transposing load.
+  if (shape[static_cast<size_t>(axis)] * 8 * bytes * 4 > budget) return false;
+  s.shape = shape;
+  s.row_axis = static_cast<int>(axis);
+  s.col_axis = col_axis;
+  s.tile_cols = true;
+  s.whole_rows = true;
+  return true;
+}
+
+int contiguous_axis(const Access& a, int64_t axis) {
+  if (a.is_literal || a.index_buffer >= 0 || a.strides[static_cast<size_t>(axis)] == 1) return -1;
+  for (int i = static_cast<int>(a.shape.size()) - 1; i >= 0; --i)
+    if (i != axis && a.strides[static_cast<size_t>(i)] == 1 && a.shape[static_cast<size_t>(i)] > 1) return i;
+  return -1;
 }
 
 }  // namespace spool::lower::detail

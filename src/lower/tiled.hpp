@@ -16,6 +16,7 @@ enum class TileOut : uint8_t {
   Full,   // a [rows x cols] tile
   Row,    // one value per row (a reduction); the access's col axis is ignored
   RowsK,  // k values per row (top-k); the access's col axis has k elements
+  Col,    // one value per column (a reduction down the rows); the access's row axis is ignored
 };
 
 struct TiledOutput {
@@ -30,6 +31,7 @@ struct TiledSpec {
   int row_axis = -1; // -1: rank < 2 (one row)
   int col_axis = 0;
   bool tile_cols = true;  // false: a row is one tile (reductions along cols)
+  bool whole_rows = false;  // true: a tile holds every row (reductions down the rows); columns are tiled
   std::vector<Access> inputs;
   std::vector<TiledOutput> outputs;
   // A table read by gather: whole rows along the col axis (`table.shape` has
@@ -49,5 +51,17 @@ void emit_tiled(Emitter& em, const TiledSpec& spec);
 // per-head norm of [tokens, heads, dim] takes tiles of many tokens rather
 // than one token's few heads (each other axis is walked one index per tile).
 void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest = false);
+
+// A domain for a reduction down `axis` that DRAM does not hold contiguous:
+// that axis as the rows, every row in each tile, and `col_axis` (the
+// contiguous one) as the columns, tiled; the reduction runs down the
+// sublanes (the .rows ops) instead of across lanes after a transposing load.
+// The tile of `rows_fit` columns must fit the budget: false if even a few
+// columns of all the rows do not (the caller keeps row_layout).
+bool column_layout(TiledSpec& s, const Shape& shape, int64_t axis, int col_axis, int64_t budget, int64_t bytes);
+
+// The axis `a` reads contiguously (stride 1, more than one element), other
+// than `axis`; -1 if none, or if `axis` is itself contiguous.
+int contiguous_axis(const Access& a, int64_t axis);
 
 }  // namespace spool::lower::detail

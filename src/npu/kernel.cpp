@@ -75,6 +75,34 @@ int vec_op_arity(VecOp op) { return kVecOps[static_cast<int>(op)].arity; }
 VecOpKind vec_op_kind(VecOp op) { return kVecOps[static_cast<int>(op)].kind; }
 std::string_view vec_op_timing_class(VecOp op) { return kVecOps[static_cast<int>(op)].timing_class; }
 
+bool vec_op_reduces_rows(VecOp op) { return op == VecOp::ReduceSumRows || op == VecOp::ReduceMaxRows; }
+
+ValueShape value_shape(const VecInstr& in, const std::vector<VecInstr>& body, const std::vector<ValueShape>& shapes) {
+  switch (vec_op_kind(in.op)) {
+    case VecOpKind::Load: return in.broadcast == LoadBroadcast::Row ? ValueShape::Row : ValueShape::Full;
+    case VecOpKind::Gather: return ValueShape::Full;
+    case VecOpKind::Const: return ValueShape::Row;
+    case VecOpKind::Iota: return in.op == VecOp::IotaRow ? ValueShape::Row : ValueShape::Full;
+    case VecOpKind::Reduce: return vec_op_reduces_rows(in.op) ? ValueShape::Col : ValueShape::Row;
+    case VecOpKind::FloatUnary:
+    case VecOpKind::Arith:
+    case VecOpKind::Compare:
+    case VecOpKind::Logic:
+    case VecOpKind::Select:
+    case VecOpKind::Cast: break;
+  }
+  bool full = false, row = false, col = false;
+  for (const int o : in.operands) {
+    if (body[static_cast<size_t>(o)].op == VecOp::Const) continue;  // the same value everywhere
+    const ValueShape s = shapes[static_cast<size_t>(o)];
+    full = full || s == ValueShape::Full;
+    row = row || s == ValueShape::Row;
+    col = col || s == ValueShape::Col;
+  }
+  if (full || (row && col)) return ValueShape::Full;
+  return col ? ValueShape::Col : ValueShape::Row;
+}
+
 std::optional<VecOp> parse_vec_op(std::string_view name) {
   for (size_t i = 0; i < std::size(kVecOps); ++i)
     if (kVecOps[i].name == name) return static_cast<VecOp>(i);

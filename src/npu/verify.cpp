@@ -396,9 +396,7 @@ class Verifier {
       }
       auto type_of = [&](int o) { return v.body[o].type; };
       auto tname = [](ScalarType t) { return scalar_type_name(t); };
-      ValueShape shape = ValueShape::Row;
-      for (int o : in.operands)
-        if (shapes[o] == ValueShape::Full) shape = ValueShape::Full;
+      const ValueShape shape = value_shape(in, v.body, shapes);
       switch (vec_op_kind(in.op)) {
         case VecOpKind::Load: {
           if (!valid_spad(in.ref, opname.c_str())) break;
@@ -406,16 +404,12 @@ class Verifier {
           if (register_type(b.dtype) != in.type)
             verror(fmt::format("has type {} but %{} holds {} (loaded as {})", tname(in.type), b.name,
                                dtype_name(b.dtype), tname(register_type(b.dtype))));
-          if (in.broadcast == LoadBroadcast::Full) {
+          if (in.broadcast == LoadBroadcast::Full)
             tile_bounds(in.ref, opname.c_str(), v.rows, v.cols);
-            shape = ValueShape::Full;
-          } else if (in.broadcast == LoadBroadcast::Row) {
+          else if (in.broadcast == LoadBroadcast::Row)
             tile_bounds(in.ref, opname.c_str(), one, v.rows);
-            shape = ValueShape::Row;
-          } else {
+          else
             tile_bounds(in.ref, opname.c_str(), one, v.cols);
-            shape = ValueShape::Full;
-          }
           break;
         }
         case VecOpKind::Gather: {
@@ -428,7 +422,6 @@ class Verifier {
             verror(fmt::format("needs an index operand, got {} (cast it explicitly)", tname(type_of(in.operands[0]))));
           if (in.ref.ld < 1) verror("needs a row stride of at least 1");
           else tile_bounds(in.ref, opname.c_str(), v.rows, Extent::of(in.ref.ld));
-          shape = ValueShape::Full;
           break;
         }
         case VecOpKind::Const:
@@ -436,11 +429,9 @@ class Verifier {
             verror(fmt::format("literal {} is not an i1", in.literal));
           else if (is_int(in.type) && in.literal != static_cast<double>(static_cast<int64_t>(in.literal)))
             verror(fmt::format("literal {} is not an integer", in.literal));
-          shape = ValueShape::Row;
           break;
         case VecOpKind::Iota:
           if (in.type != ScalarType::Index) verror(fmt::format("has type {}, expected index", tname(in.type)));
-          shape = in.op == VecOp::IotaRow ? ValueShape::Row : ValueShape::Full;
           break;
         case VecOpKind::FloatUnary:
           if (!is_float(type_of(in.operands[0])))
@@ -490,8 +481,8 @@ class Verifier {
           else if (a != in.type)
             verror(fmt::format("of {} is annotated {}", tname(a), tname(in.type)));
           if (shapes[in.operands[0]] != ValueShape::Full)
-            verror(fmt::format("reduces %{}, which is already one value per row", v.body[in.operands[0]].name));
-          shape = ValueShape::Row;
+            verror(fmt::format("reduces %{}, which is already one value per {}", v.body[in.operands[0]].name,
+                               shapes[in.operands[0]] == ValueShape::Row ? "row" : "column"));
           break;
         }
       }
@@ -510,8 +501,10 @@ class Verifier {
                scalar_type_name(val.type), b.name, dtype_name(b.dtype), scalar_type_name(register_type(b.dtype)));
       if (shapes[st.value] == ValueShape::Full)
         tile_bounds(st.ref, "store", v.rows, v.cols);
-      else
+      else if (shapes[st.value] == ValueShape::Row)
         tile_bounds(st.ref, "store", one, v.rows);
+      else
+        tile_bounds(st.ref, "store", one, v.cols);
     }
   }
 

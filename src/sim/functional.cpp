@@ -234,23 +234,28 @@ class Functional {
     const int64_t* vv = vars_.data();
     const int64_t rows = vop.rows.eval(vv), cols = vop.cols.eval(vv);
     std::vector<std::vector<double>> values(vop.body.size());
-    std::vector<bool> full(vop.body.size(), false);
-    auto get = [&](int o, int64_t r, int64_t c) { return full[o] ? values[o][r * cols + c] : values[o][r]; };
+    std::vector<ValueShape> shapes;
+    shapes.reserve(vop.body.size());
+    auto get = [&](int o, int64_t r, int64_t c) {
+      switch (shapes[o]) {
+        case ValueShape::Full: return values[o][r * cols + c];
+        case ValueShape::Row: return values[o][r];
+        case ValueShape::Col: return values[o][c];
+      }
+      return 0.0;
+    };
     for (size_t i = 0; i < vop.body.size(); ++i) {
       const VecInstr& in = vop.body[i];
       const VecOpKind kind = vec_op_kind(in.op);
-      bool is_full = false;
-      for (int o : in.operands) is_full = is_full || full[o];
-      if (kind == VecOpKind::Load) is_full = in.broadcast != LoadBroadcast::Row;
-      if (kind == VecOpKind::Const) is_full = false;
-      if (kind == VecOpKind::Iota) is_full = in.op == VecOp::IotaCol;
-      if (kind == VecOpKind::Reduce) is_full = false;
-      if (kind == VecOpKind::Gather) is_full = true;
-      full[i] = is_full;
+      const ValueShape shape = value_shape(in, vop.body, shapes);
+      shapes.push_back(shape);
+      const bool is_full = shape == ValueShape::Full;
       std::vector<double>& out = values[i];
-      out.assign(static_cast<size_t>(is_full ? rows * cols : rows), 0.0);
-      const int64_t ncols = is_full ? cols : 1;
-      for (int64_t r = 0; r < rows; ++r) {
+      // A per-column value is computed on row 0, a per-row one on column 0.
+      const int64_t nrows = shape == ValueShape::Col ? 1 : rows;
+      out.assign(static_cast<size_t>(is_full ? rows * cols : shape == ValueShape::Col ? cols : rows), 0.0);
+      const int64_t ncols = shape == ValueShape::Row ? 1 : cols;
+      for (int64_t r = 0; r < nrows; ++r) {
         for (int64_t c = 0; c < ncols; ++c) {
           double& res = out[r * ncols + c];
           switch (kind) {
@@ -282,10 +287,11 @@ class Functional {
             case VecOpKind::Cast: res = cast_to(in.type, get(in.operands[0], r, c)); break;
             case VecOpKind::Reduce: {
               const int o = in.operands[0];
-              double acc = get(o, r, 0);
-              for (int64_t j = 1; j < cols; ++j) {
-                const double x = get(o, r, j);
-                if (in.op == VecOp::ReduceSum)
+              const bool down = vec_op_reduces_rows(in.op);
+              double acc = down ? get(o, 0, c) : get(o, r, 0);
+              for (int64_t j = 1; j < (down ? rows : cols); ++j) {
+                const double x = down ? get(o, j, c) : get(o, r, j);
+                if (in.op == VecOp::ReduceSum || in.op == VecOp::ReduceSumRows)
                   acc = binary(VecInstr{"", VecOp::Add, in.type, {}, {}, {}, 0.0}, in.type, acc, x);
                 else
                   acc = binary(VecInstr{"", VecOp::Max, in.type, {}, {}, {}, 0.0}, in.type, acc, x);
@@ -301,11 +307,11 @@ class Functional {
       double* base = at(st.ref);
       const DType dtype = k_->spad[st.ref.buffer].dtype;
       const std::vector<double>& val = values[st.value];
-      if (full[st.value]) {
+      if (shapes[st.value] == ValueShape::Full) {
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) base[r * st.ref.ld + c] = round_to_dtype(dtype, val[r * cols + c]);
       } else {
-        for (int64_t r = 0; r < rows; ++r) base[r] = round_to_dtype(dtype, val[r]);
+        for (size_t j = 0; j < val.size(); ++j) base[j] = round_to_dtype(dtype, val[j]);
       }
     }
   }

@@ -44,7 +44,11 @@
 //   its slots busy `interval` cycles per register. A reduction across the
 //   columns combines a row group's ceil(cols / lanes) registers on the ALUs,
 //   then reduces the last one across its lanes on the cross-lane unit (xlu:
-//   lane_reduce.interval per row group, lane_reduce.latency). The units
+//   lane_reduce.interval per row group, lane_reduce.latency); a reduction
+//   down the rows (the .rows forms, one value per column) combines the row
+//   groups' registers and then the sublanes of the last on the ALUs
+//   (ceil(log2 sublanes) shift-and-combine steps), with no cross-lane work.
+//   A per-column value takes one register per group of lanes. The units
 //   issue side by side (VLIW slots, vector.slots.UNIT per cycle), the step
 //   strip-mined and software pipelined:
 //     busy = step_overhead + max over units ceil(sum(regs * interval) / slots)
@@ -195,6 +199,7 @@ struct VecInstrTiming {
   int64_t interval = 1, latency = 1, bits = 32;
   int unit = 0;  // target::VectorUnit
   bool reduce = false, counts = false, flop = false;
+  bool reduce_rows = false;  // down the rows (one value per column)
   bool col_load = false;  // one row loaded once and broadcast down the rows
 };
 struct VecStatic {
@@ -665,7 +670,7 @@ class TimingSim {
     auto it = vec_cache_.find(&v);
     if (it != vec_cache_.end()) return it->second;
     VecStatic s;
-    s.shapes.resize(v.body.size(), ValueShape::Full);
+    s.shapes.reserve(v.body.size());
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstr& in = v.body[i];
       const target::VectorOpTiming& t = c_.vector.ops.at(std::string(vec_op_timing_class(in.op)));
@@ -680,20 +685,8 @@ class TimingSim {
       vt.counts = kind != VecOpKind::Load && kind != VecOpKind::Const && kind != VecOpKind::Iota;
       vt.flop = vt.counts && is_float(in.type) &&
                 (kind == VecOpKind::Arith || kind == VecOpKind::FloatUnary || kind == VecOpKind::Reduce);
-      ValueShape shape = ValueShape::Row;
-      if (kind == VecOpKind::Load) {
-        shape = in.broadcast == LoadBroadcast::Row ? ValueShape::Row : ValueShape::Full;
-      } else if (kind == VecOpKind::Gather) {
-        shape = ValueShape::Full;
-      } else if (kind == VecOpKind::Iota) {
-        shape = in.op == VecOp::IotaRow ? ValueShape::Row : ValueShape::Full;
-      } else if (kind == VecOpKind::Reduce) {
-        shape = ValueShape::Row;
-      } else {
-        for (int o : in.operands)
-          if (s.shapes[o] == ValueShape::Full) shape = ValueShape::Full;
-      }
-      s.shapes[i] = shape;
+      vt.reduce_rows = vec_op_reduces_rows(in.op);
+      s.shapes.push_back(value_shape(in, v.body, s.shapes));
       s.instrs.push_back(vt);
     }
     s.store = c_.vector.ops.at("store");
@@ -712,6 +705,7 @@ class TimingSim {
       const int64_t lo = r.offset.eval(vars);
       if (bc == LoadBroadcast::Col) return make_interval(lo, lo + cols);
       if (shape == ValueShape::Row) return make_interval(lo, lo + rows);
+      if (shape == ValueShape::Col) return make_interval(lo, lo + cols);
       return make_box(lo, rows, cols, r.ld);
     };
     // A gather may read any column of its rows: the whole [rows x ld] tile.
@@ -739,13 +733,26 @@ class TimingSim {
     const int64_t col_regs = ceil_div(cols, lanes);
     auto row_groups = [&](int64_t bits) { return ceil_div(rows, std::max<int64_t>(1, vlen / bits)); };
     auto registers = [&](int64_t bits, ValueShape shape) {
-      return shape == ValueShape::Full ? row_groups(bits) * col_regs : row_groups(bits);
+      return shape == ValueShape::Full ? row_groups(bits) * col_regs
+             : shape == ValueShape::Row ? row_groups(bits)
+                                        : col_regs;
     };
     for (size_t i = 0; i < v.body.size(); ++i) {
       const VecInstrTiming& t = vs.instrs[i];
-      const int64_t elems = t.col_load ? cols : vs.shapes[i] == ValueShape::Full || t.reduce ? rows * cols : rows;
+      const int64_t elems = t.col_load || vs.shapes[i] == ValueShape::Col ? (t.reduce ? rows * cols : cols)
+                            : vs.shapes[i] == ValueShape::Full || t.reduce ? rows * cols
+                                                                            : rows;
       int64_t l = t.latency;
-      if (t.reduce) {
+      if (t.reduce_rows) {
+        // Down the rows: the row groups' registers of each column block are
+        // combined on the ALUs, then the sublanes of the one left in a
+        // ceil(log2 sublanes)-step tree of shifts and combines; no
+        // cross-lane unit.
+        const int64_t groups = row_groups(t.bits);
+        const int64_t sublane_steps = ceil_log2(std::min(rows, std::max<int64_t>(1, vlen / t.bits)));
+        unit_busy[t.unit] += ((groups - 1) + sublane_steps) * col_regs * t.interval;
+        l = (ceil_log2(groups) + sublane_steps) * t.latency;
+      } else if (t.reduce) {
         // The registers of a row group are combined on the unit of the reduce
         // class (a tree of depth ceil(log2 col_regs)), then the one left is
         // reduced across its lanes by the cross-lane unit.

@@ -340,3 +340,25 @@ TEST_CASE("lower: small scratchpad budgets force ragged row and column tiles, sa
     }
   }
 }
+
+TEST_CASE("lower: reductions down a strided axis run down the rows, without a transposing load") {
+  // softmax over axis -2 and sums over axes 0 and 1 of row-major tensors:
+  // the contiguous last axis stays the columns (lanes), the reduction runs
+  // down the rows (reduce.*.rows); values as the interpreter's.
+  Graph g("down");
+  Tensor x = input(g, "x", DType::F32, {3, 40, 70});
+  Tensor y = input(g, "y", DType::F32, {300, 24});
+  output("softmax", Tensor(&g, g.add(Op::Softmax, {x.edge()}, AxisAttr{1})));
+  output("sum0", y.sum(0));
+  output("max1", x.max(1));
+  output("sum_last", y.sum(1));  // contiguous: across the columns, as before
+  for (const char* config : {"toy", "tpuv3"}) {
+    CAPTURE(config);
+    lower::Lowered l;
+    CHECK(check_against_interp(g, config, 4, 2, &l) < 1e-5);
+    const std::string text = npu::print(l.program);
+    CHECK(text.find("reduce.max.rows") != std::string::npos);
+    CHECK(text.find("reduce.sum.rows") != std::string::npos);
+    CHECK(text.find("reduce.sum %") != std::string::npos);
+  }
+}

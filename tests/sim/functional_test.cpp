@@ -8,6 +8,7 @@
 #include <spool/ir/tensor.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/npu/text.hpp>
+#include <spool/npu/verify.hpp>
 #include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
@@ -170,4 +171,76 @@ kernel "k" {
   od.mode = sim::Mode::Functional;
   od.memory = &md;
   CHECK_THROWS_WITH_AS(sim::run(pd, toy, od), "kernel 'k': value %q: op 'div': integer division by zero", spool::Error);
+}
+
+TEST_CASE("functional: reductions down the rows give one value per column, against direct loops") {
+  // x [5 x 12]: column sums and maxima (reduce.*.rows), a per-column value
+  // broadcast down the rows (x - colmax, full), and a per-row value against
+  // a per-column one (rowsum + colsum, full).
+  const target::NpuConfig toy = target::load_config("toy");
+  const std::string text = R"(program "p" spad 4096
+buffer @x : f32[5, 12] input
+buffer @colsum : f32[12] output
+buffer @colmax : f32[12] output
+buffer @centered : f32[5, 12] output
+buffer @cross : f32[5, 12] output
+kernel "k" {
+  spad %X : f32[60] x1 at 0
+  spad %S : f32[12] x1 at 256
+  spad %M : f32[12] x1 at 320
+  spad %C : f32[60] x1 at 384
+  spad %D : f32[60] x1 at 640
+  dma.load [5, 12] %X[0 : 12, 1] <- @x[0 : 12, 1] tag 0
+  wait 0
+  vector "down" [5, 12] {
+    %x = load %X[0 : 12] : f32
+    %s = reduce.sum.rows %x : f32
+    %m = reduce.max.rows %x : f32
+    %two = const 2 : f32
+    %s2 = mul %s, %two : f32
+    %c = sub %x, %m : f32
+    %r = reduce.sum %x : f32
+    %d = add %r, %s : f32
+    store %S[0 : 1], %s2
+    store %M[0 : 1], %m
+    store %C[0 : 12], %c
+    store %D[0 : 12], %d
+  }
+  dma.store [12] @colsum[0 : 1] <- %S[0 : 1] tag 1
+  dma.store [12] @colmax[0 : 1] <- %M[0 : 1] tag 1
+  dma.store [5, 12] @centered[0 : 12, 1] <- %C[0 : 12, 1] tag 1
+  dma.store [5, 12] @cross[0 : 12, 1] <- %D[0 : 12, 1] tag 1
+  wait 1
+}
+)";
+  auto parsed = npu::parse(text);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.error().render());
+  const npu::Program p = parsed.take();
+  REQUIRE(npu::verify(p).empty());
+  CHECK(npu::print(npu::parse(npu::print(p)).take()) == npu::print(p));
+  sim::Memory memory(p);
+  std::vector<double> x(60);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>((i * 37) % 23) - 11.0;
+  memory.write("x", x);
+  sim::Options options;
+  options.mode = sim::Mode::Functional;
+  options.memory = &memory;
+  (void)sim::run(p, toy, options);
+  const std::vector<double> colsum = memory.read("colsum"), colmax = memory.read("colmax");
+  const std::vector<double> centered = memory.read("centered"), cross = memory.read("cross");
+  for (int c = 0; c < 12; ++c) {
+    double sum = 0, max = -INFINITY;
+    for (int r = 0; r < 5; ++r) {
+      sum += x[r * 12 + c];
+      max = std::max(max, x[r * 12 + c]);
+    }
+    CHECK(colsum[c] == 2 * sum);
+    CHECK(colmax[c] == max);
+    for (int r = 0; r < 5; ++r) {
+      double rowsum = 0;
+      for (int j = 0; j < 12; ++j) rowsum += x[r * 12 + j];
+      CHECK(centered[r * 12 + c] == x[r * 12 + c] - max);
+      CHECK(cross[r * 12 + c] == rowsum + sum);
+    }
+  }
 }

@@ -64,6 +64,10 @@ TEST_CASE("verifier: other ill-typed bodies") {
         std::vector<std::string>{"kernel 'k': value %c: op 'store' writes bf16 into %A, which holds f32 (stored from f32)"});
   CHECK(verify_text(body("    %s = reduce.sum %a : f32\n    %t = reduce.sum %s : f32\n")) ==
         std::vector<std::string>{"kernel 'k': value %t: op 'reduce.sum' reduces %s, which is already one value per row"});
+  CHECK(verify_text(body("    %s = reduce.max.rows %a : f32\n    %t = reduce.sum.rows %s : f32\n")) ==
+        std::vector<std::string>{
+            "kernel 'k': value %t: op 'reduce.sum.rows' reduces %s, which is already one value per column"});
+  CHECK(verify_text(body("    %s = reduce.max.rows %a : f32\n    %t = sub %a, %s : f32\n    store %A[0 : 64], %t\n")).empty());
 }
 
 TEST_CASE("verifier: scratchpad access outside its buffer") {

@@ -397,4 +397,13 @@ TEST_CASE("timing: a reduction across lanes uses the cross-lane unit once per ro
   // (384 columns are 3 registers, combined in a tree as deep as for 4.)
   CHECK(cycles(with_lane_reduce(100), 256, 384) == slow);
   CHECK(cycles(with_lane_reduce(100), 264, 512) - slow == 100);
+  // Down the rows (one value per column) the cross-lane unit is not used:
+  // 64 x 256 is 8 row groups x 2 column registers, combined in 7 + 3
+  // (sublane) steps per column register on two ALU slots, under the 16
+  // register loads.
+  auto down = [&](const target::NpuConfig& c) {
+    return kernel_cycles(sim::run(parse_program(vector_step(64, 256, "    %r = reduce.sum.rows %v0 : f32\n", true)), c));
+  };
+  CHECK(down(with_lane_reduce(100)) == down(with_lane_reduce(8)));
+  CHECK(down(with_lane_reduce(8)) < cycles(with_lane_reduce(8), 64, 256));
 }

@@ -48,6 +48,8 @@ int vec_op_arity(VecOp op);
 VecOpKind vec_op_kind(VecOp op);
 // The config's vector timing class for this op ("add", "exp", ...).
 std::string_view vec_op_timing_class(VecOp op);
+// A reduction down the rows (one value per column) rather than across the columns.
+bool vec_op_reduces_rows(VecOp op);
 
 // c + sum(coeff * loop variable). Terms are sorted by variable id, with no zero
 // coefficients, so equal forms compare equal.
@@ -161,9 +163,11 @@ struct MatmulOp {
 // Broadcast of a loaded operand over the step's [rows x cols] domain.
 enum class LoadBroadcast : uint8_t { Full, Row, Col };
 
-// A value's shape in a vector step: the full tile, or one value per row
-// (a reduction result or a per-row load), broadcast across the columns.
-enum class ValueShape : uint8_t { Full, Row };
+// A value's shape in a vector step: the full tile; one value per row (a
+// reduction across the columns, a per-row load, a constant), broadcast
+// across the columns; or one value per column (a reduction down the rows),
+// broadcast down the rows.
+enum class ValueShape : uint8_t { Full, Row, Col };
 
 struct VecInstr {
   std::string name;  // SSA name without '%'
@@ -176,6 +180,13 @@ struct VecInstr {
   bool operator==(const VecInstr&) const = default;
 };
 
+// The shape of `in`'s value, its operands (earlier values of `body`) having
+// `shapes`: loads by their broadcast (a per-column load is a full value),
+// reductions across the columns per row, down the rows per column; other ops
+// the shape their operands share, constants taking the other operands'
+// shape, a per-row with a per-column operand a full tile.
+ValueShape value_shape(const VecInstr& in, const std::vector<VecInstr>& body, const std::vector<ValueShape>& shapes);
+
 struct VecStore {
   SpadRef ref;
   int value = -1;
@@ -183,8 +194,9 @@ struct VecStore {
 };
 
 // A vector step: the body runs for every element of [rows x cols]; values of
-// shape Row are per row. Stores write full values as rows x cols tiles (row
-// stride ld) and row values as `rows` consecutive elements.
+// shape Row are per row, of shape Col per column. Stores write full values
+// as rows x cols tiles (row stride ld), row values as `rows` consecutive
+// elements and column values as `cols` consecutive elements.
 struct VectorOp {
   std::string label;
   Extent rows, cols;
