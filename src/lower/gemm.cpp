@@ -10,10 +10,10 @@
 // of the timing model (timing.cpp: array steps, DRAM bytes at the channels'
 // bandwidth, DMA descriptor setup, launch); in that order, the first few
 // whose generated kernels fit the budget by the scratchpad allocator are run
-// through the timing simulator and the fastest wins (ties within 0.5% go to
-// the longest k tiles), so the footprint that chose it is the footprint that
-// runs. Choices are cached by the GEMM's
-// signature, so repeated layers cost one selection.
+// through the tile timer (LowerOptions::tile_cycles) and the fastest wins
+// (ties within 0.5% go to the longest k tiles), so the footprint that chose
+// it is the footprint that runs. Choices are cached by the GEMM's signature,
+// so repeated layers cost one selection.
 
 #include "gemm.hpp"
 
@@ -597,7 +597,7 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     return std::nullopt;
   }
   // In analytic cost order, the first candidates that fit (shrinking until
-  // one does); the timing simulator picks among them.
+  // one does); the tile timer picks among them.
   int64_t smallest = -1;
   struct Fit {
     Tile tile;
@@ -617,7 +617,7 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     }
     fits.push_back(Fit{t, std::move(kernels), footprint, false});
     if (can_split) {
-      // The same tile spread over the cores, when it splits: the simulator
+      // The same tile spread over the cores, when it splits: the timer
       // weighs the launches against the parallel work.
       int64_t split_footprint = 0;
       std::vector<Kernel> parts = group(t, true, split_footprint);

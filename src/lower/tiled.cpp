@@ -277,7 +277,7 @@ class TiledKernel {
 
 // The tiles spread over the cores (the first outer axis, or the row tiles)
 // when the parts write disjoint DRAM windows (the verifier's rule) and the
-// timing simulator finds the split faster than the single kernel.
+// caller's tile timer finds the split faster than the single kernel.
 std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, int64_t TR, int64_t TC,
                            const Kernel& single) {
   // Spreading is decided by timing both forms: no timer, no spreading.

@@ -56,8 +56,8 @@ void row_layout(TiledSpec& s, const Shape& shape, int64_t axis, bool widest = fa
 // that axis as the rows, every row in each tile, and `col_axis` (the
 // contiguous one) as the columns, tiled; the reduction runs down the
 // sublanes (the .rows ops) instead of across lanes after a transposing load.
-// The tile of `rows_fit` columns must fit the budget: false if even a few
-// columns of all the rows do not (the caller keeps row_layout).
+// False when a few columns of every row (`bytes` per element) would not fit
+// the scratchpad budget: the caller keeps row_layout.
 bool column_layout(TiledSpec& s, const Shape& shape, int64_t axis, int col_axis, int64_t budget, int64_t bytes);
 
 // The axis `a` reads contiguously (stride 1, more than one element), other

@@ -36,7 +36,7 @@ struct LowerOptions {
   // Scratchpad bytes a kernel may use; 0: the config's whole scratchpad.
   int64_t spad_budget = 0;
   // GEMM tiles: the best candidates by the analytic cost are run through the
-  // timing simulator and the fastest is kept; 1 keeps the analytic choice.
+  // tile timer and the fastest is kept; 1 keeps the analytic choice.
   int gemm_simulated_candidates = 4;
   // Cycles of a program of independent kernels: how tile candidates and
   // spreading tiles over cores are decided (sim::tile_timer: the timing
