@@ -128,12 +128,67 @@ class GemmKernel {
       lo = split_.lo;
       n = split_.hi - split_.lo;
     }
+    if (axis + 3 == rank_ && n > 1 && pipelines_across_batches()) {
+      batches_pipelined(axis, lo, n);
+      return;
+    }
     const int var = n > 1 ? kb_.loop_begin("batch" + std::to_string(axis), n) : -1;
     if (axis == 0) load_indices(var, lo);
     batch_vars_.push_back({axis, var, lo});
     batches(axis + 1);
     batch_vars_.pop_back();
     if (n > 1) kb_.loop_end();
+  }
+
+  // The innermost batch loop can carry the column pipeline across its
+  // iterations when each batch is one m block of an even number (>= 2) of
+  // whole column blocks: the last block of a batch sits in the other C slot
+  // from the next batch's first, so its store can wait until that block is
+  // computed (and its loads issued). Without this the in-order DMA queue
+  // idles at every batch boundary while the last block computes: the scores
+  // and output GEMMs of attention lost about a third of their time to it.
+  bool pipelines_across_batches() const {
+    const int64_t mlo = split_.batch ? 0 : split_.lo, mhi = split_.batch || split_.hi < 0 ? MT_ : split_.hi;
+    const int64_t full = N_ / t_.TN;
+    return index_bufs_.empty() && mhi - mlo == 1 && N_ % t_.TN == 0 && full >= 2 && full % 2 == 0;
+  }
+
+  // Batches lo .. lo + n - 1 of the innermost batch axis, their column
+  // pipelines chained: each batch's last store is issued after the next
+  // batch's first block. The first batch is peeled (nothing to store before
+  // it) and the last store follows the loop.
+  void batches_pipelined(size_t axis, int64_t lo, int64_t n) {
+    const int64_t TN = t_.TN, full = N_ / TN;
+    const int64_t mlo = split_.batch ? 0 : split_.lo;
+    const Affine m = Affine::of(mlo);
+    auto first_block = [&] {
+      load_per_col(Affine::of(0), TN, Affine::of(0));
+      compute(Affine::of(0), TN, Affine::of(0), m);
+    };
+    auto other_blocks = [&] {
+      const int nn = kb_.loop_begin("n", full - 1);
+      load_per_col(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1));
+      compute(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1), m);
+      store(Affine::var(nn, TN), TN, Affine::var(nn), m);
+      kb_.loop_end();
+    };
+    auto last_store = [&] { store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), m); };
+    batch_vars_.push_back({axis, -1, lo});
+    first_block();
+    other_blocks();
+    batch_vars_.pop_back();
+    const int var = kb_.loop_begin("batch" + std::to_string(axis), n - 1);
+    batch_vars_.push_back({axis, var, lo + 1});
+    first_block();
+    std::get<2>(batch_vars_.back()) = lo;  // the previous batch's last block
+    last_store();
+    std::get<2>(batch_vars_.back()) = lo + 1;
+    other_blocks();
+    batch_vars_.pop_back();
+    kb_.loop_end();
+    batch_vars_.push_back({axis, -1, lo + n - 1});
+    last_store();
+    batch_vars_.pop_back();
   }
 
   Affine base(const Access& a) const {
