@@ -57,6 +57,8 @@ void run_compile(const CompileCommandOptions& o) {
     j["model"] = ref.entry->name;
     j["program"] = {{"nodes", c.program.num_live()}};
     out << j.dump(2) << "\n";
+    out.flush();
+    if (!out) fail("failed to write {}", o.json);
   }
   if (!o.check) return;
   const interp::Env env = interp::random_inputs(hlir, 1, 16);

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <tuple>
 
 namespace spool::cli {
@@ -64,10 +65,12 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Writes and flushes `text`: a full disk is an error, not a file silently cut.
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   if (!out) fail("cannot open '{}' for writing", path);
   out << text;
+  out.flush();
   if (!out) fail("failed to write '{}'", path);
 }
 
@@ -371,9 +374,9 @@ void run(const RunOptions& options) {
     print_report(report, config, phase, timing_only);
     if (options.top_kernels > 0) print_top_kernels(report, options.top_kernels);
     if (!options.trace_file.empty()) {
-      std::ofstream out(options.trace_file);
-      if (!out) fail("cannot open '{}' for writing", options.trace_file);
-      trace.write_json(out);
+      std::ostringstream text;
+      trace.write_json(text);
+      write_file(options.trace_file, text.str());
       std::printf("trace      written to %s (%zu events)\n", options.trace_file.c_str(), trace.events.size());
     }
     if (!options.json_file.empty()) {
@@ -462,6 +465,13 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_option("--hlir", options->hlir_file, "Write the HLIR in text form");
   run_cmd->callback([options, run_cmd] {
     options->size_given = run_cmd->count("--size") > 0;
+    // --interp runs the HLIR on the interpreter alone: options of the
+    // compile, the lowering and the simulation would be ignored.
+    if (options->interp)
+      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-roll"})
+        if (run_cmd->count(flag) > 0)
+          fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",
+               flag);
     if (run_cmd->count("--tokens") > 0 && options->tokens.empty())
       fail("--tokens: the list is empty (expected token ids like 1,2,3)");
     run(*options);

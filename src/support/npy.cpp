@@ -102,6 +102,7 @@ void write_npy(const std::string& path, const NpyArray& array) {
   out.write(len_bytes, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(reinterpret_cast<const char*>(array.data.data()), static_cast<std::streamsize>(array.data.size()));
+  out.flush();
   if (!out) fail("{}: write failed", path);
 }
 
