@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 namespace spool::examples {
 namespace {
@@ -290,6 +291,9 @@ Checkpoint read_safetensors(const std::string& path) {
   const uint64_t data_size = bytes.size() - 8 - header_size;
 
   Checkpoint out;
+  // The tensors' byte ranges, which must tile the data exactly (the format
+  // allows no overlaps, holes or trailing bytes).
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
@@ -317,12 +321,20 @@ Checkpoint read_safetensors(const std::string& path) {
         !offsets[1].is_number_unsigned())
       fail("{}: tensor '{}': data_offsets must be two non-negative integers", path, name);
     const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    const int64_t count = num_elements(shape);
+    // The element count and its bytes, refusing a shape whose size would
+    // overflow instead of letting it wrap past the size check.
+    int64_t count = 1;
+    for (const int64_t d : shape) {
+      if (d != 0 && count > std::numeric_limits<int64_t>::max() / element_size / d)
+        fail("{}: tensor '{}': shape {} has too many elements", path, name, shape_str(shape));
+      count *= d;
+    }
     if (begin > end || end > data_size)
       fail("{}: tensor '{}': data_offsets [{}, {}] are outside the {} data bytes", path, name, begin, end, data_size);
     if (end - begin != static_cast<uint64_t>(count * element_size))
       fail("{}: tensor '{}': {} data bytes for {} {} elements of shape {}", path, name, end - begin, count, type,
            shape_str(shape));
+    ranges.emplace_back(begin, end, name);
     interp::HostTensor value(DType::F32, shape);
     const char* p = data + begin;
     for (int64_t i = 0; i < count; ++i) {
@@ -337,6 +349,18 @@ Checkpoint read_safetensors(const std::string& path) {
     }
     out.emplace(name, CheckpointTensor{std::move(value), path});
   }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t covered = 0;
+  std::string last = "the header";
+  for (const auto& [begin, end, name] : ranges) {
+    if (begin < covered) fail("{}: tensor '{}' (bytes {}..{}) overlaps {}", path, name, begin, end, last);
+    if (begin > covered) fail("{}: bytes {}..{} of the data belong to no tensor", path, covered, begin);
+    covered = end;
+    last = "tensor '" + name + "'";
+  }
+  if (covered != data_size)
+    fail("{}: {} trailing bytes after the last tensor (the data holds {} bytes, the tensors {})", path,
+         data_size - covered, data_size, covered);
   return out;
 }
 

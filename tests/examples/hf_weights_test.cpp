@@ -314,3 +314,40 @@ TEST_CASE("qwen3-MoE: a missing expert is named by its Hugging Face name") {
                            "  missing tensor 'model.layers.1.mlp.experts.5.up_proj.weight' (expected [32,64])")
                         .c_str());
 }
+
+TEST_CASE("safetensors: byte ranges must tile the data; huge shapes do not wrap") {
+  // Files written byte by byte: an 8-byte little-endian header length, the
+  // JSON header, the data.
+  const std::string path = std::string(SPOOL_BINARY_DIR) + "/raw.safetensors";
+  auto write = [&](const json& header, size_t data_bytes) {
+    const std::string text = header.dump();
+    std::ofstream out(path, std::ios::binary);
+    const uint64_t size = text.size();
+    for (int b = 0; b < 8; ++b) out.put(static_cast<char>((size >> (8 * b)) & 0xff));
+    out << text << std::string(data_bytes, '\0');
+  };
+  auto error = [&]() -> std::string {
+    try {
+      (void)read_safetensors(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  auto tensor = [](std::vector<int64_t> shape, uint64_t begin, uint64_t end) {
+    return json{{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, end}}};
+  };
+  write({{"a", tensor({2}, 0, 8)}, {"b", tensor({3}, 8, 20)}}, 20);
+  CHECK(error() == "no error");
+  write({{"a", tensor({2}, 0, 8)}, {"b", tensor({3}, 4, 16)}}, 16);
+  CHECK(error() == path + ": tensor 'b' (bytes 4..16) overlaps tensor 'a'");
+  write({{"a", tensor({2}, 0, 8)}, {"b", tensor({3}, 12, 24)}}, 24);
+  CHECK(error() == path + ": bytes 8..12 of the data belong to no tensor");
+  write({{"a", tensor({2}, 0, 8)}}, 12);
+  CHECK(error() == path + ": 4 trailing bytes after the last tensor (the data holds 12 bytes, the tensors 8)");
+  // 2^62 + 64 elements of 4 bytes wrap to 256 bytes in 64-bit arithmetic.
+  write({{"a", tensor({(int64_t{1} << 62) + 64}, 0, 256)}}, 256);
+  CHECK(error() == path + ": tensor 'a': shape [4611686018427387968] has too many elements");
+  write({{"a", tensor({int64_t{1} << 32, int64_t{1} << 32, 64}, 0, 0)}}, 0);
+  CHECK(error() == path + ": tensor 'a': shape [4294967296,4294967296,64] has too many elements");
+}
