@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+namespace spool {
+class Graph;
+}  // namespace spool
 namespace spool::examples {
 struct ModelOptions;
 }  // namespace spool::examples
@@ -18,6 +21,13 @@ namespace spool::cli {
 //   non_negative_real: a finite number >= 0 (no nan or inf)
 CLI::Validator count(int64_t max);
 CLI::Validator non_negative_real();
+
+// The reference interpreter holds every value as a double: beyond this many
+// parameters a run would need tens of gigabytes and hours, so the commands
+// that would run it refuse first.
+inline constexpr int64_t kInterpParameterLimit = 200'000'000;
+// The elements of the graph's weights.
+int64_t parameter_count(const Graph& graph);
 
 // --size, --layers, --phase, --seq and --context into `options`.
 void add_model_options(CLI::App* cmd, examples::ModelOptions& options);

@@ -32,6 +32,10 @@ void run_compile(const CompileCommandOptions& o) {
   examples::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
   const Graph hlir = ref.entry->build(model_options);
+  if (o.check && parameter_count(hlir) > kInterpParameterLimit)
+    fail("--check runs the reference interpreter, which holds every value as a double and cannot run {} "
+         "parameters; drop --check or use --size tiny",
+         parameter_count(hlir));
   CompileOptions options;
   options.roll = !o.no_roll;
   options.rule_files = o.rules;

@@ -31,9 +31,6 @@
 namespace spool::cli {
 namespace {
 
-// The interpreter holds every value as a double: beyond this many parameters
-// a run would need tens of gigabytes and hours.
-constexpr int64_t kInterpParameterLimit = 200'000'000;
 // The largest error, relative to the reference's scale, that --check-logits accepts.
 constexpr double kLogitTolerance = 1e-4;
 
@@ -95,12 +92,6 @@ std::vector<int64_t> parse_tokens(const std::string& text) {
   return tokens;
 }
 
-int64_t parameter_count(const Graph& graph) {
-  int64_t count = 0;
-  for (const NodeId id : graph.live_ids())
-    if (graph.node(id).op == Op::Weight) count += num_elements(graph.node(id).shape);
-  return count;
-}
 
 // The graph of one call and the weights read for it (empty: seeded random).
 struct Built {
@@ -429,6 +420,13 @@ void run(const RunOptions& options) {
 }
 
 }  // namespace
+
+int64_t parameter_count(const Graph& graph) {
+  int64_t count = 0;
+  for (const NodeId id : graph.live_ids())
+    if (graph.node(id).op == Op::Weight) count += num_elements(graph.node(id).shape);
+  return count;
+}
 
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();

@@ -30,6 +30,10 @@ std::string describe(const Sexp& s) {
   return "?";
 }
 
+// Rule files are text written by people: anything larger is refused before
+// it is read.
+constexpr uintmax_t kMaxRuleFileBytes = uintmax_t{64} << 20;
+
 class FileParser {
  public:
   explicit FileParser(RuleFile& out) : out_(out) {}
@@ -42,11 +46,24 @@ class FileParser {
       for (size_t j = i; j < include_stack_.size(); ++j) chain += include_stack_[j] + " -> ";
       throw ParseError(*included_from, "include cycle: " + chain + canonical);
     }
+    auto fail_at = [&](const std::string& message) {
+      if (included_from) throw ParseError(*included_from, fmt::format("included file '{}': {}", path, message));
+      throw ParseError(SourceLoc{path, 0, 0}, message);
+    };
+    // Only regular files of a sane size: a directory would read as empty,
+    // a device such as /dev/zero would never end.
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+      fail_at(std::filesystem::is_directory(status) ? "is a directory, not a rule file" : "is not a regular file");
     std::ifstream in(path);
     if (!in) {
       if (included_from) throw ParseError(*included_from, fmt::format("cannot open included file '{}'", path));
       throw ParseError(SourceLoc{path, 0, 0}, "cannot open rule file");
     }
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxRuleFileBytes)
+      fail_at(fmt::format("is {} bytes; rule files are limited to {} bytes", size, kMaxRuleFileBytes));
     std::stringstream buffer;
     buffer << in.rdbuf();
     parse_text(buffer.str(), path, canonical);

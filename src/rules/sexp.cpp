@@ -2,10 +2,14 @@
 
 #include <spool/rules/sexp.hpp>
 
+#include <fmt/format.h>
+
 #include <cctype>
 
 namespace spool::rules {
 namespace {
+
+constexpr size_t kMaxDepth = 10000;
 
 class Reader {
  public:
@@ -19,6 +23,10 @@ class Reader {
       if (pos_ >= text_.size()) break;
       const char c = text_[pos_];
       if (c == '(') {
+        // Deeper lists would overflow the stack of the passes that walk them
+        // (patterns are limited to this depth anyway).
+        if (stack.size() >= kMaxDepth)
+          return error(loc(), fmt::format("lists nested deeper than {} levels", kMaxDepth));
         Sexp list;
         list.kind = Sexp::Kind::List;
         list.loc = loc();

@@ -161,6 +161,30 @@ TEST_CASE("includes are followed relative to the including file, and cycles are 
   Result<rules::RuleFile> missing = rules::parse_rule_text("(include \"nowhere.rules\")", write_file("m.rules", ""));
   REQUIRE(!missing.ok());
   CHECK(missing.error().message.find("cannot open included file") == 0);
+
+  // Only regular files: a directory would read as empty, /dev/zero never ends.
+  const std::string dir = std::filesystem::path(write_file("d.rules", "")).parent_path().string();
+  Result<rules::RuleFile> directory = rules::parse_rule_text("(include \"" + dir + "\")", write_file("dir.rules", ""));
+  REQUIRE(!directory.ok());
+  CHECK(directory.error().message == "included file '" + dir + "': is a directory, not a rule file");
+  CHECK(directory.error().loc.col == 10);
+  Result<rules::RuleFile> device = rules::parse_rule_text("(include \"/dev/zero\")", write_file("dev.rules", ""));
+  REQUIRE(!device.ok());
+  CHECK(device.error().message == "included file '/dev/zero': is not a regular file");
+}
+
+TEST_CASE("lists nested beyond the depth limit are an error with a location, not a stack overflow") {
+  const std::string deep = std::string(400000, '(') + std::string(400000, ')');
+  Result<rules::RuleFile> file = rules::parse_rule_text(deep, write_file("deep.rules", ""));
+  REQUIRE(!file.ok());
+  CHECK(file.error().message == "lists nested deeper than 10000 levels");
+  CHECK(file.error().loc.line == 1);
+  CHECK(file.error().loc.col == 10001);
+  // Just under the limit reads (and is then rejected for what it says).
+  const std::string fine = std::string(9999, '(') + std::string(9999, ')');
+  Result<rules::RuleFile> shallow = rules::parse_rule_text(fine, write_file("shallow.rules", ""));
+  REQUIRE(!shallow.ok());
+  CHECK(shallow.error().message.find("nested deeper") == std::string::npos);
 }
 
 TEST_CASE("the rule-file parser survives random mutations") {
