@@ -17,9 +17,9 @@ namespace spool::cli {
 // Option checks shared by the commands. CLI11 validators read the text
 // before it is converted, so "-5" given to an unsigned option is refused
 // here instead of wrapping around.
-//   count(max):        a whole number in [0, max]
+//   count(max, min):   a whole number in [min, max]
 //   non_negative_real: a finite number >= 0 (no nan or inf)
-CLI::Validator count(int64_t max);
+CLI::Validator count(int64_t max, int64_t min = 0);
 CLI::Validator non_negative_real();
 
 // The reference interpreter holds every value as a double: beyond this many

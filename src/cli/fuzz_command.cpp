@@ -91,7 +91,7 @@ void add_fuzz_command(CLI::App& app) {
   cmd->add_option("model", o->model, "Model name (see `spool models`)")->required();
   add_model_options(cmd, o->model_options);
   cmd->add_option("--genomes", o->genomes, "Distinct genomes to check")
-      ->check(CLI::PositiveNumber & count(1'000'000))
+      ->check(count(1'000'000, 1))
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the genome draws")->check(count(INT64_MAX))->capture_default_str();
   cmd->add_option("--input-seed", o->input_seed, "Seed of the random inputs")->check(count(INT64_MAX))->capture_default_str();

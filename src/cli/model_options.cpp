@@ -13,16 +13,16 @@
 
 namespace spool::cli {
 
-CLI::Validator count(int64_t max) {
+CLI::Validator count(int64_t max, int64_t min) {
   return CLI::Validator(
-      [max](std::string& text) -> std::string {
+      [max, min](std::string& text) -> std::string {
         int64_t value = -1;
         const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec != std::errc() || ptr != text.data() + text.size() || value < 0 || value > max)
-          return fmt::format("'{}' is not a whole number from 0 to {}", text, max);
+        if (ec != std::errc() || ptr != text.data() + text.size() || value < min || value > max)
+          return fmt::format("'{}' is not a whole number from {} to {}", text, min, max);
         return {};
       },
-      fmt::format("INT in [0, {}]", max));
+      fmt::format("INT in [{}, {}]", min, max));
 }
 
 CLI::Validator non_negative_real() {
@@ -44,13 +44,17 @@ CLI::Validator non_negative_real() {
 
 void add_model_options(CLI::App* cmd, examples::ModelOptions& options) {
   cmd->add_option("--size", options.size, "tiny or real")->check(CLI::IsMember({"tiny", "real"}))->capture_default_str();
-  cmd->add_option("--layers", options.layers, "Number of layers (default: the size's own)")->check(CLI::PositiveNumber);
+  // Bounds far above any released model, so that a typo fails at once
+  // instead of building a graph for minutes.
+  cmd->add_option("--layers", options.layers, "Number of layers (default: the size's own)")
+      ->check(count(4096, 1));
   cmd->add_option("--phase", options.phase, "prefill, or decode (one token after a KV cache)")
       ->check(CLI::IsMember({"prefill", "decode"}))
       ->capture_default_str();
-  cmd->add_option("--seq", options.seq, "Prefill tokens (default: 8 tiny, 512 real)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", options.seq, "Prefill tokens (default: 8 tiny, 512 real)")
+      ->check(count(131072, 1));
   cmd->add_option("--context", options.context, "Decode: KV cache length (default: 8 tiny, 512 real)")
-      ->check(CLI::PositiveNumber);
+      ->check(count(1048576, 1));
 }
 
 }  // namespace spool::cli

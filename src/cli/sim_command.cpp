@@ -129,7 +129,7 @@ void add_sim_command(CLI::App& app) {
                 "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
   cmd->add_option("--spad-budget", options->spad_budget,
                   "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)")
-      ->check(CLI::PositiveNumber);
+      ->check(count(int64_t{1} << 40, 1024));
   cmd->add_option("--seed", options->seed, "Seed of the functional-mode inputs")->check(count(INT64_MAX))->capture_default_str();
   cmd->callback([options, cmd] {
     options->npu_given = cmd->count("--npu") > 0;
