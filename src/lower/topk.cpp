@@ -144,9 +144,16 @@ void emit_rounds(Emitter& em, const std::string& name, const Access& in, const A
                                   : vb.constant(t, static_cast<double>(std::numeric_limits<int32_t>::min()));
       const int avail = vb.op(VecOp::Select, t, {taken, low, x});
       const int m = vb.op(VecOp::ReduceMax, t, {avail});
+      // The maximum propagates NaN, which equals nothing: a NaN element
+      // attains a NaN maximum (NaN ranks largest, as in the interpreter).
+      int attains = vb.op(VecOp::CmpEq, ScalarType::I1, {avail, m});
+      if (is_float(t))
+        attains = vb.op(VecOp::Or, ScalarType::I1,
+                        {attains, vb.op(VecOp::And, ScalarType::I1,
+                                        {vb.op(VecOp::CmpNe, ScalarType::I1, {avail, avail}),
+                                         vb.op(VecOp::CmpNe, ScalarType::I1, {m, m})})});
       const int hit = vb.op(VecOp::And, ScalarType::I1,
-                            {vb.op(VecOp::CmpEq, ScalarType::I1, {avail, m}),
-                             vb.op(VecOp::CmpEq, ScalarType::I1, {taken, vb.constant(ScalarType::I1, 0.0)})});
+                            {attains, vb.op(VecOp::CmpEq, ScalarType::I1, {taken, vb.constant(ScalarType::I1, 0.0)})});
       const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, neg_col, vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), none})});
       const int idx = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), vb.op(VecOp::ReduceMax, ScalarType::I64, {cand})});
       out.push_back(idx);

@@ -389,3 +389,41 @@ TEST_CASE("lower: batched GEMMs carry their column pipeline across batches, same
     if (N == 33) CHECK_FALSE(chained);  // a ragged column block: the plain batch loop
   }
 }
+
+TEST_CASE("lower: top-k ranks NaN as the interpreter does (largest, ties to the lower index)") {
+  // Rows with NaNs, infinities and ties: the k-rounds form (k = 3 of 20)
+  // and the sorting network (all 64 of 64), their indices exactly equal to
+  // the interpreter's.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (auto [cols, k] : {std::pair<int64_t, int64_t>{20, 3}, {64, 64}}) {
+    CAPTURE(cols);
+    Graph g("topk_nan");
+    const Tensor x = input(g, "x", DType::F32, {4, cols});
+    output("i", topk_indices(x, k));
+    interp::Env env;
+    interp::HostTensor values(DType::F32, {4, cols});
+    for (int64_t i = 0; i < values.size(); ++i) {
+      const int64_t r = i / cols, c = i % cols;
+      double v = static_cast<double>((c * 7 + r * 3) % 11) - 5.0;
+      if ((c + r) % 9 == 4) v = nan;
+      if (c == 5 && r == 2) v = inf;
+      if (c == 6 && r == 3) v = -inf;
+      values.set(i, v);
+    }
+    env.emplace("x", values);
+    const auto want = interp::run(g, env);
+    for (const char* config : {"toy", "tpuv3"}) {
+      CAPTURE(config);
+      const target::NpuConfig npu = target::load_config(config);
+      const lower::Lowered l = lower::to_npu(g, npu, timed(npu));
+      const sim::Executed got = sim::run_functional(l.program, npu, l.inputs, l.outputs, env);
+      const interp::HostTensor& a = got.outputs.at("i");
+      const interp::HostTensor& b = want.at("i");
+      REQUIRE(a.size() == b.size());
+      for (int64_t i = 0; i < a.size(); ++i) {
+        CAPTURE(i);
+        CHECK(a.get(i) == b.get(i));
+      }
+    }
+  }
+}
