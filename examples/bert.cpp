@@ -50,10 +50,10 @@ Graph build_bert(const BertConfig& c, const Phase& phase) {
   if (phase.has_cache()) fail("bert: an encoder has no KV cache, so there is no decode phase (use --phase prefill)");
   Graph g("bert");
   const int64_t s = phase.seq, heads = c.heads, d = c.hidden / c.heads;
-  Tensor x = input(g, "x", DType::F32, {s, c.hidden});
+  Tensor x = input(g, "x", c.dtype, {s, c.hidden});
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("encoder.layer.{}.", i);
-    auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+    auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, c.dtype, prefix + name, shape); };
     auto projection = [&](const std::string& name, int64_t out, const Tensor& in) {
       return nn::linear(in, w(name + ".weight", {out, in.dim(-1)}), w(name + ".bias", {out}));
     };

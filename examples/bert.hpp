@@ -26,6 +26,7 @@ struct BertConfig {
   int64_t ffn = 256;
   int64_t seq = 8;  // the default sequence length (issue 6: 512 for the real variants)
   double eps = 1e-5;
+  DType dtype = DType::F32;  // weights and activations
 
   static BertConfig tiny();
   static BertConfig base();    // hidden 768, 12 heads

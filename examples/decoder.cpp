@@ -13,8 +13,14 @@ void Phase::validate(std::string_view model) const {
   if (context < 0) fail("{}: context must not be negative, got {}", model, context);
 }
 
-Tensor f32_weight(Graph& graph, const std::string& name, const Shape& shape) {
-  return weight(graph, name, DType::F32, shape);
+Tensor model_weight(Graph& graph, DType dtype, const std::string& name, const Shape& shape) {
+  return weight(graph, name, dtype, shape);
+}
+
+DType model_dtype(const std::string& name, std::string_view what) {
+  if (name == "f32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  fail("{}: unknown dtype '{}' (expected bf16 or f32)", what, name);
 }
 
 DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta) {
@@ -26,7 +32,7 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
                       const std::string& prefix, std::optional<int64_t> cache_layer) {
   Graph& g = h.graph();
   const int64_t seq = h.dim(0), d = a.head_dim;
-  auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+  auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, h.dtype(), prefix + name, shape); };
   // [seq, heads*D] -> [seq, heads, D]; heads move first after the per-head norm.
   Tensor q = nn::linear(h, w("q_proj.weight", {a.heads * d, a.hidden})).reshape({seq, a.heads, d});
   Tensor k = nn::linear(h, w("k_proj.weight", {a.kv_heads * d, a.hidden})).reshape({seq, a.kv_heads, d});
@@ -45,8 +51,8 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
     output(fmt::format("present_value.{}", layer), v_heads);
     if (phase.has_cache()) {
       const Shape cache_shape = {a.kv_heads, phase.context, d};
-      keys = nn::concat({input(g, fmt::format("past_key.{}", layer), DType::F32, cache_shape), k}, 1);
-      values = nn::concat({input(g, fmt::format("past_value.{}", layer), DType::F32, cache_shape), v_heads}, 1);
+      keys = nn::concat({input(g, fmt::format("past_key.{}", layer), k.dtype(), cache_shape), k}, 1);
+      values = nn::concat({input(g, fmt::format("past_value.{}", layer), v_heads.dtype(), cache_shape), v_heads}, 1);
     }
   } else {
     SPOOL_ASSERT(!phase.has_cache(), "self_attention: a phase with a KV cache needs a cache layer");
@@ -59,18 +65,19 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
 Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activation activation) {
   Graph& g = x.graph();
   const int64_t hidden = x.dim(-1);
-  const Tensor gate = nn::linear(x, f32_weight(g, prefix + "gate_proj.weight", {ffn, hidden}));
-  const Tensor up = nn::linear(x, f32_weight(g, prefix + "up_proj.weight", {ffn, hidden}));
+  const Tensor gate = nn::linear(x, model_weight(g, x.dtype(), prefix + "gate_proj.weight", {ffn, hidden}));
+  const Tensor up = nn::linear(x, model_weight(g, x.dtype(), prefix + "up_proj.weight", {ffn, hidden}));
   const Tensor act = activation == Activation::Silu ? nn::swiglu(gate, up) : nn::geglu(gate, up);
-  return nn::linear(act, f32_weight(g, prefix + "down_proj.weight", {hidden, ffn}));
+  return nn::linear(act, model_weight(g, x.dtype(), prefix + "down_proj.weight", {hidden, ffn}));
 }
 
 void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t vocab, double rms_eps, bool tied,
                     bool norm_unit_offset) {
   Graph& g = x.graph();
   const int64_t hidden = x.dim(-1);
-  const Tensor normed = nn::rms_norm(x, f32_weight(g, "model.norm.weight", {hidden}), rms_eps, norm_unit_offset);
-  const Tensor head = tied ? embedding_table : f32_weight(g, "lm_head.weight", {vocab, hidden});
+  const Tensor normed =
+      nn::rms_norm(x, model_weight(g, x.dtype(), "model.norm.weight", {hidden}), rms_eps, norm_unit_offset);
+  const Tensor head = tied ? embedding_table : model_weight(g, x.dtype(), "lm_head.weight", {vocab, hidden});
   output("logits", nn::linear(normed, head));
 }
 

@@ -6,9 +6,12 @@
 //
 // The graph interface of every decoder built from these pieces:
 //   input  tokens                      i64 [seq]
-//   input  past_key.L, past_value.L    f32 [kv_heads, context, head_dim]  (only when context > 0)
-//   output logits                      f32 [seq, vocab]
-//   output present_key.L, present_value.L  f32 [kv_heads, seq, head_dim]
+//   input  past_key.L, past_value.L    DT [kv_heads, context, head_dim]  (only when context > 0)
+//   output logits                      DT [seq, vocab]
+//   output present_key.L, present_value.L  DT [kv_heads, seq, head_dim]
+// DT is the model's dtype (its config's `dtype`: f32, or bf16 as served):
+// every weight, activation and cache entry is stored in it (nn.hpp says where
+// half precision computes in f32).
 // `present_*` hold the keys (after RoPE) and values of the `seq` tokens this
 // call processed; the cache after the call is past ++ present along axis 1.
 // Decode therefore never copies the whole cache into an output.
@@ -44,8 +47,11 @@ struct AttentionShape {
   std::optional<double> qk_norm_eps;
 };
 
-// Every example weight is f32; a checkpoint's bf16/f16 values are widened on load.
-Tensor f32_weight(Graph& graph, const std::string& name, const Shape& shape);
+// A weight of the model's dtype.
+Tensor model_weight(Graph& graph, DType dtype, const std::string& name, const Shape& shape);
+
+// "f32" or "bf16" (the dtypes a model runs in); fails naming `what` otherwise.
+DType model_dtype(const std::string& name, std::string_view what);
 
 // Starts a decoder: input "tokens" i64 [seq] and the RoPE tables of positions
 // context .. context+seq-1.

@@ -61,7 +61,7 @@ std::string DeepseekV3Config::describe() const {
 
 Tensor deepseek_v3_moe_block(const DeepseekV3Config& c, const Tensor& x, const std::string& prefix) {
   Graph& g = x.graph();
-  auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+  auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, c.dtype, prefix + name, shape); };
   const Tensor logits = nn::linear(x, w("gate.weight", {c.experts, c.hidden}));
   const Routing routing = group_limited_routing(logits, w("gate.e_score_correction_bias", {c.experts}), c.top_k,
                                                 c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor);
@@ -78,13 +78,13 @@ Graph build_deepseek_v3(const DeepseekV3Config& c, const Phase& phase) {
   phase.validate("deepseek_v3");
   Graph g("deepseek_v3");
   const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
-  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
-    const Tensor h2 = nn::rms_norm(x, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h2 = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + (i < c.first_k_dense_replace ? gated_mlp(h2, prefix + "mlp.", c.ffn)
                                          : deepseek_v3_moe_block(c, h2, prefix + "mlp."));
   }

@@ -37,6 +37,7 @@ struct DeepseekV3Config {
   bool norm_topk_prob = true;
   int64_t vocab = 256;
   double rms_eps = 1e-6;
+  DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 10000.0;
 
   static DeepseekV3Config tiny();

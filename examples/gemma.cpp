@@ -39,11 +39,11 @@ Graph build_gemma(const GemmaConfig& c, const Phase& phase) {
   phase.validate("gemma");
   Graph g("gemma");
   const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
-  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   // Hugging Face multiplies by sqrt(hidden) rounded to the activation dtype.
   Tensor x = nn::embedding(start.tokens, table) * std::sqrt(static_cast<double>(c.hidden));
   auto norm = [&](const Tensor& t, const std::string& name) {
-    return nn::rms_norm(t, f32_weight(g, name, {c.hidden}), c.rms_eps, /*unit_offset=*/true);
+    return nn::rms_norm(t, model_weight(g, c.dtype, name, {c.hidden}), c.rms_eps, /*unit_offset=*/true);
   };
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);

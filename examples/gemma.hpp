@@ -19,6 +19,7 @@ struct GemmaConfig {
   int64_t ffn = 128;
   int64_t vocab = 256;
   double rms_eps = 1e-6;
+  DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 10000.0;
 
   static GemmaConfig tiny();

@@ -335,7 +335,8 @@ Checkpoint read_safetensors(const std::string& path) {
       fail("{}: tensor '{}': {} data bytes for {} {} elements of shape {}", path, name, end - begin, count, type,
            shape_str(shape));
     ranges.emplace_back(begin, end, name);
-    interp::HostTensor value(DType::F32, shape);
+    // The file's dtype is kept (a bf16 checkpoint stays bf16; the values are exact in it).
+    interp::HostTensor value(type == "F32" ? DType::F32 : type == "BF16" ? DType::BF16 : DType::F16, shape);
     const char* p = data + begin;
     for (int64_t i = 0; i < count; ++i) {
       float f = 0.0f;
@@ -397,6 +398,16 @@ Checkpoint read_checkpoint(const std::string& dir) {
 
 // ---- binding ----------------------------------------------------------------
 
+// The tensor in the model's dtype: the same tensor when they agree (a bf16
+// checkpoint of a bf16 model is not widened), otherwise every value rounded
+// to it (an f32 checkpoint run in bf16 is rounded once, on load).
+interp::HostTensor as_dtype(const interp::HostTensor& value, DType dtype) {
+  if (value.dtype() == dtype) return value;
+  interp::HostTensor out(dtype, value.shape());
+  for (int64_t i = 0; i < value.size(); ++i) out.set(i, value.get(i));
+  return out;
+}
+
 interp::Env bind_weights(const Graph& graph, Checkpoint checkpoint, bool stacked_experts, std::string_view model) {
   std::string file = "the checkpoint";
   if (!checkpoint.empty()) file = checkpoint.begin()->second.file;
@@ -425,7 +436,7 @@ interp::Env bind_weights(const Graph& graph, Checkpoint checkpoint, bool stacked
       // P.experts.W [E, a, b] from P.experts.e.W [a, b].
       const std::string head = name.substr(0, experts_at + 9), tail = name.substr(experts_at + 9);
       const Shape part_shape(node.shape.begin() + 1, node.shape.end());
-      interp::HostTensor stacked(DType::F32, node.shape);
+      interp::HostTensor stacked(node.dtype, node.shape);
       bool complete = true;
       const int64_t part_size = num_elements(part_shape);
       for (int64_t e = 0; e < node.shape[0]; ++e) {
@@ -442,7 +453,7 @@ interp::Env bind_weights(const Graph& graph, Checkpoint checkpoint, bool stacked
       continue;
     }
     used.insert(name);
-    if (const interp::HostTensor* value = take(name, node.shape)) env.emplace(name, *value);
+    if (const interp::HostTensor* value = take(name, node.shape)) env.emplace(name, as_dtype(*value, node.dtype));
   }
   for (const auto& [name, tensor] : checkpoint)
     if (!used.contains(name))
@@ -459,27 +470,40 @@ bool has_hf_loader(const std::string& family) {
   return family == "llama" || family == "qwen3" || family == "gemma" || family == "qwen3_moe";
 }
 
-LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase) {
+DType checkpoint_dtype(const HfConfig& config) {
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (config.string_or(key, "") == "bfloat16") return DType::BF16;
+  return DType::F32;
+}
+
+LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase,
+                          std::optional<DType> dtype) {
   const HfConfig config = HfConfig::read((std::filesystem::path(dir) / "config.json").string());
+  const DType model_dtype = dtype.value_or(checkpoint_dtype(config));
   LoadedModel out;
+  out.dtype = model_dtype;
   bool stacked = false;
   if (family == "llama") {
-    const LlamaConfig c = llama_config_from_hf(config);
+    LlamaConfig c = llama_config_from_hf(config);
+    c.dtype = model_dtype;
     out.graph = build_llama(c, phase);
     out.shape = c.describe();
     out.vocab = c.vocab;
   } else if (family == "qwen3") {
-    const Qwen3Config c = qwen3_config_from_hf(config);
+    Qwen3Config c = qwen3_config_from_hf(config);
+    c.dtype = model_dtype;
     out.graph = build_qwen3(c, phase);
     out.shape = c.describe();
     out.vocab = c.vocab;
   } else if (family == "gemma") {
-    const GemmaConfig c = gemma_config_from_hf(config);
+    GemmaConfig c = gemma_config_from_hf(config);
+    c.dtype = model_dtype;
     out.graph = build_gemma(c, phase);
     out.shape = c.describe();
     out.vocab = c.vocab;
   } else if (family == "qwen3_moe") {
-    const Qwen3MoeConfig c = qwen3_moe_config_from_hf(config);
+    Qwen3MoeConfig c = qwen3_moe_config_from_hf(config);
+    c.dtype = model_dtype;
     out.graph = build_qwen3_moe(c, phase);
     out.shape = c.describe();
     out.vocab = c.vocab;

@@ -2,8 +2,9 @@
 // Hugging Face model folders: `config.json` and `model.safetensors` (or the
 // shards named by `model.safetensors.index.json`), read for llama, qwen3,
 // gemma and qwen3_moe. The model's shapes come from config.json; the
-// weights (f32, bf16 or f16 in the file) become the f32 values of the graph's
-// Weight nodes. Every problem is a spool::Error naming the file and the key or
+// weights (f32, bf16 or f16 in the file, read in that dtype) become the
+// values of the graph's Weight nodes, in the model's dtype: bf16 values of a
+// bf16 model are taken as they are, anything else is rounded once on load. Every problem is a spool::Error naming the file and the key or
 // tensor: a missing, mistyped or unknown config key, an unsupported feature
 // (rope_scaling, attention bias, another activation, ...), a missing, unknown
 // or mis-shaped tensor, an unsupported dtype, a malformed file.
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -69,12 +71,12 @@ Qwen3MoeConfig qwen3_moe_config_from_hf(const HfConfig& config);
 
 // A checkpoint tensor and the file it came from.
 struct CheckpointTensor {
-  interp::HostTensor value;  // f32
+  interp::HostTensor value;  // in the file's dtype (f32, bf16 or f16)
   std::string file;
 };
 using Checkpoint = std::map<std::string, CheckpointTensor>;
 
-// One .safetensors file: its F32, BF16 and F16 tensors, widened to f32.
+// One .safetensors file: its F32, BF16 and F16 tensors.
 Checkpoint read_safetensors(const std::string& path);
 // A folder's model.safetensors, or every shard of model.safetensors.index.json.
 Checkpoint read_checkpoint(const std::string& dir);
@@ -92,9 +94,13 @@ struct LoadedModel {
   interp::Env weights;
   std::string shape;  // one line, as `spool models` prints shapes
   int64_t vocab = 0;
+  DType dtype = DType::F32;  // the model's dtype
 };
-// `family` is llama, qwen3, gemma or qwen3_moe; config.json's model_type must match.
-LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase);
+// `family` is llama, qwen3, gemma or qwen3_moe; config.json's model_type must
+// match. The model runs in `dtype`; without one, in the checkpoint's
+// (config.json's torch_dtype: bfloat16 gives bf16, anything else f32).
+LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase,
+                          std::optional<DType> dtype = std::nullopt);
 bool has_hf_loader(const std::string& family);
 
 }  // namespace spool::examples

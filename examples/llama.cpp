@@ -10,9 +10,9 @@ namespace {
 Tensor layer(const LlamaConfig& c, const Tensor& x, const nn::RopeTables& rope, const Phase& phase,
              const std::string& prefix, std::optional<int64_t> cache_layer) {
   Graph& g = x.graph();
-  const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+  const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
   const Tensor x1 = x + self_attention(c.attention(), h, rope, phase, prefix + "self_attn.", cache_layer);
-  const Tensor h2 = nn::rms_norm(x1, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+  const Tensor h2 = nn::rms_norm(x1, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
   return x1 + gated_mlp(h2, prefix + "mlp.", c.ffn);
 }
 
@@ -65,7 +65,7 @@ Graph build_llama(const LlamaConfig& c, const Phase& phase) {
   phase.validate("llama");
   Graph g("llama");
   const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
-  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) x = layer(c, x, start.rope, phase, fmt::format("model.layers.{}.", i), i);
   finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);

@@ -50,11 +50,11 @@ std::string Llama4Config::describe() const {
 
 Tensor llama4_moe_block(const Llama4Config& c, const Tensor& x, const std::string& prefix) {
   Graph& g = x.graph();
-  auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+  auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, c.dtype, prefix + name, shape); };
   const Tensor logits = nn::linear(x, w("router.weight", {c.experts, c.hidden}));
   const RoutedPairs pairs = route_pairs(x, sigmoid_topk_routing(logits, c.top_k));
   // The router score scales the expert's input, not its output.
-  const Tensor rows = pairs.rows * pairs.weights.unsqueeze(1);
+  const Tensor rows = pairs.rows * pairs.weights.cast(pairs.rows.dtype()).unsqueeze(1);
   const ExpertBlocks blocks =
       expert_blocks(rows, pairs.experts, c.experts, choose_expert_block(pairs.experts.dim(0), c.experts));
   const Tensor gate_up =
@@ -71,13 +71,13 @@ Graph build_llama4(const Llama4Config& c, const Phase& phase) {
   phase.validate("llama4");
   Graph g("llama4");
   const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
-  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
-    const Tensor h2 = nn::rms_norm(x, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h2 = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + (c.is_moe(i) ? llama4_moe_block(c, h2, prefix + "feed_forward.")
                          : gated_mlp(h2, prefix + "feed_forward.", c.ffn_dense));
   }

@@ -34,6 +34,7 @@ struct Llama4Config {
   int64_t moe_layer_step = 2;  // interleave_moe_layer_step: layer L is MoE when (L+1) % step == 0
   int64_t vocab = 256;
   double rms_eps = 1e-5;
+  DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 500000.0;
 
   static Llama4Config tiny();

@@ -31,6 +31,7 @@ Config sized(const ModelOptions& options, const char* model, Config (*real)()) {
   else
     fail("{}: unknown size '{}' (expected tiny or real)", model, options.size);
   if (options.layers != 0) c.layers = options.layers;
+  c.dtype = resolve_dtype(options);
   return c;
 }
 
@@ -58,10 +59,16 @@ BertConfig bert_config(const ModelOptions& options) {
     fail("bert: unknown size '{}' (expected tiny or real)", options.size);
   }
   if (options.layers != 0) c.layers = options.layers;
+  c.dtype = resolve_dtype(options);
   return c;
 }
 
 }  // namespace
+
+DType resolve_dtype(const ModelOptions& options) {
+  if (options.dtype.empty()) return options.size == "real" ? DType::BF16 : DType::F32;
+  return model_dtype(options.dtype, "--dtype");
+}
 
 Phase resolve_phase(const ModelOptions& options) {
   const int64_t fallback = options.size == "real" ? kRealDefaultTokens : kTinyDefaultTokens;

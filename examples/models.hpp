@@ -18,7 +18,11 @@ struct ModelOptions {
   std::string phase = "prefill";    // "prefill" or "decode"
   int64_t seq = 0;                  // prefill tokens; 0: the default (8 tiny, 512 real)
   int64_t context = 0;              // decode: KV cache length; 0: the default (8 tiny, 512 real)
+  std::string dtype;                // "bf16" or "f32"; empty: bf16 real (as served), f32 tiny
 };
+
+// The dtype `options` asks for, with the default filled in.
+DType resolve_dtype(const ModelOptions& options);
 
 // The phase that `options` asks for, with the defaults filled in. Fails on a
 // decode with --seq other than 1 or a prefill with a context.

@@ -30,7 +30,8 @@ void expect_logits(const Tensor& logits, int64_t top_k, std::string_view router)
 
 Routing softmax_topk_routing(const Tensor& logits, int64_t top_k, bool normalize) {
   expect_logits(logits, top_k, "softmax_topk_routing");
-  const nn::TopK top = nn::topk(nn::softmax(logits, -1), top_k);
+  // The probabilities, top-k and renormalisation in f32 whatever the logits' dtype.
+  const nn::TopK top = nn::topk(nn::softmax(logits.cast(DType::F32), -1), top_k);
   Tensor weights = top.values;
   if (normalize) weights = weights / weights.sum(-1, true);
   return {top.indices, weights, logits.dim(1)};
@@ -50,8 +51,9 @@ Routing group_limited_routing(const Tensor& logits, const Tensor& bias, int64_t 
     fail("group_limited_routing: top_k = {} exceeds the {} experts of the {} kept groups", top_k,
          topk_group * group_size, topk_group);
   Graph& g = logits.graph();
-  const Tensor scores = nn::sigmoid(logits);
-  const Tensor biased = scores + bias;  // selection only
+  // Scores, selection and weights in f32 whatever the logits' dtype.
+  const Tensor scores = nn::sigmoid(logits.cast(DType::F32));
+  const Tensor biased = scores + bias.cast(DType::F32);  // selection only
   // Group score: the sum of the two best biased scores of the group.
   const Tensor group_scores = nn::topk(biased.reshape({tokens, n_group, group_size}), 2).values.sum(-1);
   const Tensor kept_groups = topk_indices(group_scores, topk_group);  // [T, topk_group]
@@ -243,7 +245,8 @@ Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted) {
   const int64_t k = count / tokens;
   const bool one_token = tokens == 1;
   const Tensor by_token = one_token ? y : gather(y, pairs.position.reshape({count, 1}).expand({count, hidden}), 0);
-  const Tensor w = one_token ? pairs.weights : gather(pairs.weights, pairs.position, 0);
+  const Tensor weights = pairs.weights.cast(y.dtype());  // rounded to the rows' dtype, as they are combined
+  const Tensor w = one_token ? weights : gather(weights, pairs.position, 0);
   const Tensor contribution = (weighted ? by_token * w.unsqueeze(1) : by_token).reshape({tokens, k, hidden});
   Tensor out = contribution.slice(1, 0, 1).reshape({tokens, hidden});
   for (int64_t j = 1; j < k; ++j) out = out + contribution.slice(1, j, j + 1).reshape({tokens, hidden});

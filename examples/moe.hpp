@@ -42,7 +42,9 @@
 namespace spool::examples {
 
 // For each of T tokens: the ids (i64 [T, k]) of its k experts and their
-// weights (f32 [T, k]).
+// weights ([T, k]: f32 from the softmax and group-limited routers, which
+// compute in f32 whatever the logits' dtype; the logits' dtype from the
+// sigmoid router, as Llama-4 rounds its scores).
 struct Routing {
   Tensor experts;
   Tensor weights;
@@ -71,7 +73,7 @@ struct RoutedPairs {
   Tensor rows;     // [P, hidden] the token rows, gathered
   Tensor experts;  // i64 [P], nondecreasing
   Tensor tokens;   // i64 [P] the token of each pair
-  Tensor weights;  // f32 [P] the routing weight of each pair
+  Tensor weights;  // [P] the routing weight of each pair (the routing's dtype)
   Tensor position; // i64 [P]: where pair t*k + j (token-major) sits in the sorted order (T > 1)
   int64_t num_tokens = 0;
 };

@@ -38,13 +38,13 @@ Graph build_qwen3(const Qwen3Config& c, const Phase& phase) {
   phase.validate("qwen3");
   Graph g("qwen3");
   const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
-  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
-    const Tensor h2 = nn::rms_norm(x, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h2 = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + gated_mlp(h2, prefix + "mlp.", c.ffn);
   }
   finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);

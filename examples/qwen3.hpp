@@ -19,6 +19,7 @@ struct Qwen3Config {
   int64_t ffn = 128;
   int64_t vocab = 256;
   double rms_eps = 1e-6;
+  DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 1000000.0;
   bool tie_word_embeddings = true;
 

@@ -54,7 +54,7 @@ std::string Qwen3MoeConfig::describe() const {
 
 Tensor qwen3_moe_block(const Qwen3MoeConfig& c, const Tensor& x, const std::string& prefix) {
   Graph& g = x.graph();
-  auto w = [&](const std::string& name, const Shape& shape) { return f32_weight(g, prefix + name, shape); };
+  auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, c.dtype, prefix + name, shape); };
   const Tensor logits = nn::linear(x, w("gate.weight", {c.experts, c.hidden}));
   const RoutedPairs pairs = route_pairs(x, softmax_topk_routing(logits, c.top_k, c.norm_topk_prob));
   const Tensor down = swiglu_experts(pairs, w("experts.gate_proj.weight", {c.experts, c.moe_ffn, c.hidden}),
@@ -68,13 +68,13 @@ Graph build_qwen3_moe(const Qwen3MoeConfig& c, const Phase& phase) {
   phase.validate("qwen3_moe");
   Graph g("qwen3_moe");
   const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
-  const Tensor table = f32_weight(g, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    const Tensor h = nn::rms_norm(x, f32_weight(g, prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
-    const Tensor h2 = nn::rms_norm(x, f32_weight(g, prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
+    const Tensor h2 = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
     x = x + (c.is_sparse(i) ? qwen3_moe_block(c, h2, prefix + "mlp.") : gated_mlp(h2, prefix + "mlp.", c.ffn));
   }
   finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);

@@ -55,6 +55,9 @@ void add_model_options(CLI::App* cmd, examples::ModelOptions& options) {
       ->check(count(131072, 1));
   cmd->add_option("--context", options.context, "Decode: KV cache length (default: 8 tiny, 512 real)")
       ->check(count(1048576, 1));
+  cmd->add_option("--dtype", options.dtype,
+                  "Weights, activations and KV cache: bf16 or f32 (default: bf16 real, as served; f32 tiny)")
+      ->check(CLI::IsMember({"bf16", "f32"}));
 }
 
 }  // namespace spool::cli

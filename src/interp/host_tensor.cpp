@@ -154,6 +154,12 @@ NpyArray HostTensor::to_npy() const {
   return array;
 }
 
+double check_tolerance(double tolerance, DType dtype) {
+  if (dtype == DType::BF16) return std::max(tolerance, std::ldexp(1.0, -8 + 3));
+  if (dtype == DType::F16) return std::max(tolerance, std::ldexp(1.0, -11 + 3));
+  return tolerance;
+}
+
 Difference compare(const HostTensor& actual, const HostTensor& expected) {
   if (actual.shape() != expected.shape())
     fail("compare: shapes differ: actual {} vs expected {}", shape_str(actual.shape()), shape_str(expected.shape()));

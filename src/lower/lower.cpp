@@ -554,35 +554,34 @@ class Lowering {
     const Op op = n.op;
     const double cols = static_cast<double>(n.shape[static_cast<size_t>(axis)]);
     const NormAttr norm = op == Op::Softmax ? NormAttr{} : std::get<NormAttr>(n.attr);
-    const DType dtype = n.dtype;
     const VecOp reduce_max = down ? VecOp::ReduceMaxRows : VecOp::ReduceMax;
     const VecOp reduce_sum = down ? VecOp::ReduceSumRows : VecOp::ReduceSum;
-    s.body = [op, cols, norm, dtype, reduce_max, reduce_sum](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
+    s.body = [op, cols, norm, reduce_max, reduce_sum](VecBuilder& vb, const std::vector<int>& in, const SpadRef*) {
       const ScalarType F = ScalarType::F32;
       auto f32 = [&](int v) { return vb.type(v) == F ? v : vb.op(VecOp::Cast, F, {v}); };
-      // Values of a bf16 node round to bf16 after every op, as the reference's composite does.
-      auto r = [&](int v) { return dtype == DType::BF16 ? f32(vb.op(VecOp::Cast, ScalarType::BF16, {v})) : v; };
+      // In f32 whatever the stored dtype, rounded once by the store (nn's
+      // composites compute half precision in f32).
       const int x = f32(in[0]);
       if (op == Op::Softmax) {
         const int m = vb.op(reduce_max, F, {x});
-        const int e = r(vb.op(VecOp::Exp, F, {r(vb.op(VecOp::Sub, F, {x, m}))}));
-        const int sum = r(vb.op(reduce_sum, F, {e}));
-        return std::vector<int>{vb.op(VecOp::Mul, F, {e, r(vb.op(VecOp::Recip, F, {sum}))})};
+        const int e = vb.op(VecOp::Exp, F, {vb.op(VecOp::Sub, F, {x, m})});
+        const int sum = vb.op(reduce_sum, F, {e});
+        return std::vector<int>{vb.op(VecOp::Mul, F, {e, vb.op(VecOp::Recip, F, {sum})})};
       }
       const int inv_n = vb.constant(F, 1.0 / cols);
       const int eps = vb.constant(F, norm.eps);
       if (op == Op::RmsNorm) {
-        const int ms = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::ReduceSum, F, {r(vb.op(VecOp::Mul, F, {x, x}))})), inv_n}));
-        const int inv = r(vb.op(VecOp::Recip, F, {r(vb.op(VecOp::Sqrt, F, {r(vb.op(VecOp::Add, F, {ms, eps}))}))}));
+        const int ms = vb.op(VecOp::Mul, F, {vb.op(VecOp::ReduceSum, F, {vb.op(VecOp::Mul, F, {x, x})}), inv_n});
+        const int inv = vb.op(VecOp::Recip, F, {vb.op(VecOp::Sqrt, F, {vb.op(VecOp::Add, F, {ms, eps})})});
         int w = f32(in[1]);
-        if (norm.unit_offset) w = r(vb.op(VecOp::Add, F, {w, vb.constant(F, 1.0)}));
-        return std::vector<int>{vb.op(VecOp::Mul, F, {r(vb.op(VecOp::Mul, F, {x, inv})), w})};
+        if (norm.unit_offset) w = vb.op(VecOp::Add, F, {w, vb.constant(F, 1.0)});
+        return std::vector<int>{vb.op(VecOp::Mul, F, {vb.op(VecOp::Mul, F, {x, inv}), w})};
       }
-      const int mean = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::ReduceSum, F, {x})), inv_n}));
-      const int d = r(vb.op(VecOp::Sub, F, {x, mean}));
-      const int var = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::ReduceSum, F, {r(vb.op(VecOp::Mul, F, {d, d}))})), inv_n}));
-      const int inv = r(vb.op(VecOp::Recip, F, {r(vb.op(VecOp::Sqrt, F, {r(vb.op(VecOp::Add, F, {var, eps}))}))}));
-      const int y = r(vb.op(VecOp::Mul, F, {r(vb.op(VecOp::Mul, F, {d, inv})), f32(in[1])}));
+      const int mean = vb.op(VecOp::Mul, F, {vb.op(VecOp::ReduceSum, F, {x}), inv_n});
+      const int d = vb.op(VecOp::Sub, F, {x, mean});
+      const int var = vb.op(VecOp::Mul, F, {vb.op(VecOp::ReduceSum, F, {vb.op(VecOp::Mul, F, {d, d})}), inv_n});
+      const int inv = vb.op(VecOp::Recip, F, {vb.op(VecOp::Sqrt, F, {vb.op(VecOp::Add, F, {var, eps})})});
+      const int y = vb.op(VecOp::Mul, F, {vb.op(VecOp::Mul, F, {d, inv}), f32(in[1])});
       return std::vector<int>{vb.op(VecOp::Add, F, {y, f32(in[2])})};
     };
     emit_tiled(em_, s);

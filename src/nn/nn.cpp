@@ -75,39 +75,56 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
   return y;
 }
 
+namespace {
+
+bool is_half(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
+
+// f(x) computed in f32 for a half x and rounded once to x's dtype (PyTorch's
+// opmath); f(x) itself otherwise.
+template <typename F>
+Tensor in_opmath(const Tensor& x, F&& f) {
+  if (!is_half(x.dtype())) return f(x);
+  return f(x.cast(DType::F32)).cast(x.dtype());
+}
+
+}  // namespace
+
 Tensor exp(const Tensor& x) {
   expect_float(x, "exp");
-  return exp2(x * std::numbers::log2e);
+  return in_opmath(x, [](const Tensor& t) { return exp2(t * std::numbers::log2e); });
 }
 
 Tensor log(const Tensor& x) {
   expect_float(x, "log");
-  return log2(x) * std::numbers::ln2;
+  return in_opmath(x, [](const Tensor& t) { return log2(t) * std::numbers::ln2; });
 }
 
 Tensor cos(const Tensor& x) {
   expect_float(x, "cos");
-  return sin(x + std::numbers::pi / 2);
+  return in_opmath(x, [](const Tensor& t) { return sin(t + std::numbers::pi / 2); });
 }
 
 Tensor tanh(const Tensor& x) {
   expect_float(x, "tanh");
-  return 1.0 - 2.0 * recip(exp(x * 2.0) + 1.0);
+  return in_opmath(x, [](const Tensor& t) { return 1.0 - 2.0 * recip(exp(t * 2.0) + 1.0); });
 }
 
 Tensor sigmoid(const Tensor& x) {
   expect_float(x, "sigmoid");
-  return recip(exp(-x) + 1.0);
+  return in_opmath(x, [](const Tensor& t) { return recip(exp(-t) + 1.0); });
 }
 
 Tensor relu(const Tensor& x) { return maximum(x, 0.0); }
 
-Tensor silu(const Tensor& x) { return x * sigmoid(x); }
+Tensor silu(const Tensor& x) {
+  expect_float(x, "silu");
+  return in_opmath(x, [](const Tensor& t) { return t * sigmoid(t); });
+}
 
 Tensor gelu_tanh(const Tensor& x) {
   expect_float(x, "gelu");
   const double k = std::sqrt(2.0 / std::numbers::pi);
-  return x * 0.5 * (tanh((x + x * x * x * 0.044715) * k) + 1.0);
+  return in_opmath(x, [k](const Tensor& t) { return t * 0.5 * (tanh((t + t * t * t * 0.044715) * k) + 1.0); });
 }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return silu(gate) * up; }
@@ -116,9 +133,10 @@ Tensor geglu(const Tensor& gate, const Tensor& up) { return gelu_tanh(gate) * up
 Tensor softmax(const Tensor& x, int64_t axis) {
   expect_float(x, "softmax");
   const int64_t a = x.normalize_axis(axis, "softmax");
-  const Tensor shifted = x - x.max(a, true);
-  const Tensor e = exp(shifted);
-  return e * recip(e.sum(a, true));
+  return in_opmath(x, [a](const Tensor& t) {
+    const Tensor e = exp(t - t.max(a, true));
+    return e * recip(e.sum(a, true));
+  });
 }
 
 Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
@@ -127,20 +145,24 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
   expect_rank_at_least(x, 1, "layer_norm", "input");
   if (weight) expect_last_dim(*weight, x, "layer_norm", "weight");
   if (bias) expect_last_dim(*bias, x, "layer_norm", "bias");
-  const Tensor centered = x - x.mean(-1, true);
+  const DType t = is_half(x.dtype()) ? DType::F32 : x.dtype();
+  const Tensor xt = x.cast(t);
+  const Tensor centered = xt - xt.mean(-1, true);
   const Tensor variance = (centered * centered).mean(-1, true);
   Tensor y = centered * recip(sqrt(variance + eps));
-  if (weight) y = y * *weight;
-  if (bias) y = y + *bias;
-  return y;
+  if (weight) y = y * weight->cast(t);
+  if (bias) y = y + bias->cast(t);
+  return y.cast(x.dtype());
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, bool unit_offset) {
   expect_float(x, "rms_norm");
   expect_rank_at_least(x, 1, "rms_norm", "input");
   expect_last_dim(weight, x, "rms_norm", "weight");
-  const Tensor normalized = x * recip(sqrt((x * x).mean(-1, true) + eps));
-  return normalized * (unit_offset ? weight + 1.0 : weight);
+  const DType t = is_half(x.dtype()) ? DType::F32 : x.dtype();
+  const Tensor xt = x.cast(t), wt = weight.cast(t);
+  const Tensor normalized = xt * recip(sqrt((xt * xt).mean(-1, true) + eps));
+  return (normalized * (unit_offset ? wt + 1.0 : wt)).cast(x.dtype());
 }
 
 RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset) {
@@ -168,7 +190,7 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
            shape_str(table->shape()));
   const std::vector<Tensor> halves = x.chunk(2, -1);
   const Tensor rotated = concat({-halves[1], halves[0]}, -1);
-  return x * cos + rotated * sin;
+  return x * cos.cast(x.dtype()) + rotated * sin.cast(x.dtype());
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale) {
@@ -188,7 +210,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
   const Tensor q4 = q.reshape({hkv, group, s, d});
   const Tensor k4 = k.unsqueeze(1);
   const Tensor v4 = v.unsqueeze(1);
-  Tensor scores = matmul(q4, k4.transpose(-1, -2)) * scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+  const double factor = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+  Tensor scores = matmul(q4, k4.transpose(-1, -2));
+  scores = is_half(scores.dtype()) ? (scores.cast(DType::F32) * factor).cast(scores.dtype()) : scores * factor;
   if (causal) {
     // Query i sits at position i + (T - S); it may not see keys after it.
     Graph& g = q.graph();

@@ -212,4 +212,41 @@ SpadLiveness spad_liveness(const Kernel& kernel) {
   return out;
 }
 
+DramFootprint dram_footprint(const Program& program) {
+  DramFootprint out;
+  const size_t n = program.buffers.size();
+  std::vector<std::pair<int, int>> range(n, {-1, -1});
+  for (size_t k = 0; k < program.kernels.size(); ++k)
+    for_each_stmt(program.kernels[k].body, [&](const Stmt& stmt) {
+      const auto* dma = std::get_if<DmaOp>(&stmt.node);
+      if (!dma || dma->dram < 0) return;
+      auto& r = range[static_cast<size_t>(program.root_of(dma->dram))];
+      if (r.first < 0) r.first = static_cast<int>(k);
+      r.second = static_cast<int>(k);
+    });
+  std::vector<std::pair<int, int64_t>> events;  // (point, +/- bytes); ends after starts at equal points
+  for (size_t b = 0; b < n; ++b) {
+    const DramBuffer& buffer = program.buffers[b];
+    if (buffer.alias_of >= 0) continue;
+    const int64_t bytes = program.buffer_elements(static_cast<int>(b)) * dtype_bytes(buffer.dtype);
+    switch (buffer.kind) {
+      case BufferKind::Weight: out.weight_bytes += bytes; break;
+      case BufferKind::Input: out.input_bytes += bytes; break;
+      case BufferKind::Output: out.output_bytes += bytes; break;
+      case BufferKind::Temp:
+        if (range[b].first < 0) break;
+        events.push_back({2 * range[b].first, bytes});
+        events.push_back({2 * range[b].second + 1, -bytes});
+        break;
+    }
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0;
+  for (const auto& [point, delta] : events) {
+    live += delta;
+    out.temp_peak_bytes = std::max(out.temp_peak_bytes, live);
+  }
+  return out;
+}
+
 }  // namespace spool::npu

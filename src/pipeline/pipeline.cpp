@@ -98,14 +98,58 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const targ
     if (diff.non_finite > 0 && check.non_finite == 0) check.non_finite_output = name;
     check.non_finite += diff.non_finite;
     check.max_abs_err = std::max(check.max_abs_err, diff.max_abs);
+    const double allowed = interp::check_tolerance(tolerance, want.dtype());
+    if (diff.max_rel_to_scale > allowed) check.ok = false;
     if (diff.max_rel_to_scale >= check.max_rel_err) {
       check.max_rel_err = diff.max_rel_to_scale;
       check.worst_output = name;
+      check.tolerance = allowed;
     }
   }
-  check.ok = check.max_rel_err <= tolerance && check.non_finite == 0;
+  if (check.non_finite != 0) check.ok = false;
   outputs = std::move(executed.outputs);
   return check;
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+
+// The footprint against the capacity; fails when it does not fit, unless ignored.
+Memory check_memory(const npu::DramFootprint& footprint, const target::NpuConfig& config, bool ignore, bool final) {
+  Memory m;
+  m.footprint = footprint;
+  m.capacity_bytes = config.dram.capacity_bytes;
+  const int64_t per_core = std::max<int64_t>(1, config.dram.capacity_bytes / config.cores);
+  m.cores_needed = std::max<int64_t>(1, (footprint.total() + per_core - 1) / per_core);
+  m.fits = footprint.total() <= m.capacity_bytes;
+  m.ignored = !m.fits && ignore;
+  if (!m.fits && !ignore) {
+    const std::string parts =
+        final ? fmt::format("weights {}, inputs {}, outputs {}, temporaries at peak {}", gib(footprint.weight_bytes),
+                            gib(footprint.input_bytes), gib(footprint.output_bytes), gib(footprint.temp_peak_bytes))
+              : fmt::format("weights {}, inputs {}, outputs {}, before any temporary", gib(footprint.weight_bytes),
+                            gib(footprint.input_bytes), gib(footprint.output_bytes));
+    fail("the program needs {} of DRAM ({}) but {} has {}: it would need the DRAM of {} {} core{} ({} each); "
+         "--ignore-capacity simulates it anyway",
+         gib(footprint.total()), parts, config.name, gib(m.capacity_bytes), m.cores_needed, config.name,
+         m.cores_needed == 1 ? "" : "s", gib(per_core));
+  }
+  return m;
+}
+
+// What the graph's sources and outputs take in DRAM whatever the program.
+npu::DramFootprint graph_footprint(const Graph& graph) {
+  npu::DramFootprint f;
+  for (const NodeId id : graph.live_ids()) {
+    const Node& node = graph.node(id);
+    const int64_t bytes = num_elements(node.shape) * dtype_bytes(node.dtype);
+    if (node.op == Op::Weight) f.weight_bytes += bytes;
+    if (node.op == Op::Input) f.input_bytes += bytes;
+  }
+  for (const Output& output : graph.outputs()) {
+    const TensorType type = graph.edge_type(output.edge);
+    f.output_bytes += num_elements(type.shape) * dtype_bytes(type.dtype);
+  }
+  return f;
 }
 
 }  // namespace
@@ -115,6 +159,8 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   const auto start = Clock::now();
   report.source_bytes = required_source_bytes(hlir);
   report.dram_roofline_ms = static_cast<double>(report.source_bytes) / config.dram_bytes_per_second() * 1e3;
+  // A model too big for the DRAM fails before it is compiled.
+  report.memory = check_memory(graph_footprint(hlir), config, options.ignore_capacity, /*final=*/false);
 
   // 1. Compile: roll, saturate, extract (greedy or searched), unroll; the
   // extraction prices kernels for this config.
@@ -133,7 +179,8 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   spdlog::info("lower: {} kernels ({} fused, {} copies) in {:.1f} ms", lowered.report.kernels,
                lowered.report.fused_kernels, lowered.report.copy_kernels, report.lower_ms);
 
-  // 3. Simulate for time (never allocates tensor data).
+  // 3. Simulate for time (never allocates tensor data), if the program fits.
+  report.memory = check_memory(npu::dram_footprint(lowered.program), config, options.ignore_capacity, /*final=*/true);
   t = Clock::now();
   sim::Options sim_options;
   sim_options.trace = options.trace;
@@ -206,6 +253,15 @@ nlohmann::json Report::to_json() const {
               {"roofline_cycles", sim.roofline_cycles},
               {"source_bytes", source_bytes},
               {"dram_roofline_ms", dram_roofline_ms}};
+  j["memory"] = {{"footprint_bytes", memory.footprint.total()},
+                 {"weight_bytes", memory.footprint.weight_bytes},
+                 {"input_bytes", memory.footprint.input_bytes},
+                 {"output_bytes", memory.footprint.output_bytes},
+                 {"temp_peak_bytes", memory.footprint.temp_peak_bytes},
+                 {"capacity_bytes", memory.capacity_bytes},
+                 {"fits", memory.fits},
+                 {"ignored_capacity", memory.ignored},
+                 {"cores_needed", memory.cores_needed}};
   if (search)
     j["search"] = {{"genomes", search->genomes},
                    {"greedy_cycles", search->greedy_cycles},

@@ -731,6 +731,56 @@ std::optional<ClassId> loop_input_static(EGraph& g, HlirLanguage& lang, const Ma
   return std::nullopt;
 }
 
+// half-softmax ?r ?x, half-rms-norm ?r ?x ?w, half-layer-norm ?r ?x ?w ?b for (cast[?t] (K[?k] (cast[?f] ?x) ...)), K a
+// softmax, rms_norm (two inputs) or layer_norm (three): a half-precision
+// (bf16, f16) kernel K over the uncast sources. Exact: spool::nn computes a
+// half-precision softmax or norm by casting its inputs to f32, computing
+// there and rounding the result once to the input's dtype, and a kernel's
+// semantics is its composite in its inputs' dtype.
+std::optional<ClassId> half_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const size_t sources = m.args.size() - 1;
+  if (m.attr_args.size() != sources + 2) return std::nullopt;
+  const auto* to = std::get_if<DTypeAttr>(&attr_of(lang, m.attr_args[0]));
+  if (!to || (to->to != DType::BF16 && to->to != DType::F16)) return std::nullopt;
+  for (size_t i = 0; i < sources; ++i) {
+    const auto* inner = std::get_if<DTypeAttr>(&attr_of(lang, m.attr_args[2 + i]));
+    if (!inner || inner->to != DType::F32 || data(g, m.args[1 + i]).type.dtype != to->to) return std::nullopt;
+  }
+  const Attr& kernel_attr = attr_of(lang, m.attr_args[1]);
+  Op op;
+  if (sources == 1 && std::holds_alternative<AxisAttr>(kernel_attr))
+    op = Op::Softmax;
+  else if (sources == 2 && std::holds_alternative<NormAttr>(kernel_attr))
+    op = Op::RmsNorm;
+  else if (sources == 3 && std::holds_alternative<NormAttr>(kernel_attr))
+    op = Op::LayerNorm;
+  else
+    return std::nullopt;
+  std::vector<ClassId> kids;
+  for (size_t i = 0; i < sources; ++i) kids.push_back(g.find(m.args[1 + i]));
+  return add_kernel(g, lang, op, kernel_attr, kids);
+}
+
+// half-rms-norm-offset ?r ?x ?w ?one ?t ?n ?f ?g ?v for
+// (cast[?t] (rms_norm[?n] (cast[?f] ?x) (add (cast[?g] ?w) (view[?v] ?one)))):
+// gemma's half-precision rms_norm(x, w, eps, unit_offset), whose f32 kernel
+// the norms rules found with `1 + w` as its weight.
+std::optional<ClassId> half_rms_norm_offset(EGraph& g, HlirLanguage& lang, const MatchView& m) {
+  const ClassId x = m.args[1], w = m.args[2], one = m.args[3];
+  const auto* to = std::get_if<DTypeAttr>(&attr_of(lang, m.attr_args[0]));
+  const auto* norm = std::get_if<NormAttr>(&attr_of(lang, m.attr_args[1]));
+  const auto* fx = std::get_if<DTypeAttr>(&attr_of(lang, m.attr_args[2]));
+  const auto* fw = std::get_if<DTypeAttr>(&attr_of(lang, m.attr_args[3]));
+  if (!to || !norm || !fx || !fw || norm->unit_offset) return std::nullopt;
+  if ((to->to != DType::BF16 && to->to != DType::F16) || fx->to != DType::F32 || fw->to != DType::F32) return std::nullopt;
+  if (data(g, x).type.dtype != to->to || data(g, w).type.dtype != to->to) return std::nullopt;
+  if (!is_constant(g, one, 1.0) || data(g, one).type.dtype != DType::F32 || has_pad(view_of(lang, m.attr_args[4])))
+    return std::nullopt;
+  NormAttr attr = *norm;
+  attr.unit_offset = true;
+  return add_kernel(g, lang, Op::RmsNorm, attr, {g.find(x), g.find(w)});
+}
+
 egraph::Registry make_registry() {
   egraph::Registry r;
   // Every applier takes the matched root class first; `classes` is the least
@@ -760,6 +810,13 @@ egraph::Registry make_registry() {
   add("softmax-kernel", 3, 5, "apply softmax-kernel ?root ?x ?log2e ?axis ?v1 ?v2 ?v3 ?v4", softmax_kernel);
   add("rms-norm-kernel", 5, 4, "apply rms-norm-kernel ?root ?x ?w ?inv ?eps ?axis ?vb ?vk ?vw", rms_norm_kernel);
   add("loop-input-static", 1, 1, "apply loop-input-static ?root ?loop of (loop_input[?loop] ...)", loop_input_static);
+  add("half-softmax", 2, 3, "apply half-softmax ?root ?x ?t ?a ?f", half_kernel);
+  add("half-rms-norm", 3, 4, "apply half-rms-norm ?root ?x ?w ?t ?n ?f ?g",
+      half_kernel);
+  add("half-rms-norm-offset", 4, 5, "apply half-rms-norm-offset ?root ?x ?w ?one ?t ?n ?f ?g ?v",
+      half_rms_norm_offset);
+  add("half-layer-norm", 4, 5, "apply half-layer-norm ?root ?x ?w ?b ?t ?n ?f ?g ?h",
+      half_kernel);
   add("layer-norm-kernel", 6, 7, "apply layer-norm-kernel ?root ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb",
       layer_norm_kernel);
   return r;

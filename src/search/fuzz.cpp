@@ -42,11 +42,16 @@ CheckResult compare_outputs(const std::map<std::string, interp::HostTensor>& got
     if (it == got.end()) return CheckResult{false, 0, fmt::format("output '{}' is missing", name)};
     if (it->second.shape() != value.shape())
       return CheckResult{false, 0, fmt::format("output '{}' has another shape", name)};
-    const double e = interp::compare(it->second, value).max_rel_to_scale;
+    const interp::Difference diff = interp::compare(it->second, value);
+    const double e = diff.max_rel_to_scale, allowed = interp::check_tolerance(tolerance, value.dtype());
     if (e > r.error) r.error = e;
-    if (!(e <= tolerance) && r.ok) {
+    if (diff.non_finite > 0 && r.ok) {
       r.ok = false;
-      r.message = fmt::format("output '{}' differs by {:.3g} of its scale (tolerance {:.3g})", name, e, tolerance);
+      r.message = fmt::format("output '{}' holds {} NaN or infinite values", name, diff.non_finite);
+    }
+    if (!(e <= allowed) && r.ok) {
+      r.ok = false;
+      r.message = fmt::format("output '{}' differs by {:.3g} of its scale (tolerance {:.3g})", name, e, allowed);
     }
   }
   return r;

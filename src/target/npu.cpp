@@ -181,6 +181,7 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   c.dma.setup_cycles = r.integer(dma, "dma", "setup_cycles", 0, kBig);
 
   const json& dram = r.object(root, "", "dram");
+  c.dram.capacity_bytes = r.integer(dram, "dram", "capacity_bytes", 1, int64_t{1} << 56);
   c.dram.clock_mhz = r.number(dram, "dram", "clock_mhz", 1, 100000);
   c.dram.channels = static_cast<int>(r.integer(dram, "dram", "channels", 1, 1024));
   c.dram.bytes_per_cycle = r.integer(dram, "dram", "bytes_per_cycle", 1, 4096);

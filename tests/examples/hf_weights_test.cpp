@@ -51,7 +51,7 @@ void check_golden(const std::string& model) {
   const std::vector<int64_t> tokens = golden_tokens(model);
   const int64_t n = static_cast<int64_t>(tokens.size());
 
-  const LoadedModel prefill = load_hf_model(model, dir, Phase::prefill(n));
+  const LoadedModel prefill = load_hf_model(model, dir, Phase::prefill(n), DType::F32);
   const interp::Difference diff = interp::compare(run_loaded(prefill, tokens).at("logits"), load_npy(dir + "/logits.npy"));
   MESSAGE(model << " prefill logits vs PyTorch: max abs " << diff.max_abs << ", relative to scale "
                 << diff.max_rel_to_scale);
@@ -59,11 +59,11 @@ void check_golden(const std::string& model) {
 
   // Decode the last token with the cache of a prefill of the others.
   const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
-  const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1)), prompt);
+  const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1), DType::F32), prompt);
   interp::Env cache;
   for (const auto& [name, value] : first)
     if (name.rfind("present_", 0) == 0) cache["past_" + name.substr(8)] = value;
-  const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1));
+  const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1), DType::F32);
   const interp::Difference step =
       interp::compare(run_loaded(decode, {tokens.back()}, cache).at("logits"), load_npy(dir + "/decode_logits.npy"));
   MESSAGE(model << " decode logits vs PyTorch: max abs " << step.max_abs << ", relative to scale "

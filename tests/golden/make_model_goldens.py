@@ -11,6 +11,9 @@ It rewrites tests/golden/models/<model>/:
   logits.npy                       logits of a prefill of the whole prompt, [S, vocab] f32
   decode_logits.npy                logits of the last token decoded with the KV cache of a
                                    prefill of the others, [1, vocab] f32
+  bf16_logits.npy, bf16_decode_logits.npy   llama and qwen3_moe only: the same, run as
+                                   PyTorch serves the model in bf16 (weights rounded to bf16,
+                                   Hugging Face's bf16 rounding points), stored as f32
 and tests/golden/models/blocks/<block>/*.npy for the MoE blocks of
 deepseek_v3 and llama4 (no Hugging Face loader for those): the input `x`, the
 weights under Spool's graph names (experts stacked) and the expected `out_y`.
@@ -93,7 +96,7 @@ def rms_norm(x, w, eps, unit_offset=False):
     """LlamaRMSNorm, or GemmaRMSNorm (weight 1 + w) with unit_offset."""
     x32 = x.float()
     normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return normed * (1.0 + w.float()) if unit_offset else w * normed
+    return (normed * (1.0 + w.float())).to(x.dtype) if unit_offset else w * normed.to(x.dtype)
 
 
 def rope_cos_sin(positions, dim, theta):
@@ -119,6 +122,7 @@ def attention(cfg, w, prefix, h, cos, sin, past, qk_norm):
         q = rms_norm(q, w[prefix + "q_norm.weight"], cfg["rms_norm_eps"])
         k = rms_norm(k, w[prefix + "k_norm.weight"], cfg["rms_norm_eps"])
     q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+    cos, sin = cos.to(q.dtype), sin.to(q.dtype)
     q = q * cos + rotate_half(q) * sin
     k = k * cos + rotate_half(k) * sin
     if past is not None:
@@ -131,7 +135,7 @@ def attention(cfg, w, prefix, h, cos, sin, past, qk_norm):
     scores = torch.matmul(q, kr.transpose(1, 2)) / math.sqrt(d)
     mask = torch.ones(s, t, dtype=torch.bool).triu(diagonal=t - s + 1)
     scores = scores.masked_fill(mask, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1)
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
     out = torch.matmul(probs, vr).transpose(0, 1).reshape(s, heads * d)
     return F.linear(out, w[prefix + "o_proj.weight"]), present
 
@@ -149,6 +153,7 @@ def qwen3_moe_block(cfg, w, prefix, x):
     routing, selected = torch.topk(routing, cfg["num_experts_per_tok"], dim=-1)
     if cfg["norm_topk_prob"]:
         routing = routing / routing.sum(dim=-1, keepdim=True)
+    routing = routing.to(x.dtype)
     out = torch.zeros_like(x)
     mask = F.one_hot(selected, num_classes=cfg["num_experts"]).permute(2, 1, 0)  # [E, k, T]
     for e in range(cfg["num_experts"]):
@@ -403,6 +408,16 @@ def make(name, case, tokens):
     assert gap < 1e-4, f"{name}: decode with the cache differs from the prefill by {gap}"
     save_folder(name, cfg, weights, dtype, tokens, logits, decode_logits)
     print(f"{name}: {len(weights)} tensors ({dtype}), logits {tuple(logits.shape)}, decode gap {gap:.2e}")
+    if name in ("llama", "qwen3_moe"):
+        wb = {k: v.to(torch.bfloat16) for k, v in w.items()}
+        logits16, _, _ = forward(cfg, wb, tokens, None, name)
+        _, cache16, _ = forward(cfg, wb, tokens[:-1], None, name)
+        decode16, _, _ = forward(cfg, wb, tokens[-1:], cache16, name)
+        folder = os.path.join(ROOT, name)
+        np.save(os.path.join(folder, "bf16_logits.npy"), logits16.float().numpy())
+        np.save(os.path.join(folder, "bf16_decode_logits.npy"), decode16.float().numpy())
+        gap = (logits16.float() - logits).abs().max().item() / logits.abs().max().item()
+        print(f"{name}: bf16 logits differ from f32 by {gap:.3g} of their scale")
 
 
 if __name__ == "__main__":

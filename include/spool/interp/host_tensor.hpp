@@ -55,6 +55,13 @@ class HostTensor {
 // (max_abs ignores them); `non_finite` counts the elements where either is
 // NaN or infinite, so that a check can refuse to pass on values it cannot
 // measure.
+// The error a check allows an output of `dtype`, relative to its scale:
+// `tolerance`, and for bf16 and f16 at least 8 ulps of the dtype (2^-5 and
+// 2^-8). The simulator accumulates GEMMs in f32, as the arrays do, and the
+// interpreter in double, so a half-precision result can round the other way
+// by one ulp, and every layer after it carries that on.
+double check_tolerance(double tolerance, DType dtype);
+
 struct Difference {
   double max_abs = 0.0;
   double max_rel_to_scale = 0.0;

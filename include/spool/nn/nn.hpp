@@ -7,6 +7,14 @@
 // as kernels. Conventions follow PyTorch: linear weights are [out, in], axes
 // may be negative, and every function checks its operands and throws
 // spool::Error naming itself and the offending shapes.
+//
+// Half precision (bf16, f16) follows PyTorch's inference kernels: matmul
+// multiplies the stored operands and rounds the sum once; the functions that
+// PyTorch computes in f32 "opmath" (exp, log, cos, tanh, sigmoid, silu,
+// gelu_tanh, softmax, layer_norm, rms_norm) cast a half input to f32, compute
+// there and round the result to the input's dtype once (a norm's weight and
+// bias join in f32, as torch.nn.functional.rms_norm and layer_norm do);
+// elementwise arithmetic, rope and the residual stream round after every op.
 
 #include <spool/ir/tensor.hpp>
 
@@ -46,12 +54,17 @@ struct RopeTables {
 };
 RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset = 0);
 // Rotate-half RoPE: x * cos + rotate_half(x) * sin; x is [..., seq, head_dim].
+// Tables of another dtype are cast to x's first (Hugging Face's
+// `cos.to(x.dtype)`), so a bf16 x rotates in bf16.
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // Scaled dot-product attention with grouped KV heads: q [Hq, S, D],
 // k and v [Hkv, T, D] with Hq a multiple of Hkv; each KV head serves
 // Hq/Hkv query heads through a broadcast view (no copy). Causal masking
 // aligns the S queries with the last S of the T keys. Returns [Hq, S, D].
+// Half precision as Hugging Face's eager attention: the scores matmul rounds
+// to q's dtype, the scale multiplies in f32 and rounds, the softmax runs in
+// f32 and its probabilities round to q's dtype before the values matmul.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale = {});
 
 // ids (integer, any shape) into table [vocab, dim] -> [ids..., dim].

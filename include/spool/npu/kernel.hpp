@@ -264,4 +264,15 @@ struct SpadLiveness {
 };
 SpadLiveness spad_liveness(const Kernel& kernel);
 
+// The DRAM a program needs: its weights, inputs (a KV cache among them) and
+// outputs whole, and the peak of its temporaries, each live from the first
+// to the last kernel (in program order) that moves data to or from it.
+// Aliases are views of their roots and add nothing.
+struct DramFootprint {
+  int64_t weight_bytes = 0, input_bytes = 0, output_bytes = 0;
+  int64_t temp_peak_bytes = 0;
+  int64_t total() const { return weight_bytes + input_bytes + output_bytes + temp_peak_bytes; }
+};
+DramFootprint dram_footprint(const Program& program);
+
 }  // namespace spool::npu

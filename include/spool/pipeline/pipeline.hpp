@@ -31,12 +31,27 @@ struct Options {
   // and weight, and compare with the interpreter. nullopt: timing only, no
   // tensor data is ever allocated.
   std::optional<interp::Env> inputs;
-  double tolerance = 1e-4;  // largest error relative to each output's scale
+  // Largest error relative to each output's scale; bf16 and f16 outputs
+  // allow at least interp::check_tolerance's floor for their dtype.
+  double tolerance = 1e-4;
   // Genetic search over the e-graphs' genomes (0: greedy extraction only).
   size_t search_genomes = 0;
   uint64_t search_seed = 1;
   double search_seconds = 0;  // 0: no time budget
   sim::Trace* trace = nullptr;  // optional: the timing run's trace
+  // Simulate a program whose DRAM footprint exceeds the config's capacity
+  // (the report marks it) instead of failing.
+  bool ignore_capacity = false;
+};
+
+// The program's DRAM footprint against the config's capacity.
+struct Memory {
+  npu::DramFootprint footprint;
+  int64_t capacity_bytes = 0;
+  bool fits = true;
+  bool ignored = false;  // it does not fit and ran anyway (Options::ignore_capacity)
+  // How many cores' worth of the config's DRAM (capacity / cores each) the footprint needs.
+  int64_t cores_needed = 1;
 };
 
 struct SearchFigures {
@@ -57,6 +72,7 @@ struct Check {
   double max_abs_err = 0;
   double max_rel_err = 0;  // relative to the output's scale (largest |reference|)
   std::string worst_output;
+  double tolerance = 0;    // what the worst output was allowed (interp::check_tolerance)
   // Elements of any output where the simulated or the reference value is
   // NaN or infinite: the check cannot vouch for them, so it fails.
   int64_t non_finite = 0;
@@ -83,9 +99,10 @@ struct Report {
   // bandwidth: the memory roofline of the whole program.
   int64_t source_bytes = 0;
   double dram_roofline_ms = 0;
+  Memory memory;
   double total_ms = 0;  // wall time of the pipeline
 
-  // The JSON keys: compile, roll, egraph, program, sim, search, check.
+  // The JSON keys: compile, roll, egraph, program, sim, memory, search, check.
   nlohmann::json to_json() const;
 };
 
@@ -96,7 +113,10 @@ int64_t required_source_bytes(const Graph& graph);
 
 // Throws spool::Error for anything the pipeline cannot do with the graph
 // (a bad rule file, an op that cannot be lowered, a shape that cannot be
-// tiled); a failed check is reported in Report::check, not thrown.
+// tiled), and, unless options.ignore_capacity, for a program whose DRAM
+// footprint exceeds the config's capacity (before simulating it: the error
+// names the footprint, the capacity and how many cores' DRAM it needs); a
+// failed check is reported in Report::check, not thrown.
 Report run(const Graph& hlir, const target::NpuConfig& config, const Options& options = {});
 
 }  // namespace spool::pipeline

@@ -36,6 +36,8 @@
 //   dma.requests_per_cycle  request issue rate of the core's DMA engine
 //   dma.max_outstanding     outstanding-request limit (bounds bandwidth by Little's law)
 //   dma.setup_cycles        per-descriptor setup of the DMA engine
+//   dram.capacity_bytes     bytes of DRAM (HBM) the config's cores share: what a
+//                           program's footprint must fit in
 //   dram.clock_mhz, dram.channels, dram.bytes_per_cycle (per channel),
 //   dram.interleave_bytes   address interleaving granule across channels
 //   dram.latency_cycles     access latency (row hit), dram.banks per channel,
@@ -48,7 +50,7 @@
 //  - 940 MHz core, 2 MXUs of 128 x 128 with double-buffered weights (the TPU
 //    loads the next weight tile while the current one streams);
 //  - 128 lanes x 256-bit VLEN, 128 KiB scratchpad per lane (16 MiB);
-//  - HBM2: 16 channels x 32 B per cycle at 940 MHz = 481 GB/s, 256 B channel
+//  - HBM2: 16 GiB per core; 16 channels x 32 B per cycle at 940 MHz = 481 GB/s, 256 B channel
 //    interleave with XOR hashing, 16 banks of 1 KiB rows, tRP = tRCD = 14
 //    cycles (~15 ns), ~100 cycles access latency;
 //  - DMA: 32 B requests, 16 per cycle (512 B/cycle, the DRAM peak), and 2048
@@ -121,6 +123,7 @@ struct NpuConfig {
     int64_t latency_cycles = 0;
     int banks = 0;
     int64_t row_bytes = 0;
+    int64_t capacity_bytes = 0;
     int64_t t_rp = 0;
     int64_t t_rcd = 0;
     bool xor_hash = false;
