@@ -17,6 +17,19 @@ Tensor model_weight(Graph& graph, DType dtype, const std::string& name, const Sh
   return weight(graph, name, dtype, shape);
 }
 
+interp::Env next_cache(const std::map<std::string, interp::HostTensor>& outputs, int64_t seq) {
+  interp::Env cache;
+  for (const auto& [name, value] : outputs) {
+    if (name.rfind("cache_", 0) != 0) continue;
+    Shape shape = value.shape();
+    shape.at(0) += seq;
+    interp::HostTensor grown(value.dtype(), shape);  // token-major: the old rows come first
+    for (int64_t i = 0; i < value.size(); ++i) grown.set(i, value.get(i));
+    cache.emplace(name, std::move(grown));
+  }
+  return cache;
+}
+
 DType model_dtype(const std::string& name, std::string_view what) {
   if (name == "f32") return DType::F32;
   if (name == "bf16") return DType::BF16;
@@ -47,13 +60,25 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
   Tensor keys = k, values = v_heads;
   if (cache_layer) {
     const int64_t layer = *cache_layer;
-    output(fmt::format("present_key.{}", layer), k);
-    output(fmt::format("present_value.{}", layer), v_heads);
+    const std::string key_name = fmt::format("cache_key.{}", layer), value_name = fmt::format("cache_value.{}", layer);
+    // The cache is token-major, [tokens, kv_heads, head_dim]: a call's new
+    // rows are its projections' rows as they are ([seq, kv_heads * D]), one
+    // contiguous store per token.
+    Tensor key_rows = k.transpose(0, 1), value_rows = v;
     if (phase.has_cache()) {
-      const Shape cache_shape = {a.kv_heads, phase.context, d};
-      keys = nn::concat({input(g, fmt::format("past_key.{}", layer), k.dtype(), cache_shape), k}, 1);
-      values = nn::concat({input(g, fmt::format("past_value.{}", layer), v_heads.dtype(), cache_shape), v_heads}, 1);
+      // The preallocated cache holds `context` rows and room for this call's
+      // `seq`: its first rows, then the new ones, is the cache afterwards
+      // (the lowering writes the new rows into the input's buffer in place).
+      const Shape cache_shape = {phase.context + seq, a.kv_heads, d};
+      const Tensor key_cache = input(g, key_name, k.dtype(), cache_shape);
+      const Tensor value_cache = input(g, value_name, v.dtype(), cache_shape);
+      key_rows = nn::concat({key_cache.slice(0, 0, phase.context), key_rows}, 0);
+      value_rows = nn::concat({value_cache.slice(0, 0, phase.context), value_rows}, 0);
     }
+    output(key_name, key_rows);
+    output(value_name, value_rows);
+    keys = key_rows.transpose(0, 1);
+    values = value_rows.transpose(0, 1);
   } else {
     SPOOL_ASSERT(!phase.has_cache(), "self_attention: a phase with a KV cache needs a cache layer");
   }

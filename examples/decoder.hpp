@@ -6,17 +6,27 @@
 //
 // The graph interface of every decoder built from these pieces:
 //   input  tokens                      i64 [seq]
-//   input  past_key.L, past_value.L    DT [kv_heads, context, head_dim]  (only when context > 0)
+//   input  cache_key.L, cache_value.L  DT [context + seq, kv_heads, head_dim]  (only when context > 0)
 //   output logits                      DT [seq, vocab]
-//   output present_key.L, present_value.L  DT [kv_heads, seq, head_dim]
+//   output cache_key.L, cache_value.L  DT [context + seq, kv_heads, head_dim]
 // DT is the model's dtype (its config's `dtype`: f32, or bf16 as served):
 // every weight, activation and cache entry is stored in it (nn.hpp says where
 // half precision computes in f32).
-// `present_*` hold the keys (after RoPE) and values of the `seq` tokens this
-// call processed; the cache after the call is past ++ present along axis 1.
-// Decode therefore never copies the whole cache into an output.
+// The cache is preallocated: the input holds the keys (after RoPE) and values
+// of the `context` tokens before this call in its first rows, and the output
+// of the same name is the cache after it, those rows then the `seq` new ones.
+// The output is the input updated in place: the lowering writes the new rows
+// into the input's DRAM buffer and copies no cache (lower.hpp). A prefill
+// (context 0) has no cache input; its output cache holds its `seq` rows.
+// Token-major (a token's heads together) because the K and V projections
+// produce [seq, kv_heads * head_dim]: the new rows are stored as they come
+// (V straight from its GEMM, K from RoPE's kernel), where a head-major cache
+// would scatter every token's columns over the heads.
 
+#include <spool/interp/interp.hpp>
 #include <spool/nn/nn.hpp>
+
+#include <map>
 
 #include <optional>
 #include <string>
@@ -50,6 +60,10 @@ struct AttentionShape {
 // A weight of the model's dtype.
 Tensor model_weight(Graph& graph, DType dtype, const std::string& name, const Shape& shape);
 
+// The cache inputs of the next call from a call's outputs: each cache_* output
+// grown by `seq` zero rows (the room the next call writes its tokens into).
+interp::Env next_cache(const std::map<std::string, interp::HostTensor>& outputs, int64_t seq);
+
 // "f32" or "bf16" (the dtypes a model runs in); fails naming `what` otherwise.
 DType model_dtype(const std::string& name, std::string_view what);
 
@@ -64,9 +78,9 @@ DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, d
 // Self-attention of layer `layer` on the normalised hidden states h [seq,
 // hidden], weights under `prefix` ("model.layers.3.self_attn."): q/k/v/o
 // projections without bias, rotate-half RoPE, causal grouped-query attention
-// over past ++ present keys. With a `cache_layer` L it declares
-// past_key/value.L (when the phase has a cache) and outputs
-// present_key/value.L; without one it neither reads nor writes a cache.
+// over the cached and new keys. With a `cache_layer` L it declares
+// cache_key/value.L as inputs (when the phase has a cache) and outputs
+// (always); without one it neither reads nor writes a cache.
 // Returns o_proj's output [seq, hidden].
 Tensor self_attention(const AttentionShape& shape, const Tensor& h, const nn::RopeTables& rope, const Phase& phase,
                       const std::string& prefix, std::optional<int64_t> cache_layer);

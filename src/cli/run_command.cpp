@@ -166,8 +166,7 @@ interp::Env source_values(const RunOptions& options, const examples::ModelRef& r
   std::printf("prefill    %lld tokens on the interpreter to fill the KV cache (%.1f ms)\n",
               static_cast<long long>(phase.context), ms_since(prefill_start));
   interp::Env inputs = make_inputs(built, options.seed, {tokens.back()});
-  for (const auto& [output_name, value] : prefill_out)
-    if (output_name.rfind("present_", 0) == 0) inputs["past_" + output_name.substr(8)] = value;
+  for (auto& [cache_name, value] : examples::next_cache(prefill_out, phase.seq)) inputs[cache_name] = std::move(value);
   return inputs;
 }
 

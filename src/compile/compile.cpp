@@ -648,7 +648,10 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
   t = Clock::now();
   Graph stitched = s.rolled_program(terms);
   const double stitch_ms = ms_since(t);
-  result.program = roll::unroll(std::move(stitched));
+  // A value the loop exports (loop_output) may be extracted from the unrolled
+  // chain while the loop itself stays rolled: unrolling then builds it twice
+  // (a layer's KV cache for the output and for the attention). CSE keeps one.
+  result.program = cse(roll::unroll(std::move(stitched)));
   const double unrolled_ms = ms_since(t);
 #ifndef NDEBUG
   // Nodes are built with the types their terms give (the stitch) or cloned

@@ -47,7 +47,7 @@ class Lowering {
     const std::vector<NodeId> order = g_.topo_order();
     find_concats(order);
     for (NodeId id : order) {
-      if (absorbed_.count(id.value)) continue;
+      if (absorbed_.count(id.value) || values_[id.value]) continue;  // a cache input lowered early (concat_buffer)
       lower_node(id);
     }
     bind_outputs();
@@ -94,6 +94,37 @@ class Lowering {
     return s;
   }
 
+  // Whether the view is permutes and reshapes, then the concat's pad: a
+  // producer can store into the concat's buffer through its inverse.
+  static bool invertible_to_pad(const View& v) {
+    const auto& steps = v.steps();
+    if (steps.empty() || steps.back().kind != ViewKind::Pad) return false;
+    for (size_t i = 0; i + 1 < steps.size(); ++i)
+      if (steps[i].kind != ViewKind::Permute && steps[i].kind != ViewKind::Reshape) return false;
+    return true;
+  }
+
+  // The access of a producer of shape `source` that writes `part` (what the
+  // view's first `n` steps, permutes and reshapes, read) through their
+  // inverse, or nullopt when a reshape has no strided inverse there.
+  static std::optional<Access> unview(Access part, const View& v, const Shape& source, size_t n) {
+    const auto& steps = v.steps();
+    std::vector<Shape> shapes{source};
+    for (size_t i = 0; i < n; ++i) shapes.push_back(view_step_shape(steps[i], shapes.back(), "concat part"));
+    for (size_t i = n; i-- > 0;) {
+      View inverse;
+      if (steps[i].kind == ViewKind::Permute) {
+        Shape back(steps[i].a.size());
+        for (size_t j = 0; j < back.size(); ++j) back[static_cast<size_t>(steps[i].a[j])] = static_cast<int64_t>(j);
+        inverse.append(permute_step(back), shapes[i + 1], "concat part");
+      } else {
+        inverse.append(reshape_step(shapes[i]), shapes[i + 1], "concat part");
+      }
+      if (apply_view_steps(part, inverse, 0) < inverse.steps().size()) return std::nullopt;
+    }
+    return part;
+  }
+
   void find_concats(const std::vector<NodeId>& order) {
     for (size_t i = order.size(); i-- > 0;) {
       const NodeId id = order[i];
@@ -126,13 +157,8 @@ class Lowering {
       // that kernel straight into its place in the concat's buffer.
       for (size_t k = 0; k < ps->size(); ++k) {
         const Edge& e = (*ps)[k].edge;
-        if (e.view.steps().size() != 1 || !g_.contains(e.src) || g_.use_count(e.src) != 1) continue;
-        const OpClass cls = op_info(g_.node(e.src).op).cls;
-        // Kernels whose generators store through a strided output access.
-        const bool strided_store = cls == OpClass::Unary || cls == OpClass::Cast || cls == OpClass::Binary ||
-                                   cls == OpClass::Compare || cls == OpClass::Select || cls == OpClass::Reduce ||
-                                   cls == OpClass::TopK || cls == OpClass::Kernel;
-        if (!strided_store || absorbed_.count(e.src.value)) continue;
+        if (!invertible_to_pad(e.view) || !g_.contains(e.src) || g_.use_count(e.src) != 1) continue;
+        if (!stores_strided(g_.node(e.src).op) || absorbed_.count(e.src.value)) continue;
         writes_into_.emplace(e.src.value, std::make_pair(id.value, k));
       }
     }
@@ -140,8 +166,51 @@ class Lowering {
 
   Access concat_buffer(NodeId id) {
     auto it = concat_out_.find(id.value);
-    if (it == concat_out_.end()) it = concat_out_.emplace(id.value, plain_output_buffer(id)).first;
+    if (it == concat_out_.end()) {
+      std::optional<Access> in_place = updated_input(id);
+      it = concat_out_.emplace(id.value, in_place ? *in_place : plain_output_buffer(id)).first;
+    }
     return it->second;
+  }
+
+  // An input updated in place (a preallocated KV cache): the graph output `N`
+  // reads this concat unchanged, one of its parts is the input `N` read
+  // through a view that leaves every element at its index (the cache's first
+  // rows), and nothing else reads that input. Then the concat's buffer is the
+  // input's own: that part is already in place, the other parts are written
+  // into it (their producers store through an alias, or a copy does), and the
+  // output is bound to the input's buffer. nullopt otherwise.
+  std::optional<Access> updated_input(NodeId id) {
+    const Node& n = g_.node(id);
+    const auto& outs = g_.outputs();
+    const auto& parts = concats_.at(id.value);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (bound_.count(o) || outs[o].edge.src != id || !outs[o].edge.view.is_identity()) continue;
+      for (size_t k = 0; k < parts.size(); ++k) {
+        const Edge& e = parts[k].edge;
+        if (!g_.contains(e.src)) continue;
+        const Node& src = g_.node(e.src);
+        if (src.op != Op::Input || std::get<NameAttr>(src.attr).name != outs[o].name || src.shape != n.shape ||
+            src.dtype != n.dtype || g_.use_count(e.src) != 1)
+          continue;
+        if (!values_[e.src.value]) lower_source(e.src);
+        const Access whole = base(e.src);
+        Access part = whole;
+        const size_t steps = e.view.steps().size() - 1;  // without the concat's pad
+        if (apply_view_steps(part, e.view, 0, steps) < steps || part.buffer != whole.buffer ||
+            part.strides != whole.strides)
+          continue;
+        int64_t offset = whole.offset;
+        for (size_t i = 0; i < n.shape.size(); ++i) offset += parts[k].before[i] * whole.strides[i];
+        if (part.offset != offset) continue;
+        in_place_.insert({id.value, k});
+        bound_.insert(o);
+        outputs_.push_back({outs[o].name, em_.program.buffers[whole.buffer].name});
+        ++em_.report.inputs_updated_in_place;
+        return whole;
+      }
+    }
+    return std::nullopt;
   }
 
   // ---- reading edges ----------------------------------------------------------------
@@ -244,11 +313,19 @@ class Lowering {
     if (auto it = writes_into_.find(id.value); it != writes_into_.end()) {
       const auto [concat, k] = it->second;
       const Access whole = concat_buffer(NodeId{concat});
+      const Piece& piece = concats_.at(concat)[k];
       Access part = whole;
-      part.shape = g_.node(id).shape;
-      for (size_t i = 0; i < part.shape.size(); ++i) part.offset += concats_.at(concat)[k].before[i] * whole.strides[i];
-      in_place_.insert({concat, k});
-      return em_.through_alias(part, "part");
+      part.shape = piece_shape(piece);
+      for (size_t i = 0; i < part.shape.size(); ++i) part.offset += piece.before[i] * whole.strides[i];
+      // Back through the part's permutes and reshapes to the producer's own
+      // shape: the producer stores each element where the concat reads it.
+      if (std::optional<Access> mine =
+              unview(part, piece.edge.view, g_.node(id).shape, piece.edge.view.steps().size() - 1)) {
+        in_place_.insert({concat, k});
+        return em_.through_alias(*mine, "part");
+      }
+      // Not expressible as strides (a reshape across non-adjacent strides): a copy writes the part.
+      writes_into_.erase(it);
     }
     if (concats_.count(id.value)) return concat_buffer(id);
     return plain_output_buffer(id);
@@ -264,7 +341,37 @@ class Lowering {
       outputs_.push_back({outs[o].name, em_.program.buffers[a.buffer].name});
       return a;
     }
+    // An output that reads the value transposed or reshaped (a KV cache
+    // token-major): the kernel stores straight into the output's buffer
+    // through the inverse view, and its other readers read it there.
+    const bool strided_store = !concats_.count(id.value) && stores_strided(n.op);
+    for (size_t o = 0; o < outs.size() && strided_store; ++o) {
+      const View& v = outs[o].edge.view;
+      if (bound_.count(o) || outs[o].edge.src != id || !only_permutes_and_reshapes(v)) continue;
+      const TensorType t = g_.edge_type(outs[o].edge);
+      const Access whole = new_dense(outs[o].name, t.dtype, t.shape, BufferKind::Output);
+      if (std::optional<Access> mine = unview(whole, v, n.shape, v.steps().size())) {
+        bound_.insert(o);
+        outputs_.push_back({outs[o].name, em_.program.buffers[whole.buffer].name});
+        return em_.through_alias(*mine, "out");
+      }
+      SPOOL_ASSERT(false, "an output view of permutes and reshapes has no inverse");
+    }
     return new_dense(fmt::format("t{}", id.value), n.dtype, n.shape);
+  }
+
+  static bool only_permutes_and_reshapes(const View& v) {
+    if (v.is_identity()) return false;
+    for (const ViewStep& step : v.steps())
+      if (step.kind != ViewKind::Permute && step.kind != ViewKind::Reshape) return false;
+    return true;
+  }
+
+  // Kernels whose generators store through a strided output access.
+  static bool stores_strided(Op op) {
+    const OpClass cls = op_info(op).cls;
+    return cls == OpClass::Unary || cls == OpClass::Cast || cls == OpClass::Binary || cls == OpClass::Compare ||
+           cls == OpClass::Select || cls == OpClass::Reduce || cls == OpClass::TopK || cls == OpClass::Kernel;
   }
 
   void lower_node(NodeId id) {

@@ -60,9 +60,7 @@ void check_golden(const std::string& model) {
   // Decode the last token with the cache of a prefill of the others.
   const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
   const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1), DType::F32), prompt);
-  interp::Env cache;
-  for (const auto& [name, value] : first)
-    if (name.rfind("present_", 0) == 0) cache["past_" + name.substr(8)] = value;
+  const interp::Env cache = next_cache(first, 1);
   const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1), DType::F32);
   const interp::Difference step =
       interp::compare(run_loaded(decode, {tokens.back()}, cache).at("logits"), load_npy(dir + "/decode_logits.npy"));

@@ -106,7 +106,7 @@ TEST_CASE("every tiny decoder runs prefill and decode with finite outputs") {
     const auto prefill = run_with_tokens(build(name, "tiny", "prefill", 6), {3, 1, 4, 1, 5, 9});
     REQUIRE(prefill.contains("logits"));
     CHECK(prefill.at("logits").shape()[0] == 6);
-    CHECK(prefill.contains("present_key.0"));
+    CHECK(prefill.contains("cache_key.0"));
     for (const auto& [output, value] : prefill) {
       INFO("output " << output);
       CHECK(all_finite(value));
@@ -114,7 +114,7 @@ TEST_CASE("every tiny decoder runs prefill and decode with finite outputs") {
     const Graph decode_graph = build(name, "tiny", "decode", 0, 5);
     const auto decode = interp::run(decode_graph, interp::random_inputs(decode_graph, 3));
     CHECK(decode.at("logits").shape()[0] == 1);
-    CHECK(decode.at("present_key.0").shape()[1] == 1);
+    CHECK(decode.at("cache_key.0").shape()[0] == 6);  // 5 cached rows and the new one
     for (const auto& [output, value] : decode) {
       INFO("output " << output);
       CHECK(all_finite(value));
@@ -132,22 +132,17 @@ TEST_CASE("decode with the cache of a prefill equals the last row of a longer pr
       return all;
     }());
     const auto prefill = run_with_tokens(build(name, "tiny", "prefill", 7), prompt);
-    interp::Env cache;
-    for (const auto& [output, value] : prefill)
-      if (output.rfind("present_", 0) == 0) cache["past_" + output.substr(8)] = value;
+    const interp::Env cache = examples::next_cache(prefill, 1);
     const auto decode = run_with_tokens(build(name, "tiny", "decode", 0, 7), {99}, cache);
     const interp::Difference diff = interp::compare(decode.at("logits"), last_row(full.at("logits")));
     MESSAGE(std::string(name) << ": decode vs prefill max abs " << diff.max_abs << ", relative to scale " << diff.max_rel_to_scale);
     CHECK(diff.max_rel_to_scale <= 1e-5);
-    // The new cache rows equal the prefill's last row of keys.
-    const HostTensor& key = full.at("present_key.0");
-    const HostTensor& new_key = decode.at("present_key.0");
-    const int64_t heads = key.shape()[0], seq = key.shape()[1], dim = key.shape()[2];
-    double worst = 0.0;
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t d = 0; d < dim; ++d)
-        worst = std::max(worst, std::abs(new_key.get(h * dim + d) - key.get((h * seq + seq - 1) * dim + d)));
-    CHECK(worst <= 1e-5);
+    // The cache after the decode step equals the longer prefill's cache.
+    for (const char* cache_name : {"cache_key.0", "cache_value.1"}) {
+      INFO(cache_name);
+      REQUIRE(decode.at(cache_name).shape() == full.at(cache_name).shape());
+      CHECK(interp::compare(decode.at(cache_name), full.at(cache_name)).max_rel_to_scale <= 1e-5);
+    }
   }
 }
 

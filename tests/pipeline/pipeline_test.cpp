@@ -9,6 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <string>
+
 #include "bert.hpp"
 #include "models.hpp"
 
@@ -141,4 +144,121 @@ TEST_CASE("pipeline: outputs that are NaN in both the simulation and the referen
   const pipeline::Report ok = pipeline::run(fine, target::load_config("toy"), functional(fine));
   CHECK(ok.check->ok);
   CHECK(ok.check->non_finite == 0);
+}
+
+namespace {
+
+// The kinds of the lowered kernels by program kernel name (a node split over
+// cores names its kernels after the node: "<name>" or "<name>_coreN").
+std::string kind_of(const lower::LowerReport& report, const std::string& kernel) {
+  for (const lower::KernelInfo& k : report.per_kernel)
+    if (kernel == k.name || kernel.rfind(k.name + "_", 0) == 0) return k.kind;
+  return "";
+}
+
+// Copy kernels that read or write a buffer whose root is a KV cache.
+int cache_copies(const lower::Lowered& lowered) {
+  const npu::Program& p = lowered.program;
+  int copies = 0;
+  for (const npu::Kernel& k : p.kernels) {
+    if (kind_of(lowered.report, k.name) != "copy") continue;
+    bool touches = false;
+    npu::for_each_stmt(k.body, [&](const npu::Stmt& s) {
+      if (const auto* dma = std::get_if<npu::DmaOp>(&s.node))
+        touches = touches || p.buffers[static_cast<size_t>(p.root_of(dma->dram))].name.rfind("cache_", 0) == 0;
+    });
+    copies += touches;
+  }
+  return copies;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: decode writes the new KV rows into the cache in place; no copy touches it") {
+  for (const char* dtype : {"f32", "bf16"}) {
+    CAPTURE(dtype);
+    examples::ModelOptions o;
+    o.phase = "decode";
+    o.dtype = dtype;
+    const Graph graph = examples::find_model("llama").entry->build(o);
+    pipeline::Options options = functional(graph);
+    const pipeline::Report report = pipeline::run(graph, target::load_config("tpuv3"), options);
+    REQUIRE(report.check);
+    CHECK(report.check->ok);
+    const lower::Lowered& lowered = *report.lowered;
+    // Each cache output is bound to the buffer of the input it updates.
+    int bound = 0;
+    for (const auto& [name, buffer] : lowered.outputs) {
+      if (name.rfind("cache_", 0) != 0) continue;
+      const auto in = std::find_if(lowered.inputs.begin(), lowered.inputs.end(), [&](const auto& p) { return p.first == name; });
+      REQUIRE(in != lowered.inputs.end());
+      CHECK(in->second == buffer);
+      ++bound;
+    }
+    CHECK(bound == 4);  // 2 layers, K and V
+    CHECK(report.lowering.inputs_updated_in_place == 4);
+    CHECK(cache_copies(lowered) == 0);
+    // Updated in place, the cache is counted once (as an input), not again as an output.
+    CHECK(report.memory.footprint.output_bytes < report.memory.footprint.input_bytes);
+  }
+}
+
+TEST_CASE("pipeline: llama-3-8B-shaped decode and prefill copy no KV cache") {
+  for (const char* phase : {"prefill", "decode"}) {
+    CAPTURE(phase);
+    examples::ModelOptions o;
+    o.size = "real";
+    o.layers = 2;
+    o.phase = phase;
+    const Graph graph = examples::find_model("llama").entry->build(o);
+    pipeline::Options options;
+    options.compile.rule_files = {kRules};
+    const pipeline::Report report = pipeline::run(graph, target::load_config("tpuv3"), options);
+    if (std::string(phase) == "decode") CHECK(report.lowering.inputs_updated_in_place == 4);
+    // Decode: nothing copies the cache. Prefill: nothing writes the cache with
+    // a copy (its rows come straight from the projections and RoPE).
+    const lower::Lowered& lowered = *report.lowered;
+    const npu::Program& p = lowered.program;
+    int writes = 0;
+    for (const npu::Kernel& k : p.kernels) {
+      if (kind_of(lowered.report, k.name) != "copy") continue;
+      npu::for_each_stmt(k.body, [&](const npu::Stmt& s) {
+        if (const auto* dma = std::get_if<npu::DmaOp>(&s.node))
+          writes += !dma->load && p.buffers[static_cast<size_t>(p.root_of(dma->dram))].name.rfind("cache_", 0) == 0;
+      });
+    }
+    CHECK(writes == 0);
+    if (std::string(phase) == "decode") CHECK(cache_copies(lowered) == 0);
+  }
+}
+
+TEST_CASE("pipeline: a program bigger than the DRAM fails before simulating unless capacity is ignored") {
+  Graph g("big");
+  const Tensor x = input(g, "x", DType::F32, {8, 8192});
+  // 8192 x 8192 x 4 B = 256 MiB of weights: more than the toy config's DRAM.
+  output("y", nn::linear(x, weight(g, "w", DType::F32, {8192, 8192})));
+  const target::NpuConfig toy = target::load_config("toy");
+  pipeline::Options options;
+  options.compile.rule_files = {kRules};
+  try {
+    pipeline::run(g, toy, options);
+    FAIL("expected a capacity error");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("needs 0.25 GiB of DRAM") != std::string::npos);
+    CHECK(what.find("toy has 0.25 GiB") != std::string::npos);
+    CHECK(what.find("DRAM of 2 toy cores") != std::string::npos);
+    CHECK(what.find("--ignore-capacity") != std::string::npos);
+  }
+  options.ignore_capacity = true;
+  const pipeline::Report report = pipeline::run(g, toy, options);
+  CHECK(!report.memory.fits);
+  CHECK(report.memory.ignored);
+  CHECK(report.memory.cores_needed == 2);
+  CHECK(report.memory.footprint.weight_bytes == int64_t{8192} * 8192 * 4);
+  CHECK(report.sim.cycles > 0);
+  const nlohmann::json j = report.to_json();
+  CHECK(j["memory"]["footprint_bytes"] == report.memory.footprint.total());
+  CHECK(j["memory"]["capacity_bytes"] == toy.dram.capacity_bytes);
+  CHECK(j["memory"]["fits"] == false);
 }

@@ -6,7 +6,12 @@
 // resolved after fusion, on the final kernels: a view that a consumer can read
 // strided becomes a DRAM alias read by strided DMA, never a kernel; a copy
 // kernel is emitted only where no strided read exists (a concat's output, a
-// pad, a reshape of a non-contiguous view). GEMM tiles are chosen over
+// pad, a reshape of a non-contiguous view). An output that is an input of the
+// same name with parts appended (a concat whose first part is that input,
+// each element left at its index, and which nothing else reads: a
+// preallocated KV cache and its new rows) updates the input in place: the
+// new parts are stored into the input's DRAM buffer, through an alias, and
+// the output names that buffer; no kernel copies the cache. GEMM tiles are chosen over
 // candidates ranked by an analytic form of the simulator's model, the best
 // few timed by the tile timer the caller gives (LowerOptions::tile_cycles:
 // sim::tile_timer times them with the simulator); each candidate's footprint is computed
@@ -37,7 +42,7 @@ struct LowerOptions {
   int64_t spad_budget = 0;
   // GEMM tiles: the best candidates by the analytic cost are run through the
   // tile timer and the fastest is kept; 1 keeps the analytic choice.
-  int gemm_simulated_candidates = 4;
+  int gemm_simulated_candidates = 8;
   // Cycles of a program of independent kernels: how tile candidates and
   // spreading tiles over cores are decided (sim::tile_timer: the timing
   // simulator). Empty: the analytic estimate picks GEMM tiles and a kernel's
@@ -58,6 +63,7 @@ struct LowerReport {
   int kernels = 0, fused_kernels = 0, copy_kernels = 0;
   int64_t spad_peak_bytes = 0;
   int64_t dram_aliases = 0;       // views read in place through an alias
+  int inputs_updated_in_place = 0;  // outputs bound to the input they update (a KV cache)
   std::vector<std::string> notes;  // fusions that fell back to a standalone kernel, and why
   std::vector<KernelInfo> per_kernel;
 
