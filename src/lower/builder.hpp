@@ -131,7 +131,7 @@ class Emitter {
   LowerReport report;
   // GEMM tiles already chosen, by the job's signature (shapes, strides,
   // dtypes, programs): repeated layers choose once.
-  std::map<std::string, std::array<int64_t, 4>> gemm_tiles;  // TM, TN, TK, split over cores
+  std::map<std::string, std::array<int64_t, 5>> gemm_tiles;  // TM, TN, TK, split over cores, operand slots
 
   int add_buffer(const std::string& name, DType dtype, const Shape& shape, npu::BufferKind kind);
   std::string unique_name(const std::string& base);

@@ -35,7 +35,13 @@ enum class EpiKind : uint8_t { Full, PerCol, PerRow, Literal };
 struct Tile {
   int64_t TM = 0, TN = 0, TK = 0;
   double cost = 0;
+  int64_t slots = 0;  // operand slots; 0: three for a block of few rows and three or more k tiles, else two
 };
+
+int64_t operand_slots(const Tile& t, int64_t K) {
+  if (t.slots > 0) return t.slots;
+  return t.TM <= 64 && ceil_div(K, t.TK) >= 3 ? 3 : 2;
+}
 
 // A kernel's share of the m blocks (or of batch axis 0) when the tiles are
 // spread over cores.
@@ -73,13 +79,28 @@ class GemmKernel {
     for (const Access& b : j_.b)
       b_prologue_t_ = b_prologue_t_ && b.index_buffer < 0 && b.strides[rank_ - 2] == 1 && b.strides[rank_ - 1] != 1;
     // Operand buffers (the matmul's), then the prologue inputs.
-    A_ = kb_.spad("A", j_.dtype, TM * TK, 2);
-    B_ = kb_.spad("B", j_.dtype, TK * TN, 2);
+    // Operand slots: the loads of k tile i + slots - 1 are issued before
+    // the array steps of tile i. Two suffice when the arrays stream many
+    // rows per weight tile; a block of few rows (a GEMV, decode attention)
+    // is bound by its operand reads and by weight preloads about equally, and
+    // with two slots the DMA engine would wait out each tile's round trip.
+    slots_ = operand_slots(t_, K_);
+    A_ = kb_.spad("A", j_.dtype, TM * TK, slots_);
+    B_ = kb_.spad("B", j_.dtype, TK * TN, slots_);
     if (a_mode_ == OperandLoad::Prologue)
-      for (size_t i = 0; i < j_.a.size(); ++i) a_in_.push_back(kb_.spad("a" + std::to_string(i), j_.a[i].dtype, TM * TK, 2));
+      for (size_t i = 0; i < j_.a.size(); ++i)
+        a_in_.push_back(kb_.spad("a" + std::to_string(i), j_.a[i].dtype, TM * TK, slots_));
     if (b_mode_ == OperandLoad::Prologue)
-      for (size_t i = 0; i < j_.b.size(); ++i) b_in_.push_back(kb_.spad("b" + std::to_string(i), j_.b[i].dtype, TK * TN, 2));
+      for (size_t i = 0; i < j_.b.size(); ++i)
+        b_in_.push_back(kb_.spad("b" + std::to_string(i), j_.b[i].dtype, TK * TN, slots_));
     C_ = kb_.spad("C", DType::F32, TM * TN, 2);
+    // A block one array wide (TN within the array's columns) would keep one
+    // array busy and leave the others idle: its k chunks alternate between
+    // two accumulators, each a chain on its own array, added at the end.
+    // Weight preloads (R cycles per chunk) bound such a block when M is small
+    // (decode attention's P x V, M = the query heads of a KV group).
+    split_k_ = c_.systolic.arrays >= 2 && TN <= Nc_ && TK >= 2 * Nr_ && (TK / Nr_) % 2 == 0 && K_ > Nr_;
+    if (split_k_) C2_ = kb_.spad("C2", DType::F32, TM * TN, 2);
     for (size_t i = 0; i < j_.epilogue.size(); ++i) {
       const Access& e = j_.epilogue[i];
       if (e.is_literal) {
@@ -356,11 +377,14 @@ class GemmKernel {
         prologue(b_in_, j_.b, j_.b_program, B_, slot, Extent::of(W), ke, TK, "prologue.b");
       else if (b_mode_ == OperandLoad::Prologue)
         prologue(b_in_, j_.b, j_.b_program, B_, slot, ke, Extent::of(W), TN, "prologue.b");
-      // Array steps: k chunks of the array's rows, column chunks of its columns.
+      // Array steps: k chunks of the array's rows, column chunks of its
+      // columns. Only the last k tile (peeled, so its index is a constant)
+      // can be ragged: its chunks stop at K.
       const int64_t chunks = ceil_div(TK, Nr_);
-      for (int64_t kc = 0; kc < chunks; ++kc) {
+      const int64_t rest = kidx.is_constant() ? std::min(TK, K_ - kidx.constant * TK) : TK;
+      for (int64_t kc = 0; kc < chunks && kc * Nr_ < rest; ++kc) {
         Extent kce = ke;
-        if (chunks > 1) kce = Extent::of(Nr_);  // TK > Nr only when K is a multiple of TK
+        if (chunks > 1) kce = Extent::of(std::min(Nr_, rest - kc * Nr_));
         for (int64_t u = 0; u * Nc_ < W; ++u) {
           MatmulOp mm;
           mm.m = me;
@@ -379,22 +403,35 @@ class GemmKernel {
           } else {
             mm.b = SpadRef{B_, slot, Affine::of(kc * Nr_ * TN + Nc_ * u), TN};
           }
-          mm.accumulate = accumulate || kc > 0;
+          mm.accumulate = accumulate || kc >= (split_k_ ? 2 : 1);
+          if (split_k_ && kc % 2 == 1) mm.c.buffer = C2_;
           kb_.emit(Stmt{std::move(mm)});
         }
       }
     };
+    // Software pipelined with distance D = slots - 1: tiles 0 .. D-1 load
+    // first; tile i's steps follow the load of tile i + D; the last D tiles
+    // (the last one possibly ragged) run after the loop without loads.
     const Affine slot0 = cslot * KT_;
-    k_load(Affine::of(0), slot0);
-    if (KT_ > 1) k_load(Affine::of(1), slot0 + Affine::of(1));
-    k_run(Affine::of(0), false, slot0);
-    if (KT_ > 2) {
-      const int kk = kb_.loop_begin("k", KT_ - 2);
-      k_load(Affine::var(kk) + Affine::of(2), slot0 + Affine::var(kk) + Affine::of(2));
-      k_run(Affine::var(kk) + Affine::of(1), true, slot0 + Affine::var(kk) + Affine::of(1));
+    const int64_t D = slots_ - 1;
+    auto at = [&](int64_t i) { return Affine::of(i); };
+    for (int64_t i = 0; i < std::min(D, KT_); ++i) k_load(at(i), slot0 + at(i));
+    if (D < KT_) k_load(at(D), slot0 + at(D));
+    k_run(at(0), false, slot0);
+    if (KT_ - D - 1 > 0) {
+      const int kk = kb_.loop_begin("k", KT_ - D - 1);
+      k_load(Affine::var(kk) + at(1 + D), slot0 + Affine::var(kk) + at(1 + D));
+      k_run(Affine::var(kk) + at(1), true, slot0 + Affine::var(kk) + at(1));
       kb_.loop_end();
     }
-    if (KT_ > 1) k_run(Affine::of(KT_ - 1), true, slot0 + Affine::of(KT_ - 1));
+    for (int64_t i = std::max<int64_t>(1, KT_ - D); i < KT_; ++i) k_run(at(i), true, slot0 + at(i));
+    if (split_k_) {  // the second accumulator's chunks into the first
+      VecBuilder vb("ksum", me, Extent::of(W));
+      const int x = vb.load(ScalarType::F32, SpadRef{C_, cslot, Affine::of(0), TN}, LoadBroadcast::Full);
+      const int y = vb.load(ScalarType::F32, SpadRef{C2_, cslot, Affine::of(0), TN}, LoadBroadcast::Full);
+      vb.store(SpadRef{C_, cslot, Affine::of(0), TN}, vb.op(VecOp::Add, ScalarType::F32, {x, y}));
+      kb_.emit(vb.done());
+    }
     const bool round = j_.dtype != DType::F32;
     if (has_epilogue_ || round || !in_place_ || j_.row_softmax) {
       VecBuilder vb("epilogue", me, Extent::of(W));
@@ -446,6 +483,9 @@ class GemmKernel {
   std::vector<int> a_in_, b_in_, epi_buf_;
   std::vector<EpiKind> epi_kind_;
   bool has_epilogue_ = false, in_place_ = true;
+  bool split_k_ = false;  // k chunks alternate between C_ and C2_ (see build)
+  int64_t slots_ = 2;     // operand slots (see build)
+  int C2_ = -1;
   std::vector<std::tuple<size_t, int, int64_t>> batch_vars_;  // (axis, loop variable or -1, first index)
   std::map<std::pair<int, int64_t>, int> index_bufs_;         // (index buffer, offset) -> scratchpad buffer
 };
@@ -492,8 +532,9 @@ std::vector<Tile> candidates(const GemmJob& job, const target::NpuConfig& c) {
   if (K <= R) {
     tks.push_back(K);
   } else {
-    for (int64_t tk = R; tk <= 8 * R; tk *= 2)
-      if (tk == R || K % tk == 0 || tk >= K) tks.push_back(std::min(tk, ceil_div(K, R) * R));
+    // Any multiple of R up to 8R (the last k tile may be ragged).
+    for (int64_t tk = R; tk <= 8 * R && (tks.empty() || tks.back() < K); tk *= 2)
+      tks.push_back(std::min(tk, ceil_div(K, R) * R));
   }
   const int64_t unit = std::min(N, Cc * c.systolic.arrays);
   if (job.row_softmax) {
@@ -644,7 +685,7 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   };
   const std::string key = signature(job);
   if (auto it = em.gemm_tiles.find(key); it != em.gemm_tiles.end()) {
-    const Tile t{it->second[0], it->second[1], it->second[2], 0};
+    const Tile t{it->second[0], it->second[1], it->second[2], 0, it->second[4]};
     int64_t footprint = 0;
     std::vector<Kernel> kernels = group(t, it->second[3] != 0, footprint);
     SPOOL_ASSERT(footprint <= em.budget, "a cached GEMM tile no longer fits");
@@ -663,9 +704,14 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   std::vector<Fit> fits;
   const size_t wanted =
       em.options.tile_cycles ? static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates)) : 1;
-  for (const Tile& t : candidates(job, em.config)) {
+  const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1];
+  for (Tile t : candidates(job, em.config)) {
     int64_t footprint = 0;
     std::vector<Kernel> kernels = group(t, false, footprint);
+    if (footprint > em.budget && operand_slots(t, K) > 2) {  // the same tile with two operand slots
+      t.slots = 2;
+      kernels = group(t, false, footprint);
+    }
     if (footprint > em.budget) {
       if (smallest < 0 || footprint < smallest) smallest = footprint;
       continue;
@@ -700,7 +746,8 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
         best = i;
     }
   }
-  em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0};
+  em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0,
+                        operand_slots(fits[best].tile, K)};
   emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
   return std::nullopt;
 }
