@@ -182,11 +182,34 @@ class GemmKernel {
     const int64_t TN = t_.TN, full = N_ / TN;
     const int64_t mlo = split_.batch ? 0 : split_.lo;
     const Affine m = Affine::of(mlo);
+    // One k tile: a block's loads are issued before the previous block's
+    // steps (see columns); the first block of a batch loads with the second.
+    const bool early = KT_ == 1;
+    auto loads = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Loads); };
+    auto steps = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Steps); };
     auto first_block = [&] {
+      if (early) {
+        loads(Affine::of(0));
+        loads(Affine::of(1));
+        steps(Affine::of(0));
+        return;
+      }
       load_per_col(Affine::of(0), TN, Affine::of(0));
       compute(Affine::of(0), TN, Affine::of(0), m);
     };
     auto other_blocks = [&] {
+      if (early) {
+        if (full > 2) {
+          const int nn = kb_.loop_begin("n", full - 2);
+          loads(Affine::var(nn) + Affine::of(2));
+          steps(Affine::var(nn) + Affine::of(1));
+          store(Affine::var(nn, TN), TN, Affine::var(nn), m);
+          kb_.loop_end();
+        }
+        steps(Affine::of(full - 1));
+        store(Affine::of((full - 2) * TN), TN, Affine::of(full - 2), m);
+        return;
+      }
       const int nn = kb_.loop_begin("n", full - 1);
       load_per_col(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1));
       compute(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1), m);
@@ -248,6 +271,32 @@ class GemmKernel {
       return;
     }
     // One m block: pipeline over the column blocks instead (C has two slots).
+    if (KT_ == 1 && full >= 2) {
+      // One k tile: each block's loads are issued before the previous
+      // block's steps. The in-order front end stalls while the array's
+      // issue queue is full, so loads placed after a wide block's steps (a
+      // decode's scores, 16 steps per block) reach the DMA engine late and
+      // DRAM idles between blocks.
+      const Affine m = Affine::of(mlo);
+      auto loads = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Loads); };
+      auto steps = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Steps); };
+      loads(Affine::of(0));
+      loads(Affine::of(1));
+      steps(Affine::of(0));
+      if (full > 2) {
+        const int nn = kb_.loop_begin("n", full - 2);
+        loads(Affine::var(nn) + Affine::of(2));
+        steps(Affine::var(nn) + Affine::of(1));
+        store(Affine::var(nn, TN), TN, Affine::var(nn), m);
+        kb_.loop_end();
+      }
+      steps(Affine::of(full - 1));
+      store(Affine::of((full - 2) * TN), TN, Affine::of(full - 2), m);
+      if (rest > 0) block(Affine::of(full * TN), rest, Affine::of(full));
+      store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), m);
+      if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), m);
+      return;
+    }
     if (full > 0) {
       block(Affine::of(0), TN, Affine::of(0));
       if (full > 1) {
@@ -320,13 +369,19 @@ class GemmKernel {
     kb_.emit(vb.done());
   }
 
-  void compute(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt) {
+  // What compute() emits: a block's loads and its steps, or one of them (a
+  // block of one k tile whose loads are issued a block early, see columns).
+  enum class Part : uint8_t { All, Loads, Steps };
+
+  void compute(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt, Part part = Part::All) {
     const int64_t TM = t_.TM, TN = t_.TN, TK = t_.TK;
     const Affine cslot = blk * MT_ + mt;
     const Extent me = ragged(TM, M_, mt, MT_);
     const Affine m0 = mt * TM;
     const size_t rm = rank_ - 2, rk = rank_ - 1;  // A's axes; B's are (rank-2: k, rank-1: n)
-    for (size_t i = 0; i < j_.epilogue.size(); ++i) {
+    if (part != Part::All) SPOOL_ASSERT(KT_ == 1, "a block's loads are issued apart only with one k tile");
+    if (part == Part::Loads) load_per_col(n0, W, blk);
+    for (size_t i = 0; i < j_.epilogue.size() && part != Part::Steps; ++i) {
       const Access& e = j_.epilogue[i];
       if (epi_kind_[i] == EpiKind::Full)
         load_tile(e, rank_ - 2, rank_ - 1, m0, n0, me, Extent::of(W), epi_buf_[i], cslot, TN);
@@ -415,8 +470,14 @@ class GemmKernel {
     const Affine slot0 = cslot * KT_;
     const int64_t D = slots_ - 1;
     auto at = [&](int64_t i) { return Affine::of(i); };
-    for (int64_t i = 0; i < std::min(D, KT_); ++i) k_load(at(i), slot0 + at(i));
-    if (D < KT_) k_load(at(D), slot0 + at(D));
+    if (part == Part::Loads) {
+      k_load(at(0), slot0);
+      return;
+    }
+    if (part == Part::All) {
+      for (int64_t i = 0; i < std::min(D, KT_); ++i) k_load(at(i), slot0 + at(i));
+      if (D < KT_) k_load(at(D), slot0 + at(D));
+    }
     k_run(at(0), false, slot0);
     if (KT_ - D - 1 > 0) {
       const int kk = kb_.loop_begin("k", KT_ - D - 1);
