@@ -35,12 +35,15 @@ enum class EpiKind : uint8_t { Full, PerCol, PerRow, Literal };
 struct Tile {
   int64_t TM = 0, TN = 0, TK = 0;
   double cost = 0;
-  int64_t slots = 0;  // operand slots; 0: three for a block of few rows and three or more k tiles, else two
+  // Operand slots; 0: three for a block of few rows with three or more k
+  // tiles, or one k tile and three or more column blocks; else two.
+  int64_t slots = 0;
 };
 
-int64_t operand_slots(const Tile& t, int64_t K) {
+int64_t operand_slots(const Tile& t, int64_t K, int64_t N) {
   if (t.slots > 0) return t.slots;
-  return t.TM <= 64 && ceil_div(K, t.TK) >= 3 ? 3 : 2;
+  const int64_t kt = ceil_div(K, t.TK), blocks = N / t.TN;
+  return t.TM <= 64 && (kt >= 3 || (kt == 1 && blocks >= 3)) ? 3 : 2;
 }
 
 // A kernel's share of the m blocks (or of batch axis 0) when the tiles are
@@ -84,7 +87,7 @@ class GemmKernel {
     // rows per weight tile; a block of few rows (a GEMV, decode attention)
     // is bound by its operand reads and by weight preloads about equally, and
     // with two slots the DMA engine would wait out each tile's round trip.
-    slots_ = operand_slots(t_, K_);
+    slots_ = operand_slots(t_, K_, N_);
     A_ = kb_.spad("A", j_.dtype, TM * TK, slots_);
     B_ = kb_.spad("B", j_.dtype, TK * TN, slots_);
     if (a_mode_ == OperandLoad::Prologue)
@@ -272,26 +275,30 @@ class GemmKernel {
     }
     // One m block: pipeline over the column blocks instead (C has two slots).
     if (KT_ == 1 && full >= 2) {
-      // One k tile: each block's loads are issued before the previous
-      // block's steps. The in-order front end stalls while the array's
-      // issue queue is full, so loads placed after a wide block's steps (a
-      // decode's scores, 16 steps per block) reach the DMA engine late and
-      // DRAM idles between blocks.
+      // One k tile: block j + D's loads (D = operand slots - 1) are issued
+      // before block j's steps. The in-order front end stalls while the
+      // array's issue queue is full, so loads placed after a wide block's
+      // steps (a decode's scores, 16 steps per block) reach the DMA engine
+      // late and DRAM idles between blocks.
       const Affine m = Affine::of(mlo);
+      const int64_t D = slots_ - 1;
+      auto at = [](int64_t j) { return Affine::of(j); };
       auto loads = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Loads); };
       auto steps = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Steps); };
-      loads(Affine::of(0));
-      loads(Affine::of(1));
-      steps(Affine::of(0));
-      if (full > 2) {
-        const int nn = kb_.loop_begin("n", full - 2);
-        loads(Affine::var(nn) + Affine::of(2));
-        steps(Affine::var(nn) + Affine::of(1));
+      for (int64_t j = 0; j < std::min(D, full); ++j) loads(at(j));
+      if (D < full) loads(at(D));
+      steps(at(0));
+      if (full - D - 1 > 0) {
+        const int nn = kb_.loop_begin("n", full - D - 1);
+        loads(Affine::var(nn) + at(1 + D));
+        steps(Affine::var(nn) + at(1));
         store(Affine::var(nn, TN), TN, Affine::var(nn), m);
         kb_.loop_end();
       }
-      steps(Affine::of(full - 1));
-      store(Affine::of((full - 2) * TN), TN, Affine::of(full - 2), m);
+      for (int64_t j = std::max<int64_t>(1, full - D); j < full; ++j) {
+        steps(at(j));
+        store(at((j - 1) * TN), TN, at(j - 1), m);
+      }
       if (rest > 0) block(Affine::of(full * TN), rest, Affine::of(full));
       store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), m);
       if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), m);
@@ -765,11 +772,11 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   std::vector<Fit> fits;
   const size_t wanted =
       em.options.tile_cycles ? static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates)) : 1;
-  const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1];
+  const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
   for (Tile t : candidates(job, em.config)) {
     int64_t footprint = 0;
     std::vector<Kernel> kernels = group(t, false, footprint);
-    if (footprint > em.budget && operand_slots(t, K) > 2) {  // the same tile with two operand slots
+    if (footprint > em.budget && operand_slots(t, K, N) > 2) {  // the same tile with two operand slots
       t.slots = 2;
       kernels = group(t, false, footprint);
     }
@@ -808,7 +815,7 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     }
   }
   em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0,
-                        operand_slots(fits[best].tile, K)};
+                        operand_slots(fits[best].tile, K, N)};
   emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
   return std::nullopt;
 }

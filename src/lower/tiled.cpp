@@ -319,8 +319,11 @@ void emit_tiled(Emitter& em, const TiledSpec& original) {
 
   // Tile choice: the largest tile whose allocated footprint fits the budget;
   // rows shrink first, then (when allowed) columns.
+  // At least a register's sublanes of rows (VLEN / 32): a tile of one long
+  // row (a decode's softmax over 32k keys) would fill one sublane of eight.
+  const int64_t sublanes = std::max<int64_t>(1, em.config.vector.vlen_bits / 32);
   int64_t TC = spec.tile_cols ? std::min<int64_t>(l.cols, 2048) : l.cols;
-  int64_t TR = std::min<int64_t>(l.rows, std::max<int64_t>(1, 65536 / TC));
+  int64_t TR = std::min<int64_t>(l.rows, std::max<int64_t>(sublanes, 65536 / TC));
   TR = std::min<int64_t>(TR, 512);
   if (spec.whole_rows) {
     TR = l.rows;

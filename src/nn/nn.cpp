@@ -213,7 +213,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
   const double factor = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
   Tensor scores = matmul(q4, k4.transpose(-1, -2));
   scores = is_half(scores.dtype()) ? (scores.cast(DType::F32) * factor).cast(scores.dtype()) : scores * factor;
-  if (causal) {
+  // One query sits at the last position and sees every key: its mask is
+  // empty, and none is built (a decode step's scores stay unmasked).
+  if (causal && s > 1) {
     // Query i sits at position i + (T - S); it may not see keys after it.
     Graph& g = q.graph();
     const Tensor query_pos = iota(g, {s, t}, 0, DType::I64) + static_cast<double>(t - s);
