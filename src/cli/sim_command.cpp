@@ -42,6 +42,7 @@ struct SimOptions {
   uint64_t seed = 0;
   int64_t spad_budget = 0;
   bool npu_given = false;
+  bool ignore_capacity = false;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -56,6 +57,7 @@ pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_
   pipeline::Options options;
   options.lower.spad_budget = o.spad_budget;
   options.trace = trace;
+  options.ignore_capacity = o.ignore_capacity;
   if (functional_graph) options.inputs = interp::random_inputs(*functional_graph, o.seed);
   return options;
 }
@@ -83,6 +85,10 @@ void run_workload(const SimOptions& o) {
   print_compile(report);
   std::fputs(report.lowering.to_text().c_str(), stdout);
   std::fputs(report.sim.to_text().c_str(), stdout);
+  const auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); };
+  std::printf("dram footprint   %.3f GiB of %.2f GiB: %s\n", gib(report.memory.footprint.total()),
+              gib(report.memory.capacity_bytes),
+              report.memory.fits ? "fits" : "DOES NOT FIT (simulated under --ignore-capacity)");
   if (report.check)
     std::printf("check            simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",
                 report.check->max_abs_err, report.check->max_rel_err, report.check->worst_output.c_str(),
@@ -125,6 +131,8 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--json", options->json_file, "Write the report as JSON");
   cmd->add_option("--trace", options->trace_file, "Write a Chrome/Perfetto trace (trace-event JSON)");
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
+  cmd->add_flag("--ignore-capacity", options->ignore_capacity,
+                "Simulate a workload whose DRAM footprint exceeds the NPU's capacity");
   cmd->add_flag("--functional", options->functional,
                 "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
   cmd->add_option("--spad-budget", options->spad_budget,
