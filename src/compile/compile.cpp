@@ -601,7 +601,24 @@ egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extra
         const std::optional<LoopAttr> m = marker_of(lang, eg.node(choice(c)));
         return m && m->loop == u.loop;
       });
-      if (complete) continue;
+      if (complete) {
+        // The loop stays rolled: each value it exports is read from the loop
+        // (its loop_output), not rebuilt from the unrolled chain beside it,
+        // which unrolling would compute a second time, perhaps otherwise
+        // (a layer's KV cache for the output and for the attention).
+        for (const egraph::ClassId c : u.loop_outputs) {
+          const std::optional<LoopAttr> m = marker_of(lang, eg.node(choice(c)));
+          if (m && m->loop == u.loop) continue;
+          for (const egraph::NodeId n : eg.class_nodes(eg.find_const(c))) {
+            const std::optional<LoopAttr> mk = marker_of(lang, eg.node(n));
+            if (!mk || mk->loop != u.loop || !(extractor.node_cost(n) < std::numeric_limits<double>::infinity())) continue;
+            chosen_instead[eg.find_const(c).value] = n;
+            changed = true;
+            break;
+          }
+        }
+        continue;
+      }
       std::vector<egraph::ClassId> exits = u.loop_ends;
       exits.insert(exits.end(), u.loop_outputs.begin(), u.loop_outputs.end());
       for (const egraph::ClassId c : exits) {
