@@ -4,6 +4,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace spool {
 class Graph;
@@ -31,6 +35,18 @@ int64_t parameter_count(const Graph& graph);
 
 // --size, --layers, --phase, --seq and --context into `options`.
 void add_model_options(CLI::App* cmd, examples::ModelOptions& options);
+
+// --print-after STAGE|all (repeatable) and --print-dir DIR: the IR after each
+// named stage (CompileOptions::print_after lists them), written to
+// DIR/NN-STAGE.txt (NN the stage's place in the pipeline) or, without a
+// directory, to standard error.
+struct PrintAfter {
+  std::vector<std::string> stages;
+  std::string dir;
+};
+void add_print_options(CLI::App* cmd, PrintAfter& options);
+// The callback for CompileOptions::print_after; empty when no stage is asked for.
+std::function<void(std::string_view, const std::string&)> stage_printer(const PrintAfter& options);
 
 void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);

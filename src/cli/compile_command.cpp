@@ -25,6 +25,7 @@ struct CompileCommandOptions {
   std::vector<std::string> rules;
   bool check = false;
   std::string json;
+  PrintAfter print;
 };
 
 void run_compile(const CompileCommandOptions& o) {
@@ -41,6 +42,7 @@ void run_compile(const CompileCommandOptions& o) {
   options.rule_files = o.rules;
   if (options.rule_files.empty())
     options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+  options.print_after = stage_printer(o.print);
   const CompileResult c = compile(hlir, options);
   const CompileReport& r = c.report;
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(), model_options.phase.c_str());
@@ -88,6 +90,7 @@ void add_compile_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("compile", "Roll, saturate, extract and unroll an example model; print the stages");
   cmd->add_option("model", o->model, "Model name (see `spool models`)")->required();
   add_model_options(cmd, o->model_options);
+  add_print_options(cmd, o->print);
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   cmd->add_option("--json", o->json, "Write the compile report (roll, egraph, compile keys) as JSON");

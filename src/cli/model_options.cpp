@@ -5,7 +5,15 @@
 
 #include "models.hpp"
 
+#include <spool/compile/compile.hpp>
+#include <spool/support/error.hpp>
+
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include <charconv>
 #include <cmath>
@@ -58,6 +66,42 @@ void add_model_options(CLI::App* cmd, examples::ModelOptions& options) {
   cmd->add_option("--dtype", options.dtype,
                   "Weights, activations and KV cache: bf16 or f32 (default: bf16 real, as served; f32 tiny)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+}
+
+void add_print_options(CLI::App* cmd, PrintAfter& options) {
+  std::vector<std::string> names{"all"};
+  for (const char* stage : kStages) names.push_back(stage);
+  cmd->add_option("--print-after", options.stages,
+                  fmt::format("Write the IR after a stage ({}; repeatable)", fmt::join(names, ", ")))
+      ->check(CLI::IsMember(names));
+  cmd->add_option("--print-dir", options.dir, "Where --print-after writes (default: standard error)");
+}
+
+std::function<void(std::string_view, const std::string&)> stage_printer(const PrintAfter& options) {
+  if (options.stages.empty()) {
+    if (!options.dir.empty()) fail("--print-dir needs --print-after STAGE or --print-after all");
+    return {};
+  }
+  const bool all = std::find(options.stages.begin(), options.stages.end(), "all") != options.stages.end();
+  if (!options.dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.dir, ec);
+    if (ec) fail("--print-dir: cannot create '{}': {}", options.dir, ec.message());
+  }
+  return [options, all](std::string_view stage, const std::string& text) {
+    if (!all && std::find(options.stages.begin(), options.stages.end(), stage) == options.stages.end()) return;
+    size_t place = 0;
+    while (place < std::size(kStages) && kStages[place] != stage) ++place;
+    if (options.dir.empty()) {
+      std::fprintf(stderr, "; ---- after %.*s ----\n%s", static_cast<int>(stage.size()), stage.data(), text.c_str());
+      return;
+    }
+    const std::string path = fmt::format("{}/{:02}-{}.txt", options.dir, place + 1, stage);
+    std::ofstream out(path);
+    out << text;
+    out.flush();
+    if (!out) fail("--print-dir: cannot write '{}'", path);
+  };
 }
 
 }  // namespace spool::cli

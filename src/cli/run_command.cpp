@@ -50,6 +50,7 @@ struct RunOptions {
   bool no_roll = false;
   bool timing_only = false;
   bool ignore_capacity = false;
+  PrintAfter print;
   size_t search = 0;
   std::vector<std::string> rules;
   std::string json_file;
@@ -373,6 +374,7 @@ void run(const RunOptions& options) {
     pipeline::Options pipeline_options;
     pipeline_options.compile.roll = !options.no_roll;
     pipeline_options.compile.rule_files = options.rules;
+    pipeline_options.compile.print_after = stage_printer(options.print);
     if (pipeline_options.compile.rule_files.empty())
       pipeline_options.compile.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
     pipeline_options.search_genomes = options.search;
@@ -456,6 +458,7 @@ void add_run_command(CLI::App& app) {
   CLI::App* run_cmd = app.add_subcommand("run", "Build an example model and run it");
   run_cmd->add_option("model", options->model, "Model name, or NAME:VARIANT (see `spool models`)")->required();
   add_model_options(run_cmd, options->model_options);
+  add_print_options(run_cmd, options->print);
   run_cmd->add_option("--weights", options->weights_dir,
                       "Hugging Face model folder (config.json, model.safetensors); shapes come from it");
   run_cmd->add_option("--tokens", options->tokens,
@@ -492,7 +495,7 @@ void add_run_command(CLI::App& app) {
     // compile, the lowering and the simulation would be ignored.
     if (options->interp)
       for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-roll",
-                                "--ignore-capacity"})
+                                "--ignore-capacity", "--print-after", "--print-dir"})
         if (run_cmd->count(flag) > 0)
           fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",
                flag);

@@ -10,6 +10,7 @@
 #include <spool/egraph/extract.hpp>
 #include <spool/egraph/hlir.hpp>
 #include <spool/egraph/hlir_cost.hpp>
+#include <spool/ir/text.hpp>
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/support/error.hpp>
@@ -455,6 +456,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
       // Left unsplit: split again (and reported) below if it is the result.
     }
   };
+  if (options.print_after) options.print_after("hlir", print_graph(hlir));
   if (options.roll) {
     roll::RollResult r = roll::auto_roll(hlir, split_beside);
     s.rolled = std::move(r.graph);
@@ -466,6 +468,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   s.report.times.roll_ms = ms_since(t);
   spdlog::info("roll: {} loops, {} -> {} nodes in {:.1f} ms", s.report.roll.loops, s.report.roll.hlir_nodes_before,
                s.report.roll.hlir_nodes_after, s.report.times.roll_ms);
+  if (options.print_after) options.print_after("roll", print_graph(s.rolled));
 
   // 2. Split into regions (unless done beside the roll) and saturate each
   // distinct one, in parallel. Rule files are read (and a bad one reported)
@@ -473,6 +476,12 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   t = Clock::now();
   if (!split) split_of(s.rolled);
   s.split = std::move(*split);
+  if (options.print_after) {
+    std::string text;
+    for (size_t i = 0; i < s.split.regions.size(); ++i)
+      text += fmt::format("; region {}\n{}\n", i, print_graph(s.split.regions[i].graph));
+    options.print_after("split", text);
+  }
   const auto rules_start = Clock::now();
   std::vector<std::shared_ptr<const rules::RuleFile>> files;
   for (const std::string& path : options.rule_files) files.push_back(read_rule_file(path));
@@ -507,6 +516,14 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   spdlog::info("saturate: {} regions, {} e-graphs, {} nodes, {} classes, {} iterations ({}) in {:.1f} ms",
                e.regions, e.egraphs, e.nodes, e.classes, e.iterations, egraph::stop_reason_name(e.stop),
                s.report.times.saturate_ms);
+  if (options.print_after) {
+    std::string text;
+    for (size_t i = 0; i < s.regions.size(); ++i)
+      text += fmt::format("region {}: {} e-nodes, {} classes, {} iterations, stop {}\n", i,
+                          s.regions[i].egraph->num_nodes(), s.regions[i].egraph->num_classes(),
+                          s.regions[i].saturation.iterations, egraph::stop_reason_name(s.regions[i].saturation.stop));
+    options.print_after("saturate", text);
+  }
   return s;
 }
 
@@ -665,6 +682,7 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
   t = Clock::now();
   Graph stitched = s.rolled_program(terms);
   const double stitch_ms = ms_since(t);
+  if (options.print_after) options.print_after("extract", print_graph(stitched));
   // A value the loop exports (loop_output) may be extracted from the unrolled
   // chain while the loop itself stays rolled: unrolling then builds it twice
   // (a layer's KV cache for the output and for the attention). CSE keeps one.
@@ -682,6 +700,7 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
   result.report.times.total_ms = ms_since(start);
   spdlog::info("extract {:.1f} ms, unroll {:.1f} ms: {} nodes", result.report.times.extract_ms,
                result.report.times.unroll_ms, result.program.num_live());
+  if (options.print_after) options.print_after("unroll", print_graph(result.program));
   return result;
 }
 

@@ -238,6 +238,8 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   return out;
 }
 
-Graph Saturated::program(std::span<const egraph::Term> terms) const { return roll::unroll(rolled_program(terms)); }
+// A value a loop exports (loop_output) may be built twice by unrolling (once
+// from the loop, once from a chain the extraction took it from): cse() keeps one.
+Graph Saturated::program(std::span<const egraph::Term> terms) const { return cse(roll::unroll(rolled_program(terms))); }
 
 }  // namespace spool

@@ -2,6 +2,8 @@
 // is logged.
 
 #include <spool/pipeline/pipeline.hpp>
+#include <spool/ir/text.hpp>
+#include <spool/npu/text.hpp>
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
 #include <spool/search/space.hpp>
@@ -64,6 +66,12 @@ Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const 
   spdlog::info("search: {} (canonical programs); compile's greedy program {} cycles", result.summary(),
                figures.greedy_cycles);
   Graph chosen = figures.best_cycles < figures.greedy_cycles ? std::move(result.best_program) : std::move(greedy);
+  if (options.compile.print_after) {
+    options.compile.print_after("extract", fmt::format("; the genetic search extracts whole unrolled programs; the {} "
+                                                       "program is the unroll stage's\n",
+                                                       figures.best_cycles < figures.greedy_cycles ? "searched" : "greedy"));
+    options.compile.print_after("unroll", print_graph(chosen));
+  }
   // The search built every candidate program (extraction and unrolling
   // included): its time is the extraction time of this compile.
   report.compile.times.extract_ms = figures.ms;
@@ -176,6 +184,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   lower::Lowered lowered = lower::to_npu(program, config, lower_options);
   report.lower_ms = ms_since(t);
   report.lowering = lowered.report;
+  if (options.compile.print_after) options.compile.print_after("lower", npu::print(lowered.program));
   spdlog::info("lower: {} kernels ({} fused, {} copies) in {:.1f} ms", lowered.report.kernels,
                lowered.report.fused_kernels, lowered.report.copy_kernels, report.lower_ms);
 
@@ -188,6 +197,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   report.simulate_ms = ms_since(t);
   spdlog::info("simulate: {} cycles ({:.3f} ms at the NPU clock) in {:.1f} ms", report.sim.cycles,
                report.sim.time_ms, report.simulate_ms);
+  if (options.compile.print_after) options.compile.print_after("simulate", report.sim.to_text());
 
   // 4. Functional mode: the same program on real values, against the interpreter.
   if (options.inputs) {

@@ -29,6 +29,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace spool {
@@ -51,7 +52,20 @@ struct CompileOptions {
   // Rules in C++, run in every region after the rule files, to saturation
   // (made once per region, for that region's language).
   std::function<std::vector<egraph::Rule>(egraph::hlir::HlirLanguage&)> extra_rules;
+  // Called after each stage with its name and its result in text form:
+  //   hlir      the input graph (HLIR text, ir/text.hpp)
+  //   roll      the rolled graph, loop markers included
+  //   split     each distinct region's graph (placeholders @in.K for what it reads)
+  //   saturate  each region's e-graph: nodes, classes, iterations, stop reason
+  //   extract   the extracted program before unrolling (LLIR with loop markers)
+  //   unroll    the kernel-level program (LLIR)
+  // pipeline::run adds lower (the NPU program, npu/text.hpp) and simulate
+  // (the simulator's report). Empty: nothing is printed.
+  std::function<void(std::string_view stage, const std::string& text)> print_after;
 };
+
+// The stages print_after names, in order.
+inline constexpr const char* kStages[] = {"hlir", "roll", "split", "saturate", "extract", "unroll", "lower", "simulate"};
 
 // Wall time per stage. roll_ms holds the split when it runs beside the
 // roll's last search (whenever something rolls); saturate_ms holds it
