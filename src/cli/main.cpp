@@ -17,6 +17,7 @@
 
 namespace spool::cli {
 void add_sim_command(CLI::App& app);
+void add_text_commands(CLI::App& app);
 }  // namespace spool::cli
 
 int main(int argc, char** argv) {
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   spool::cli::add_rules_command(app);
   spool::cli::add_compile_command(app);
   spool::cli::add_sim_command(app);
+  spool::cli::add_text_commands(app);
   spool::cli::add_fuzz_command(app);
 
   app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });

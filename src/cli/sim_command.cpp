@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -108,6 +109,28 @@ void run_workload(const SimOptions& o) {
   if (report.check && !report.check->ok) fail("the simulated outputs differ from the interpreter's");
 }
 
+// An NPU program in its text form (npu/text.hpp), simulated for time.
+void run_program_file(const SimOptions& o) {
+  std::ifstream in(o.workload, std::ios::binary);
+  if (!in) fail("cannot read '{}'", o.workload);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const npu::Program program = npu::parse(text.str(), o.workload).take();
+  const target::NpuConfig config = target::load_config(o.npu);
+  sim::Trace trace;
+  sim::Options options;
+  if (!o.trace_file.empty()) options.trace = &trace;
+  const sim::Report report = sim::run(program, config, options);
+  std::printf("program file     %s\n", o.workload.c_str());
+  std::fputs(report.to_text().c_str(), stdout);
+  if (!o.json_file.empty()) write_file(o.json_file, report.to_json().dump(2) + "\n");
+  if (!o.trace_file.empty()) {
+    std::ostringstream out;
+    trace.write_json(out);
+    write_file(o.trace_file, out.str());
+  }
+}
+
 void run_calibration(const SimOptions& o) {
   const examples::Calibration c = examples::calibrate(o.calibration, o.npu_given ? o.npu : std::string());
   std::printf("calibration      %s on %s\n", o.calibration.c_str(), c.config.c_str());
@@ -122,7 +145,7 @@ void add_sim_command(CLI::App& app) {
   std::string forms;
   for (const std::string& f : examples::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
   CLI::App* cmd = app.add_subcommand("sim", "Compile a built-in workload and simulate it on an NPU config");
-  cmd->add_option("workload", options->workload, "One of: " + forms);
+  cmd->add_option("workload", options->workload, "One of: " + forms + "; or a file holding an NPU program's text");
   cmd->add_option("--calibration", options->calibration,
                   "Measured cycles (JSON: {\"config\", \"workloads\": {SPEC: CYCLES}}): print predicted against "
                   "measured and the mean absolute error");
@@ -146,10 +169,15 @@ void add_sim_command(CLI::App& app) {
       fail("spool sim: give either a WORKLOAD or --calibration FILE");
     if (calibrate && (options->functional || !options->trace_file.empty() || !options->program_file.empty()))
       fail("spool sim: --calibration takes only --npu and --json");
-    if (calibrate)
+    if (calibrate) {
       run_calibration(*options);
-    else
+    } else if (std::filesystem::is_regular_file(options->workload)) {
+      if (options->functional || !options->program_file.empty() || options->spad_budget != 0 || options->ignore_capacity)
+        fail("spool sim FILE simulates the program as written: it takes only --npu, --json and --trace");
+      run_program_file(*options);
+    } else {
       run_workload(*options);
+    }
   });
 }
 
