@@ -10,7 +10,7 @@ SPOOL_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libboost-dev libboost-graph-dev libtbb-dev
   doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
-  graphviz
+  graphviz llvm-15-tools python3
 )
 
 spool_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
