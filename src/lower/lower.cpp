@@ -164,11 +164,20 @@ class Lowering {
     }
   }
 
+  // The buffer a concat's parts are written into: its place in an enclosing
+  // concat when it is itself a part written in place (rope's halves inside a
+  // KV cache), the input it updates, or its own.
   Access concat_buffer(NodeId id) {
     auto it = concat_out_.find(id.value);
     if (it == concat_out_.end()) {
-      std::optional<Access> in_place = updated_input(id);
-      it = concat_out_.emplace(id.value, in_place ? *in_place : plain_output_buffer(id)).first;
+      Access buffer;
+      if (writes_into_.count(id.value)) {
+        buffer = producer_buffer(id);
+      } else {
+        std::optional<Access> in_place = updated_input(id);
+        buffer = in_place ? *in_place : plain_output_buffer(id);
+      }
+      it = concat_out_.emplace(id.value, buffer).first;
     }
     return it->second;
   }
@@ -310,6 +319,13 @@ class Lowering {
   // The dense buffer a kernel node writes: a graph output's buffer when an
   // output reads it unchanged, else a temporary.
   Access output_buffer(NodeId id) {
+    if (concats_.count(id.value)) return concat_buffer(id);
+    return producer_buffer(id);
+  }
+
+  // A kernel's own output: its place in the concat it is a part of, else a
+  // graph output's buffer or a temporary.
+  Access producer_buffer(NodeId id) {
     if (auto it = writes_into_.find(id.value); it != writes_into_.end()) {
       const auto [concat, k] = it->second;
       const Access whole = concat_buffer(NodeId{concat});
@@ -327,7 +343,6 @@ class Lowering {
       // Not expressible as strides (a reshape across non-adjacent strides): a copy writes the part.
       writes_into_.erase(it);
     }
-    if (concats_.count(id.value)) return concat_buffer(id);
     return plain_output_buffer(id);
   }
 

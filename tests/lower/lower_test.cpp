@@ -81,6 +81,25 @@ TEST_CASE("lower: views are strided reads (permute, slice, expand, reshape)") {
   }
 }
 
+TEST_CASE("lower: a concat that is itself a part of a concat is written into its place") {
+  // RoPE's two halves (a concat) transposed into a KV cache (another concat),
+  // and an input updated in place: every part lands where the outer concat
+  // reads it, with no copy of the inner concat's buffer.
+  for (const char* cfg : kConfigs) {
+    CAPTURE(cfg);
+    Graph g("nested");
+    const Tensor cache = input(g, "cache", DType::F32, {7, 3, 8});
+    const Tensor k = input(g, "k", DType::F32, {3, 2, 8});
+    const std::vector<Tensor> halves = k.chunk(2, -1);
+    const Tensor rotated = nn::concat({halves[0] * 2.0 - halves[1], halves[1] * 3.0 + halves[0]}, -1);
+    output("cache", nn::concat({cache.slice(0, 0, 5), rotated.transpose(0, 1)}, 0));
+    lower::Lowered l;
+    CHECK(check_against_interp(g, cfg, 4, 2, &l) < 1e-6);
+    CHECK(l.report.inputs_updated_in_place == 1);
+    CHECK(l.report.copy_kernels == 0);
+  }
+}
+
 TEST_CASE("lower: vector kernels are tiled along their longest axis but the last") {
   // Attention's head-major [heads, S, D] output read token-major as
   // [S, heads * D]: the permute is strided, the reshape after it is not, so
