@@ -359,7 +359,7 @@ class Lowering {
     // An output that reads the value transposed or reshaped (a KV cache
     // token-major): the kernel stores straight into the output's buffer
     // through the inverse view, and its other readers read it there.
-    const bool strided_store = !concats_.count(id.value) && stores_strided(n.op);
+    const bool strided_store = stores_strided(n.op);
     for (size_t o = 0; o < outs.size() && strided_store; ++o) {
       const View& v = outs[o].edge.view;
       if (bound_.count(o) || outs[o].edge.src != id || !only_permutes_and_reshapes(v)) continue;

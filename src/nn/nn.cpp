@@ -188,9 +188,13 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
     if (table->rank() != 2 || table->dim(0) != seq || table->dim(1) != dim)
       fail("rope: tables must be [{},{}] for input {}, got {}", seq, dim, shape_str(x.shape()),
            shape_str(table->shape()));
-  const std::vector<Tensor> halves = x.chunk(2, -1);
-  const Tensor rotated = concat({-halves[1], halves[0]}, -1);
-  return x * cos.cast(x.dtype()) + rotated * sin.cast(x.dtype());
+  // x * cos + rotate_half(x) * sin, half by half (the same ops on every
+  // element, so the same values): each half of the result is one
+  // elementwise computation, stored straight into its half of the output,
+  // where concatenating -x2 and x1 first would materialise rotate_half(x).
+  const std::vector<Tensor> xs = x.chunk(2, -1);
+  const std::vector<Tensor> cs = cos.cast(x.dtype()).chunk(2, -1), ss = sin.cast(x.dtype()).chunk(2, -1);
+  return concat({xs[0] * cs[0] + (-xs[1]) * ss[0], xs[1] * cs[1] + xs[0] * ss[1]}, -1);
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale) {

@@ -53,7 +53,8 @@ struct RopeTables {
   Tensor cos, sin;
 };
 RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset = 0);
-// Rotate-half RoPE: x * cos + rotate_half(x) * sin; x is [..., seq, head_dim].
+// Rotate-half RoPE: x * cos + rotate_half(x) * sin; x is [..., seq, head_dim],
+// built half by half (x1 c1 + (-x2) s1, x2 c2 + x1 s2: the same ops per element).
 // Tables of another dtype are cast to x's first (Hugging Face's
 // `cos.to(x.dtype)`), so a bf16 x rotates in bf16.
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
