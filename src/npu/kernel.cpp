@@ -189,6 +189,25 @@ void collect_uses(const std::vector<Stmt>& body, int& counter, std::vector<std::
   }
 }
 
+// The largest sum of bytes live at once, each buffer live over its [first,
+// last] range (first < 0: never). A sweep of the interval endpoints, ends
+// after starts at equal points.
+int64_t peak_live_bytes(const std::vector<std::pair<int, int>>& range, const std::vector<int64_t>& bytes) {
+  std::vector<std::pair<int, int64_t>> events;  // (point, +/- bytes)
+  for (size_t b = 0; b < range.size(); ++b) {
+    if (range[b].first < 0 || bytes[b] == 0) continue;
+    events.push_back({2 * range[b].first, bytes[b]});
+    events.push_back({2 * range[b].second + 1, -bytes[b]});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, peak = 0;
+  for (const auto& [point, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
 }  // namespace
 
 SpadLiveness spad_liveness(const Kernel& kernel) {
@@ -196,19 +215,9 @@ SpadLiveness spad_liveness(const Kernel& kernel) {
   out.range.assign(kernel.spad.size(), {-1, -1});
   int counter = 0;
   collect_uses(kernel.body, counter, out.range);
-  // Peak: sweep the interval endpoints.
-  std::vector<std::pair<int, int64_t>> events;  // (point, +/- bytes); ends after starts at equal points
-  for (size_t b = 0; b < kernel.spad.size(); ++b) {
-    if (out.range[b].first < 0) continue;
-    events.push_back({2 * out.range[b].first, kernel.spad[b].footprint_bytes()});
-    events.push_back({2 * out.range[b].second + 1, -kernel.spad[b].footprint_bytes()});
-  }
-  std::sort(events.begin(), events.end());
-  int64_t live = 0;
-  for (const auto& [point, delta] : events) {
-    live += delta;
-    out.peak_bytes = std::max(out.peak_bytes, live);
-  }
+  std::vector<int64_t> bytes;
+  for (const SpadBuffer& b : kernel.spad) bytes.push_back(b.footprint_bytes());
+  out.peak_bytes = peak_live_bytes(out.range, bytes);
   return out;
 }
 
@@ -224,7 +233,7 @@ DramFootprint dram_footprint(const Program& program) {
       if (r.first < 0) r.first = static_cast<int>(k);
       r.second = static_cast<int>(k);
     });
-  std::vector<std::pair<int, int64_t>> events;  // (point, +/- bytes); ends after starts at equal points
+  std::vector<int64_t> temp_bytes(n, 0);
   for (size_t b = 0; b < n; ++b) {
     const DramBuffer& buffer = program.buffers[b];
     if (buffer.alias_of >= 0) continue;
@@ -233,19 +242,10 @@ DramFootprint dram_footprint(const Program& program) {
       case BufferKind::Weight: out.weight_bytes += bytes; break;
       case BufferKind::Input: out.input_bytes += bytes; break;
       case BufferKind::Output: out.output_bytes += bytes; break;
-      case BufferKind::Temp:
-        if (range[b].first < 0) break;
-        events.push_back({2 * range[b].first, bytes});
-        events.push_back({2 * range[b].second + 1, -bytes});
-        break;
+      case BufferKind::Temp: temp_bytes[b] = bytes; break;
     }
   }
-  std::sort(events.begin(), events.end());
-  int64_t live = 0;
-  for (const auto& [point, delta] : events) {
-    live += delta;
-    out.temp_peak_bytes = std::max(out.temp_peak_bytes, live);
-  }
+  out.temp_peak_bytes = peak_live_bytes(range, temp_bytes);
   return out;
 }
 
