@@ -57,8 +57,9 @@
 //    outstanding, enough for the peak over a ~120-cycle round trip
 //    (Little's law: 16 * 120 = 1920);
 //  - network: 10-cycle latency, two 512 B/cycle ports;
-//  - vector op latencies typical of a pipelined FP32 unit (add 2, mul 4,
-//    transcendental 16-32 cycles issuing every 4-8 cycles).
+//  - the vector unit as 8 x 128 registers with 2 ALU, 1 extended (exp, rsqrt,
+//    ...), 1 cross-lane, 1 load and 1 store slot per cycle; latencies and
+//    intervals with their sources in the config's "source" strings.
 // toy.json is a small machine for tests; tpuv4.json is TPU v4-like
 // (2 cores at 1050 MHz, 4 MXUs each, HBM2e 32 channels at 1200 MHz).
 
