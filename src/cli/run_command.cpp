@@ -404,6 +404,7 @@ void run(const RunOptions& options) {
       j["config"] = config.name;
       j["size"] = options.weights_dir.empty() ? options.model_options.size : "weights";
       j["mode"] = timing_only ? "timing" : "functional";
+      j["dtype"] = fmt::format("{}", fmt::join(weight_dtypes, "+"));  // the weights' dtype(s): the model's
       write_file(options.json_file, j.dump(2) + "\n");
       std::printf("json       written to %s\n", options.json_file.c_str());
     }
