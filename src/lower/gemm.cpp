@@ -114,8 +114,11 @@ class GemmKernel {
       const bool col_b = e.strides[rank_ - 1] == 0 || N_ == 1, row_b = e.strides[rank_ - 2] == 0 || M_ == 1;
       const EpiKind kind = !col_b && !row_b ? EpiKind::Full : !col_b ? EpiKind::PerCol : EpiKind::PerRow;
       epi_kind_.push_back(kind);
+      // As many slots as operand tiles in flight: a block's epilogue operands
+      // load with its operands, up to slots - 1 blocks ahead (see columns).
       epi_buf_.push_back(kb_.spad("e" + std::to_string(i), e.dtype,
-                                  kind == EpiKind::Full ? TM * TN : kind == EpiKind::PerCol ? TN : TM, 2));
+                                  kind == EpiKind::Full ? TM * TN : kind == EpiKind::PerCol ? TN : TM,
+                                  std::max<int64_t>(2, slots_)));
     }
     has_epilogue_ = !j_.epilogue_program.instrs.empty() || !j_.epilogue.empty();
     in_place_ = j_.out.dtype == DType::F32;

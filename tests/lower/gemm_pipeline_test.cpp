@@ -188,3 +188,26 @@ TEST_CASE("gemm: grouped-query attention loads each key once (a group's query he
     }
   }
 }
+
+TEST_CASE("gemm: blocks loaded ahead keep their epilogue operands apart") {
+  // One k tile and many column blocks of few rows: block j + 2's loads (its
+  // bias among them) are issued before block j's steps, so every operand
+  // buffer, the epilogue's too, needs a slot per block in flight.
+  for (const char* cfg : {"toy", "tpuv3"}) {
+    CAPTURE(cfg);
+    const int64_t N = std::string(cfg) == "toy" ? 96 : 2048;
+    Graph g("gemv_bias");
+    Tensor x = input(g, "x", DType::F32, {2, 64});
+    Tensor w = weight(g, "w", DType::F32, {N, 64});
+    Tensor b = weight(g, "b", DType::F32, {N});
+    Tensor r = input(g, "r", DType::F32, {2, N});
+    GemmAttr attr;  // x w^T + b + r: a per-column and a full epilogue operand
+    attr.epilogue.instrs = {instr(Op::Add, 0, 1), instr(Op::Add, 2, 3)};
+    output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), w.transpose(0, 1).edge(), b.broadcast_to({2, N}).edge(), r.edge()},
+                                 attr)));
+    lower::LowerOptions analytic;
+    analytic.gemm_simulated_candidates = 1;
+    for (const lower::LowerOptions& options : {lower::LowerOptions{}, analytic})
+      CHECK(check_against_interp(g, cfg, 5, 2, nullptr, options) < 1e-5);
+  }
+}
