@@ -33,6 +33,9 @@ inline constexpr int64_t kInterpParameterLimit = 200'000'000;
 // The elements of the graph's weights.
 int64_t parameter_count(const Graph& graph);
 
+// A DRAM size for the reports: GiB from 1 GiB up ("15.182 GiB"), MiB below ("0.75 MiB").
+std::string dram_size(int64_t bytes);
+
 // --size, --layers, --phase, --seq and --context into `options`.
 void add_model_options(CLI::App* cmd, examples::ModelOptions& options);
 

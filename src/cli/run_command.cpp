@@ -231,11 +231,10 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
               megabytes(r.source_bytes).c_str(), r.dram_roofline_ms,
               r.dram_roofline_ms > 0 ? s.time_ms / r.dram_roofline_ms : 0.0);
   const npu::DramFootprint& f = r.memory.footprint;
-  const auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); };
-  std::printf("dram       footprint %.3f GiB (weights %.3f, inputs %.3f, outputs %.3f, temporaries at peak %.3f) "
-              "of %.2f GiB: %s\n",
-              gib(f.total()), gib(f.weight_bytes), gib(f.input_bytes), gib(f.output_bytes), gib(f.temp_peak_bytes),
-              gib(r.memory.capacity_bytes),
+  std::printf("dram       footprint %s (weights %s, inputs %s, outputs %s, temporaries at peak %s) of %s: %s\n",
+              dram_size(f.total()).c_str(), dram_size(f.weight_bytes).c_str(), dram_size(f.input_bytes).c_str(),
+              dram_size(f.output_bytes).c_str(), dram_size(f.temp_peak_bytes).c_str(),
+              dram_size(r.memory.capacity_bytes).c_str(),
               r.memory.fits ? "fits"
                             : fmt::format("DOES NOT FIT (needs {} cores' DRAM; simulated under --ignore-capacity)",
                                           r.memory.cores_needed)

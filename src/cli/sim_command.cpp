@@ -86,9 +86,8 @@ void run_workload(const SimOptions& o) {
   print_compile(report);
   std::fputs(report.lowering.to_text().c_str(), stdout);
   std::fputs(report.sim.to_text().c_str(), stdout);
-  const auto gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); };
-  std::printf("dram footprint   %.3f GiB of %.2f GiB: %s\n", gib(report.memory.footprint.total()),
-              gib(report.memory.capacity_bytes),
+  std::printf("dram footprint   %s of %s: %s\n", dram_size(report.memory.footprint.total()).c_str(),
+              dram_size(report.memory.capacity_bytes).c_str(),
               report.memory.fits ? "fits" : "DOES NOT FIT (simulated under --ignore-capacity)");
   if (report.check)
     std::printf("check            simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",
