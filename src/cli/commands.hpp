@@ -33,6 +33,12 @@ inline constexpr int64_t kInterpParameterLimit = 200'000'000;
 // The elements of the graph's weights.
 int64_t parameter_count(const Graph& graph);
 
+// Files the commands read and write. read_file fails naming the file;
+// write_file writes to `path` ("-" or "": standard output) and fails if any
+// byte did not reach it (a full disk is an error, not a file silently cut).
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& text);
+
 // A DRAM size for the reports: GiB from 1 GiB up ("15.182 GiB"), MiB below ("0.75 MiB").
 std::string dram_size(int64_t bytes);
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <charconv>
 #include <cmath>
@@ -66,6 +67,28 @@ void add_model_options(CLI::App* cmd, examples::ModelOptions& options) {
   cmd->add_option("--dtype", options.dtype,
                   "Weights, activations and KV cache: bf16 or f32 (default: bf16 real, as served; f32 tiny)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '{}'", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("failed to read '{}'", path);
+  return text.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      fail("failed to write the output");
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) fail("cannot open '{}' for writing", path);
+  out << text;
+  out.flush();
+  if (!out) fail("failed to write '{}'", path);
 }
 
 std::string dram_size(int64_t bytes) {

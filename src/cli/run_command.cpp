@@ -65,15 +65,6 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Writes and flushes `text`: a full disk is an error, not a file silently cut.
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) fail("cannot open '{}' for writing", path);
-  out << text;
-  out.flush();
-  if (!out) fail("failed to write '{}'", path);
-}
-
 std::vector<int64_t> parse_tokens(const std::string& text) {
   std::vector<int64_t> tokens;
   size_t start = 0;

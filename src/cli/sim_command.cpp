@@ -46,14 +46,6 @@ struct SimOptions {
   bool ignore_capacity = false;
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) fail("cannot open '{}' for writing", path);
-  out << text;
-  out.flush();
-  if (!out) fail("failed to write '{}'", path);
-}
-
 pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_graph, sim::Trace* trace) {
   pipeline::Options options;
   options.lower.spad_budget = o.spad_budget;
@@ -110,11 +102,7 @@ void run_workload(const SimOptions& o) {
 
 // An NPU program in its text form (npu/text.hpp), simulated for time.
 void run_program_file(const SimOptions& o) {
-  std::ifstream in(o.workload, std::ios::binary);
-  if (!in) fail("cannot read '{}'", o.workload);
-  std::ostringstream text;
-  text << in.rdbuf();
-  const npu::Program program = npu::parse(text.str(), o.workload).take();
+  const npu::Program program = npu::parse(read_file(o.workload), o.workload).take();
   const target::NpuConfig config = target::load_config(o.npu);
   sim::Trace trace;
   sim::Options options;

@@ -27,29 +27,7 @@
 namespace spool::cli {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read '{}'", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("failed to read '{}'", path);
-  return text.str();
-}
-
-// To `path`, or standard output for "" or "-".
-void write_text(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-      fail("failed to write the output");
-    return;
-  }
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.flush();
-  if (!out) fail("failed to write '{}'", path);
-}
-
-Graph read_graph(const std::string& path) { return parse_graph(read_text(path), path).take(); }
+Graph read_graph(const std::string& path) { return parse_graph(read_file(path), path).take(); }
 
 struct OptOptions {
   std::string file, output;
@@ -79,7 +57,7 @@ void run_opt(const OptOptions& o) {
       fail("--passes: '{}' needs '{}' first", order[last], order[i]);
   const Graph hlir = read_graph(o.file);
   if (order[last] == "roll") {
-    write_text(o.output, print_graph(roll::auto_roll(hlir).graph));
+    write_file(o.output, print_graph(roll::auto_roll(hlir).graph));
     return;
   }
   CompileOptions options;
@@ -91,7 +69,7 @@ void run_opt(const OptOptions& o) {
     if (stage == order[last]) text = t;
   };
   compile(hlir, options);
-  write_text(o.output, text);
+  write_file(o.output, text);
 }
 
 struct LowerOptionsCli {
@@ -105,7 +83,7 @@ void run_lower(const LowerOptionsCli& o) {
   options.tile_cycles = sim::tile_timer(config);
   lower::Lowered lowered = lower::to_npu(llir, config, options);
   lowered.program.name = llir.name();
-  write_text(o.output, npu::print(lowered.program));
+  write_file(o.output, npu::print(lowered.program));
 }
 
 }  // namespace
