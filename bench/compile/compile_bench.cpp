@@ -15,7 +15,7 @@
 #include <spool/egraph/hlir_cost.hpp>
 #include <spool/roll/roll.hpp>
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
@@ -91,9 +91,9 @@ double best_ms(int runs, F f) {
 // Tree-cost and DAG-cost greedy extraction alone on the unrolled e-graph of
 // `layers` layers: time, and the DAG cost of the term each extracts.
 void extraction_alone(int layers, const CompileOptions& base) {
-  examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+  models::LlamaConfig config = models::LlamaConfig::llama3_8b();
   config.layers = layers;
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+  const Graph g = models::build_llama(config, models::Phase::prefill(512));
   CompileOptions options = base;
   options.roll = false;
   const Saturated s = saturate(g, options);
@@ -118,9 +118,9 @@ void extraction_alone(int layers, const CompileOptions& base) {
 // the ratio if the roll, the split, the other regions, extraction, stitch
 // and unroll all cost nothing).
 void rolled_bounds(int layers, double unrolled_ms, const CompileOptions& base) {
-  examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+  models::LlamaConfig config = models::LlamaConfig::llama3_8b();
   config.layers = layers;
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+  const Graph g = models::build_llama(config, models::Phase::prefill(512));
   const Graph rolled = roll::auto_roll(g).graph;
   CompileOptions no_roll = base;
   no_roll.roll = false;
@@ -179,9 +179,9 @@ int run(int argc, char** argv) {
     return options;
   };
   if (!profile.empty()) {
-    examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+    models::LlamaConfig config = models::LlamaConfig::llama3_8b();
     config.layers = max_layers;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+    const Graph g = models::build_llama(config, models::Phase::prefill(512));
     CompileOptions options = base_options();
     options.roll = profile == "rolled";
     const CompileResult r = best_of(g, options, runs);
@@ -202,9 +202,9 @@ int run(int argc, char** argv) {
     // Untimed warm-up: the first second of compiles in a process runs
     // slower (up to 1.5x here) than the rest, which would count against
     // the depths measured first.
-    examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+    models::LlamaConfig config = models::LlamaConfig::llama3_8b();
     config.layers = max_layers;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+    const Graph g = models::build_llama(config, models::Phase::prefill(512));
     CompileOptions unrolled_options = base_options();
     unrolled_options.roll = false;
     best_of_pair(g, base_options(), unrolled_options, 1, 500);
@@ -212,9 +212,9 @@ int run(int argc, char** argv) {
   double rolled_at_2 = 0, rolled_last = 0, unrolled_last = 0;
   for (int layers : {1, 2, 4, 8, 16, 32}) {
     if (layers > max_layers) break;
-    examples::LlamaConfig config = examples::LlamaConfig::llama3_8b();
+    models::LlamaConfig config = models::LlamaConfig::llama3_8b();
     config.layers = layers;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(512));
+    const Graph g = models::build_llama(config, models::Phase::prefill(512));
     const CompileOptions rolled_options = base_options();
     CompileOptions unrolled_options = base_options();
     unrolled_options.roll = false;

@@ -22,7 +22,7 @@
 
 #include <spool/rules/rule_file.hpp>
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -99,9 +99,9 @@ Measure math_suite(int threads) {
 }
 
 Measure llama_block(int threads) {
-  spool::examples::LlamaConfig config = spool::examples::LlamaConfig::tiny();
+  spool::models::LlamaConfig config = spool::models::LlamaConfig::tiny();
   config.layers = 1;
-  const spool::Graph graph = spool::examples::build_llama(config, spool::examples::Phase::prefill(8));
+  const spool::Graph graph = spool::models::build_llama(config, spool::models::Phase::prefill(8));
   hlir::HlirLanguage lang;
   auto g = hlir::make_egraph(lang);
   hlir::add_graph(*g, lang, graph);

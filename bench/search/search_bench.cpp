@@ -18,7 +18,7 @@
 #include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -84,7 +84,7 @@ int print_neighbours(const search::SearchSpace& space, const search::SimulatedCy
 
 int run(int argc, char** argv) {
   std::string model = "llama", npu = "tpuv3";
-  examples::ModelOptions mo;
+  models::ModelOptions mo;
   mo.size = "real";
   mo.seq = 512;
   search::SearchOptions so;
@@ -112,7 +112,7 @@ int run(int argc, char** argv) {
     else fail("unknown option {}", a);
   }
   spdlog::set_level(spdlog::level::warn);
-  const examples::ModelRef ref = examples::find_model(model);
+  const models::ModelRef ref = models::find_model(model);
   mo.variant = ref.variant;
   const Graph hlir = ref.entry->build(mo);
   const target::NpuConfig config = target::load_config(npu);

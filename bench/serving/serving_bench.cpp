@@ -21,7 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -84,14 +84,14 @@ int main(int argc, char** argv) {
     for (const std::string& model : models)
       for (const std::string& phase : phases)
         for (const std::string& dtype : dtypes) {
-          examples::ModelOptions o;
+          models::ModelOptions o;
           o.size = "real";
           o.phase = phase;
           o.dtype = dtype;
           o.layers = layers;
           if (phase == "prefill") o.seq = seq;
           else o.context = context;
-          const examples::ModelRef ref = examples::find_model(model);
+          const models::ModelRef ref = models::find_model(model);
           const Graph graph = ref.entry->build(o);
           pipeline::Options options;
           options.compile.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};

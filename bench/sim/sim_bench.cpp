@@ -13,7 +13,7 @@
 #include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
              "bert:large@tpuv4", "bert:large@toy"};
 
   try {
-    const spool::examples::Calibration c = spool::examples::calibrate(calibration);
+    const spool::models::Calibration c = spool::models::calibrate(calibration);
     std::printf("fidelity: %s\n%s\n", calibration.c_str(), c.to_text().c_str());
   } catch (const spool::Error& e) {
     std::fprintf(stderr, "sim_bench: error: %s\n", e.what());
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       const std::string config_name = at == std::string::npos ? "tpuv3" : c.substr(at + 1);
       const spool::target::NpuConfig config = spool::target::load_config(config_name);
       const auto t_build = Clock::now();
-      const spool::examples::Workload w = spool::examples::compile_workload(spec, config);
+      const spool::models::Workload w = spool::models::compile_workload(spec, config);
       const double build = seconds_since(t_build);
       double best = 1e30;
       spool::sim::Report report;

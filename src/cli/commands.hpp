@@ -12,9 +12,9 @@
 namespace spool {
 class Graph;
 }  // namespace spool
-namespace spool::examples {
+namespace spool::models {
 struct ModelOptions;
-}  // namespace spool::examples
+}  // namespace spool::models
 
 namespace spool::cli {
 
@@ -43,7 +43,7 @@ void write_file(const std::string& path, const std::string& text);
 std::string dram_size(int64_t bytes);
 
 // --size, --layers, --phase, --seq and --context into `options`.
-void add_model_options(CLI::App* cmd, examples::ModelOptions& options);
+void add_model_options(CLI::App* cmd, models::ModelOptions& options);
 
 // --print-after STAGE|all (repeatable) and --print-dir DIR: the IR after each
 // named stage (CompileOptions::print_after lists them), written to

@@ -8,7 +8,7 @@
 #include <spool/compile/compile.hpp>
 #include <spool/interp/interp.hpp>
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +20,7 @@ namespace {
 
 struct CompileCommandOptions {
   std::string model;
-  examples::ModelOptions model_options;
+  models::ModelOptions model_options;
   bool no_roll = false;
   std::vector<std::string> rules;
   bool check = false;
@@ -29,8 +29,8 @@ struct CompileCommandOptions {
 };
 
 void run_compile(const CompileCommandOptions& o) {
-  const examples::ModelRef ref = examples::find_model(o.model);
-  examples::ModelOptions model_options = o.model_options;
+  const models::ModelRef ref = models::find_model(o.model);
+  models::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
   const Graph hlir = ref.entry->build(model_options);
   if (o.check && parameter_count(hlir) > kInterpParameterLimit)

@@ -13,7 +13,7 @@
 #include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -23,7 +23,7 @@ namespace {
 
 struct FuzzCommandOptions {
   std::string model;
-  examples::ModelOptions model_options;
+  models::ModelOptions model_options;
   std::vector<std::string> rules;
   bool no_roll = false;
   size_t genomes = 100;
@@ -38,8 +38,8 @@ struct FuzzCommandOptions {
 
 void run_fuzz(const FuzzCommandOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  const examples::ModelRef ref = examples::find_model(o.model);
-  examples::ModelOptions model_options = o.model_options;
+  const models::ModelRef ref = models::find_model(o.model);
+  models::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
   if (model_options.size == "real")
     fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);

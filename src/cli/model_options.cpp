@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
 #include <spool/compile/compile.hpp>
 #include <spool/support/error.hpp>
@@ -51,7 +51,7 @@ CLI::Validator non_negative_real() {
       "REAL >= 0");
 }
 
-void add_model_options(CLI::App* cmd, examples::ModelOptions& options) {
+void add_model_options(CLI::App* cmd, models::ModelOptions& options) {
   cmd->add_option("--size", options.size, "tiny or real")->check(CLI::IsMember({"tiny", "real"}))->capture_default_str();
   // Bounds far above any released model, so that a typo fails at once
   // instead of building a graph for minutes.

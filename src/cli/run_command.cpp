@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hf_weights.hpp"
-#include "models.hpp"
+#include <spool/models/hf_weights.hpp>
+#include <spool/models/registry.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -37,7 +37,7 @@ constexpr double kLogitTolerance = 1e-4;
 
 struct RunOptions {
   std::string model;
-  examples::ModelOptions model_options;
+  models::ModelOptions model_options;
   bool interp = false;
   uint64_t seed = 0;
   std::string weights_dir;
@@ -94,18 +94,18 @@ struct Built {
   std::string shape;
 };
 
-Built build(const RunOptions& options, const examples::ModelRef& ref, const examples::Phase& phase) {
+Built build(const RunOptions& options, const models::ModelRef& ref, const models::Phase& phase) {
   if (!options.weights_dir.empty()) {
     std::optional<DType> dtype;
-    if (!options.model_options.dtype.empty()) dtype = examples::resolve_dtype(options.model_options);
-    examples::LoadedModel loaded = examples::load_hf_model(ref.entry->name, options.weights_dir, phase, dtype);
+    if (!options.model_options.dtype.empty()) dtype = models::resolve_dtype(options.model_options);
+    models::LoadedModel loaded = models::load_hf_model(ref.entry->name, options.weights_dir, phase, dtype);
     return {std::move(loaded.graph), std::move(loaded.weights), loaded.shape + " (from config.json)"};
   }
-  examples::ModelOptions model_options = options.model_options;
+  models::ModelOptions model_options = options.model_options;
   model_options.variant = ref.variant;
   model_options.seq = phase.seq;
   model_options.context = phase.context;
-  return {ref.entry->build(model_options), {}, examples::shape_of(*ref.entry, model_options.size, ref.variant)};
+  return {ref.entry->build(model_options), {}, models::shape_of(*ref.entry, model_options.size, ref.variant)};
 }
 
 // Values for every source: seeded random, then the checkpoint's weights and the given tokens.
@@ -148,17 +148,17 @@ void print_outputs(const std::map<std::string, interp::HostTensor>& outputs) {
 // Values of every source: seeded random weights (or the checkpoint's), the
 // tokens, and for a decode with tokens the KV cache filled by a prefill of
 // all tokens but the last on the interpreter.
-interp::Env source_values(const RunOptions& options, const examples::ModelRef& ref, const Built& built,
-                          const examples::Phase& phase, const std::vector<int64_t>& tokens) {
+interp::Env source_values(const RunOptions& options, const models::ModelRef& ref, const Built& built,
+                          const models::Phase& phase, const std::vector<int64_t>& tokens) {
   if (!phase.has_cache() || tokens.empty()) return make_inputs(built, options.seed, tokens);
   const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
-  const Built prefill = build(options, ref, examples::Phase::prefill(phase.context));
+  const Built prefill = build(options, ref, models::Phase::prefill(phase.context));
   const auto prefill_start = Clock::now();
   const auto prefill_out = interp::run(prefill.graph, make_inputs(prefill, options.seed, prompt));
   std::printf("prefill    %lld tokens on the interpreter to fill the KV cache (%.1f ms)\n",
               static_cast<long long>(phase.context), ms_since(prefill_start));
   interp::Env inputs = make_inputs(built, options.seed, {tokens.back()});
-  for (auto& [cache_name, value] : examples::next_cache(prefill_out, phase.seq)) inputs[cache_name] = std::move(value);
+  for (auto& [cache_name, value] : models::next_cache(prefill_out, phase.seq)) inputs[cache_name] = std::move(value);
   return inputs;
 }
 
@@ -180,7 +180,7 @@ int64_t count_layers(const Graph& graph) {
 
 std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
 
-void print_report(const pipeline::Report& r, const target::NpuConfig& config, const examples::Phase& phase,
+void print_report(const pipeline::Report& r, const target::NpuConfig& config, const models::Phase& phase,
                   bool timing_only) {
   const CompileReport& c = r.compile;
   std::string trips;
@@ -282,7 +282,7 @@ void print_top_kernels(const pipeline::Report& r, size_t top) {
 }
 
 void run(const RunOptions& options) {
-  const examples::ModelRef ref = examples::find_model(options.model);
+  const models::ModelRef ref = models::find_model(options.model);
   const std::string& name = ref.entry->name;
   if (!options.weights_dir.empty()) {
     if (!ref.entry->reads_hf_weights)
@@ -295,7 +295,7 @@ void run(const RunOptions& options) {
   // The tokens fix the phase's length: a prefill of all of them, or a decode
   // of the last one after a prefill of the others has filled the cache.
   const std::vector<int64_t> tokens = options.tokens.empty() ? std::vector<int64_t>{} : parse_tokens(options.tokens);
-  examples::ModelOptions phase_options = options.model_options;
+  models::ModelOptions phase_options = options.model_options;
   if (!tokens.empty()) {
     const int64_t n = static_cast<int64_t>(tokens.size());
     if (phase_options.phase == "prefill") {
@@ -310,7 +310,7 @@ void run(const RunOptions& options) {
       phase_options.context = n - 1;
     }
   }
-  const examples::Phase phase = examples::resolve_phase(phase_options);
+  const models::Phase phase = models::resolve_phase(phase_options);
 
   const auto build_start = Clock::now();
   const Built built = build(options, ref, phase);
@@ -498,7 +498,7 @@ void add_run_command(CLI::App& app) {
 
 void add_models_command(CLI::App& app) {
   app.add_subcommand("models", "List the example models and their shapes")->callback([] {
-    for (const examples::ModelEntry& entry : examples::models()) {
+    for (const models::ModelEntry& entry : models::registry()) {
       std::printf("%-12s %s\n", entry.name.c_str(), entry.description.c_str());
       std::printf("%-12s   tiny: %s\n", "", entry.tiny_shape.c_str());
       std::printf("%-12s   real: %s\n", "", entry.real_shape.c_str());

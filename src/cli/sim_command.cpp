@@ -1,7 +1,7 @@
 // `spool sim WORKLOAD [--npu CONFIG] [--json F] [--trace F] [--program F] [--functional]`
 // `spool sim --calibration FILE [--npu CONFIG] [--json F]`
 //
-// Builds a workload (examples/workloads.hpp) as HLIR, compiles it through
+// Builds a workload (models/workloads.hpp) as HLIR, compiles it through
 // the pipeline (roll, saturate, extract, unroll, lower), simulates it in
 // timing mode — or in functional mode on seeded random inputs, checked
 // against the reference interpreter — and prints the report.
@@ -17,7 +17,7 @@
 #include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -66,9 +66,9 @@ void print_compile(const pipeline::Report& r) {
 void run_workload(const SimOptions& o) {
   const target::NpuConfig config = target::load_config(o.npu);
   sim::Trace trace;
-  const Graph hlir = examples::workload_graph(o.workload);
+  const Graph hlir = models::workload_graph(o.workload);
   pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);
-  options.compile.rule_files.push_back(examples::default_rules_file());
+  options.compile.rule_files.push_back(models::default_rules_file());
   const pipeline::Report report = pipeline::run(hlir, config, options);
   npu::Program program = report.lowered->program;
   program.name = o.workload;
@@ -119,7 +119,7 @@ void run_program_file(const SimOptions& o) {
 }
 
 void run_calibration(const SimOptions& o) {
-  const examples::Calibration c = examples::calibrate(o.calibration, o.npu_given ? o.npu : std::string());
+  const models::Calibration c = models::calibrate(o.calibration, o.npu_given ? o.npu : std::string());
   std::printf("calibration      %s on %s\n", o.calibration.c_str(), c.config.c_str());
   std::fputs(c.to_text().c_str(), stdout);
   if (!o.json_file.empty()) write_file(o.json_file, c.to_json().dump(2) + "\n");
@@ -130,7 +130,7 @@ void run_calibration(const SimOptions& o) {
 void add_sim_command(CLI::App& app) {
   auto options = std::make_shared<SimOptions>();
   std::string forms;
-  for (const std::string& f : examples::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
+  for (const std::string& f : models::workload_forms()) forms += (forms.empty() ? "" : ", ") + f;
   CLI::App* cmd = app.add_subcommand("sim", "Compile a built-in workload and simulate it on an NPU config");
   cmd->add_option("workload", options->workload, "One of: " + forms + "; or a file holding an NPU program's text");
   cmd->add_option("--calibration", options->calibration,

@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 using namespace spool;
 
@@ -71,9 +71,9 @@ Graph nested(int layers, int inner) {
 }  // namespace
 
 TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 8;
-  for (const Graph& g : {examples::build_llama(config, examples::Phase::prefill(8)), nested(6, 6)}) {
+  for (const Graph& g : {models::build_llama(config, models::Phase::prefill(8)), nested(6, 6)}) {
     INFO(g.name());
     CompileOptions options;
     options.rule_files = {kRules};
@@ -159,9 +159,9 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
   // into the body's kernels as they do in one e-graph for the whole graph.
   std::vector<Graph> graphs{nested(6, 6)};
   for (int layers : {2, 8}) {
-    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = layers;
-    graphs.push_back(examples::build_llama(config, examples::Phase::prefill(8)));
+    graphs.push_back(models::build_llama(config, models::Phase::prefill(8)));
   }
   for (const Graph& g : graphs) {
     CompileOptions options;
@@ -178,11 +178,11 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
 }
 
 TEST_CASE("the compile report has its JSON keys") {
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 8;
   CompileOptions options;
   options.rule_files = {kRules};
-  const CompileResult r = compile(examples::build_llama(config, examples::Phase::prefill(8)), options);
+  const CompileResult r = compile(models::build_llama(config, models::Phase::prefill(8)), options);
   const nlohmann::json j = to_json(r.report);
   CHECK(j.at("roll").at("loops") == 1);
   CHECK(j.at("roll").at("trips") == std::vector<int64_t>{8});
@@ -248,9 +248,9 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
   const std::string loops = std::string(SPOOL_SOURCE_DIR) + "/rules/loops.rules";
   for (int layers : {2, 4, 8, 16}) {
     INFO(layers << " layers");
-    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = layers;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+    const Graph g = models::build_llama(config, models::Phase::prefill(8));
     CompileOptions options;
     options.rule_files = {kRules};
     const CompileResult rolled = compile(g, options);
@@ -286,9 +286,9 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
   // The tiny llama rolled, with every static input that reads a source
   // rewritten as a loop_input listing that source once per trip (auto_roll
   // writes the static form itself when the sources are one node).
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 8;
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const Graph g = models::build_llama(config, models::Phase::prefill(8));
   const Graph rolled = roll::auto_roll(g).graph;
   Graph marked = rolled;
   size_t replaced = 0;
@@ -341,9 +341,9 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
 }
 
 TEST_CASE("loop inputs of per-layer weights are in no e-graph; regions read them as placeholders") {
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 8;
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const Graph g = models::build_llama(config, models::Phase::prefill(8));
   CompileOptions options;
   options.rule_files = {kRules};
   const Saturated s = saturate(g, options);
@@ -433,9 +433,9 @@ TEST_CASE("a loop whose carried state resolves to a constant compiles, with and 
 }
 
 TEST_CASE("compiles with several rule sets in turn each get their own rules") {
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 2;
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const Graph g = models::build_llama(config, models::Phase::prefill(8));
   const std::vector<std::vector<std::string>> sets = {
       {kRules}, {std::string(SPOOL_SOURCE_DIR) + "/rules/loops.rules"}, {}};
   std::vector<Graph> first;

@@ -6,7 +6,7 @@
 // block's lowering report.
 
 #include "lower_test_util.hpp"
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <spool/lower/spad_alloc.hpp>
 #include <spool/nn/nn.hpp>
@@ -264,9 +264,9 @@ TEST_CASE("blocks: llama-3-8B layers compile and lower at full size (timing only
   const target::NpuConfig tpu = target::load_config("tpuv3");
   // The first and the last layer may fuse with the embedding and the final
   // norm: the layers between add the same kernels.
-  const examples::Workload one = examples::compile_workload("llama:2", tpu);
-  const examples::Workload two = examples::compile_workload("llama:3", tpu);
-  const examples::Workload three = examples::compile_workload("llama:4", tpu);
+  const models::Workload one = models::compile_workload("llama:2", tpu);
+  const models::Workload two = models::compile_workload("llama:3", tpu);
+  const models::Workload three = models::compile_workload("llama:4", tpu);
   MESSAGE("llama:4 on tpuv3\n" << three.report.lowering.to_text());
   // Each layer adds the same kernels, and the rolled compile finds the layers.
   const int per_layer = two.report.lowering.kernels - one.report.lowering.kernels;

@@ -8,7 +8,7 @@
 #include <spool/nn/nn.hpp>
 #include <spool/support/npy.hpp>
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 #include <filesystem>
 
@@ -226,9 +226,9 @@ TEST_CASE("indexing, casts and concatenation match PyTorch") {
 TEST_CASE("a tiny llama block matches the PyTorch decoder layer") {
   Golden golden("llama_block");
   Graph g;
-  const examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  const models::LlamaConfig config = models::LlamaConfig::tiny();
   const Tensor x = golden.input(g, "x");
   const nn::RopeTables rope = nn::rope_tables(g, x.dim(0), config.head_dim, config.rope_theta);
-  output("y", examples::llama_layer(config, x, rope.cos, rope.sin, "layer."));
+  output("y", models::llama_layer(config, x, rope.cos, rope.sin, "layer."));
   golden.check(g);
 }

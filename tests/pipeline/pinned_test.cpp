@@ -16,7 +16,7 @@
 #include <spool/pipeline/pipeline.hpp>
 #include <spool/support/hash.hpp>
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
 #include <fmt/format.h>
 
@@ -65,11 +65,11 @@ std::map<std::string, Pin> read_pins() {
 TEST_CASE("pinned: every example model compiles to the same program and simulates in the same cycles") {
   const target::NpuConfig config = target::load_config("tpuv3");
   std::map<std::string, Pin> now;
-  for (const examples::ModelEntry& entry : examples::models())
+  for (const models::ModelEntry& entry : models::registry())
     for (const char* size : {"tiny", "real"})
       for (const char* phase : {"prefill", "decode"}) {
         if (entry.name == "bert" && std::string(phase) == "decode") continue;
-        examples::ModelOptions o;
+        models::ModelOptions o;
         o.size = size;
         o.phase = phase;
         if (std::string(size) == "real") o.layers = entry.name == "deepseek_v3" ? 4 : 2;

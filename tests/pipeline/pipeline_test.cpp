@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <string>
 
-#include "bert.hpp"
-#include "models.hpp"
+#include <spool/models/bert.hpp>
+#include <spool/models/registry.hpp>
 
 using namespace spool;
 
@@ -22,8 +22,8 @@ namespace {
 const std::string kRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules";
 
 Graph tiny_bert() {
-  examples::ModelOptions options;
-  return examples::find_model("bert").entry->build(options);
+  models::ModelOptions options;
+  return models::find_model("bert").entry->build(options);
 }
 
 pipeline::Options functional(const Graph& graph) {
@@ -179,10 +179,10 @@ TEST_CASE("pipeline: decode writes the new KV rows into the cache in place; no c
   for (const std::string dtype : {"f32", "bf16"}) {
     CAPTURE(model);
     CAPTURE(dtype);
-    examples::ModelOptions o;
+    models::ModelOptions o;
     o.phase = "decode";
     o.dtype = dtype;
-    const Graph graph = examples::find_model(model).entry->build(o);
+    const Graph graph = models::find_model(model).entry->build(o);
     int64_t layers = 0;
     for (const Output& out : graph.outputs()) layers += out.name.rfind("cache_key.", 0) == 0;
     pipeline::Options options = functional(graph);
@@ -210,11 +210,11 @@ TEST_CASE("pipeline: decode writes the new KV rows into the cache in place; no c
 TEST_CASE("pipeline: llama-3-8B-shaped decode and prefill copy no KV cache") {
   for (const char* phase : {"prefill", "decode"}) {
     CAPTURE(phase);
-    examples::ModelOptions o;
+    models::ModelOptions o;
     o.size = "real";
     o.layers = 2;
     o.phase = phase;
-    const Graph graph = examples::find_model("llama").entry->build(o);
+    const Graph graph = models::find_model("llama").entry->build(o);
     pipeline::Options options;
     options.compile.rule_files = {kRules};
     const pipeline::Report report = pipeline::run(graph, target::load_config("tpuv3"), options);

@@ -9,7 +9,7 @@
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 #include <cctype>
 
@@ -116,9 +116,9 @@ TEST_CASE("a graph whose readers have smaller ids than their inputs rolls and un
   // (With the ids reversed, the topological order interleaves the first
   // layers, so only three of the four roll.)
   {
-    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = 4;
-    const Graph g = reversed_ids(examples::build_llama(config, examples::Phase::prefill(8)));
+    const Graph g = reversed_ids(models::build_llama(config, models::Phase::prefill(8)));
     // The roll passes' order is Graph::topo_order's, here where the ids are
     // not topological, and on the rolled graph, whose markers read later ids.
     CHECK_FALSE(g.id_order_if_topological().has_value());
@@ -145,9 +145,9 @@ TEST_CASE("a graph whose readers have smaller ids than their inputs rolls and un
 TEST_CASE("the tiny llama rolls into one loop over its layers and unrolls to the same program") {
   for (int layers : {2, 4, 8}) {
     INFO(layers << " layers");
-    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = layers;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+    const Graph g = models::build_llama(config, models::Phase::prefill(8));
     const roll::RollResult rolled = roll::auto_roll(g);
     CHECK(rolled.report.loops == 1);
     REQUIRE(rolled.report.trips.size() == 1);
@@ -175,9 +175,9 @@ TEST_CASE("the tiny llama rolls into one loop over its layers and unrolls to the
 TEST_CASE("rolled size is flat in the number of layers") {
   size_t computed_at_2 = 0;
   for (int layers : {2, 8, 32}) {
-    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = layers;
-    const roll::RollResult rolled = roll::auto_roll(examples::build_llama(config, examples::Phase::prefill(8)));
+    const roll::RollResult rolled = roll::auto_roll(models::build_llama(config, models::Phase::prefill(8)));
     // Only the per-layer weights and per-layer outputs (the KV cache each
     // layer writes, one loop_output per layer) grow; the nodes that compute
     // are the same at every depth.

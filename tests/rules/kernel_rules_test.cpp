@@ -15,8 +15,8 @@
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 
-#include "llama.hpp"
-#include "moe.hpp"
+#include <spool/models/llama.hpp>
+#include <spool/models/moe.hpp>
 
 #include <cstdlib>
 #include <map>
@@ -95,9 +95,9 @@ Compiled saturate_and_extract(const Graph& hlir) {
 TEST_CASE("the tiny llama compiles to gemm kernels with epilogues and fused kernels that match the interpreter") {
   for (bool roll : {false, true}) {
     INFO((roll ? "rolled" : "unrolled"));
-    examples::LlamaConfig config = examples::LlamaConfig::tiny();
+    models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = 2;
-    const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+    const Graph g = models::build_llama(config, models::Phase::prefill(8));
     const Graph hlir = roll ? roll::auto_roll(g).graph : g;
     const Compiled result = saturate_and_extract(hlir);
     KernelCounts k = count_kernels(result.program);
@@ -121,9 +121,9 @@ TEST_CASE("the tiny llama compiles to gemm kernels with epilogues and fused kern
 }
 
 TEST_CASE("spool::compile of the tiny llama with the default rules (rolled) gives fused kernels that match") {
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 2;
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const Graph g = models::build_llama(config, models::Phase::prefill(8));
   CompileOptions options;
   options.rule_files = {kDefaultRules};
   const CompileResult result = compile(g, options);
@@ -166,11 +166,11 @@ TEST_CASE("softmax, rms_norm and layer_norm composites become one kernel each") 
 TEST_CASE("MoE routing: masks and masked fills fuse around top-k (deepseek-v3 group-limited, qwen3 softmax)") {
   Graph g("routing");
   const Tensor logits = input(g, "logits", DType::F32, {5, 16});
-  const examples::Routing grouped =
-      examples::group_limited_routing(logits, weight(g, "bias", DType::F32, {16}), 4, 4, 2, true, 2.5);
+  const models::Routing grouped =
+      models::group_limited_routing(logits, weight(g, "bias", DType::F32, {16}), 4, 4, 2, true, 2.5);
   output("grouped_experts", grouped.experts);
   output("grouped_weights", grouped.weights);
-  const examples::Routing soft = examples::softmax_topk_routing(logits, 2, true);
+  const models::Routing soft = models::softmax_topk_routing(logits, 2, true);
   output("soft_experts", soft.experts);
   output("soft_weights", soft.weights);
   const Compiled result = saturate_and_extract(g);

@@ -13,8 +13,8 @@
 
 #include <doctest/doctest.h>
 
-#include "llama.hpp"
-#include "qwen3.hpp"
+#include <spool/models/llama.hpp>
+#include <spool/models/qwen3.hpp>
 
 using namespace spool;
 using namespace spool::search;
@@ -116,9 +116,9 @@ TEST_CASE("search decided by whole-program cycles: never worse than greedy, bett
   // e-graph): its greedy program has single-choice changes that run faster
   // on this config (the other tiny models' prefills and f32 decodes have
   // none).
-  examples::Qwen3Config qwen3 = examples::Qwen3Config::tiny();
+  models::Qwen3Config qwen3 = models::Qwen3Config::tiny();
   qwen3.dtype = DType::BF16;
-  const Graph g = examples::build_qwen3(qwen3, examples::Phase::decode(8));
+  const Graph g = models::build_qwen3(qwen3, models::Phase::decode(8));
   CompileOptions co;
   co.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
   const Saturated sat = saturate(g, co);

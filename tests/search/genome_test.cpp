@@ -11,7 +11,7 @@
 
 #include <doctest/doctest.h>
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 #include <set>
 
@@ -194,9 +194,9 @@ TEST_CASE("the greedy genome builds compile's greedy term; hashes and fingerprin
 }
 
 TEST_CASE("several regions: one genome across them, greedy is compile's program, random genomes build") {
-  examples::LlamaConfig config = examples::LlamaConfig::tiny();
+  models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 6;  // more trips than the unroll union keeps: the body gets a region of its own
-  const Graph g = examples::build_llama(config, examples::Phase::prefill(8));
+  const Graph g = models::build_llama(config, models::Phase::prefill(8));
   CompileOptions o;
   o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
   const Saturated sat = saturate(g, o);

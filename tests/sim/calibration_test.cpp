@@ -1,10 +1,10 @@
-// The fidelity report (examples::calibrate, `spool sim --calibration`):
+// The fidelity report (models::calibrate, `spool sim --calibration`):
 // every workload of a calibration file compiled and simulated, its error
 // against the measured cycles, and clear errors for malformed files.
 
 #include <spool/support/error.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <doctest/doctest.h>
 
@@ -26,11 +26,11 @@ std::string write_temp(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("calibration: the TPU v3 set is compiled, simulated and compared point by point") {
-  const examples::Calibration c = examples::calibrate(std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-measured.json");
+  const models::Calibration c = models::calibrate(std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-measured.json");
   CHECK(c.config == "tpuv3");
   REQUIRE(c.points.size() == 4);
   double sum = 0;
-  for (const examples::CalibrationPoint& p : c.points) {
+  for (const models::CalibrationPoint& p : c.points) {
     CAPTURE(p.workload);
     CHECK(p.predicted > 0);
     CHECK(p.error == doctest::Approx((p.predicted - p.measured) / p.measured));
@@ -47,20 +47,20 @@ TEST_CASE("calibration: the TPU v3 set is compiled, simulated and compared point
 }
 
 TEST_CASE("calibration: malformed files are errors naming the file and the key") {
-  CHECK_THROWS_WITH_AS(examples::calibrate("/no/such/file.json"),
+  CHECK_THROWS_WITH_AS(models::calibrate("/no/such/file.json"),
                        "cannot read the calibration file '/no/such/file.json'", spool::Error);
   const std::string bad = write_temp("calib_bad.json", "{ not json");
-  CHECK_THROWS_WITH_AS(examples::calibrate(bad), doctest::Contains("not valid JSON"), spool::Error);
+  CHECK_THROWS_WITH_AS(models::calibrate(bad), doctest::Contains("not valid JSON"), spool::Error);
   const std::string empty = write_temp("calib_empty.json", R"({"config": "tpuv3", "workloads": {}})");
-  CHECK_THROWS_WITH_AS(examples::calibrate(empty), doctest::Contains("non-empty object \"workloads\""), spool::Error);
+  CHECK_THROWS_WITH_AS(models::calibrate(empty), doctest::Contains("non-empty object \"workloads\""), spool::Error);
   const std::string negative = write_temp("calib_neg.json", R"({"config": "tpuv3", "workloads": {"gemm:8x8x8": -3}})");
-  CHECK_THROWS_WITH_AS(examples::calibrate(negative),
+  CHECK_THROWS_WITH_AS(models::calibrate(negative),
                        doctest::Contains("workload 'gemm:8x8x8': measured cycles must be a positive number"),
                        spool::Error);
   const std::string unknown = write_temp("calib_unknown.json", R"({"config": "tpuv3", "workloads": {"conv:3x3": 10}})");
-  CHECK_THROWS_WITH_AS(examples::calibrate(unknown), doctest::Contains("unknown workload 'conv:3x3'"), spool::Error);
+  CHECK_THROWS_WITH_AS(models::calibrate(unknown), doctest::Contains("unknown workload 'conv:3x3'"), spool::Error);
   const std::string no_config = write_temp("calib_noconfig.json", R"({"workloads": {"gemm:8x8x8": 10}})");
-  CHECK_THROWS_WITH_AS(examples::calibrate(no_config), doctest::Contains("\"config\" must be a string"), spool::Error);
+  CHECK_THROWS_WITH_AS(models::calibrate(no_config), doctest::Contains("\"config\" must be a string"), spool::Error);
   // A config given by the caller replaces the file's.
-  CHECK(examples::calibrate(no_config, "toy").config == "toy");
+  CHECK(models::calibrate(no_config, "toy").config == "toy");
 }

@@ -4,7 +4,7 @@
 #include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -160,13 +160,13 @@ TEST_CASE("config: errors name the key path") {
 
 TEST_CASE("workload specs are checked") {
   const target::NpuConfig toy = target::load_config("toy");
-  CHECK_THROWS_WITH_AS(examples::compile_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
+  CHECK_THROWS_WITH_AS(models::compile_workload("gemm:2x3", toy), "workload 'gemm:2x3': expected 3 dimensions separated by 'x'",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(examples::compile_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",
+  CHECK_THROWS_WITH_AS(models::compile_workload("gemm:2x0x3", toy), "workload 'gemm:2x0x3': '0' is not a positive integer",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(examples::compile_workload("bert:huge", toy), "workload 'bert:huge': bert size must be base, large or xlarge",
+  CHECK_THROWS_WITH_AS(models::compile_workload("bert:huge", toy), "workload 'bert:huge': bert size must be base, large or xlarge",
                        spool::Error);
-  CHECK_THROWS_WITH_AS(examples::compile_workload("conv:3x3", toy),
+  CHECK_THROWS_WITH_AS(models::compile_workload("conv:3x3", toy),
                        "unknown workload 'conv:3x3' (expected one of: gemm:MxKxN, layernorm:RxC, softmax:RxC, "
                        "attention:HxSxD, bert:base|large|xlarge, llama:LAYERS)",
                        spool::Error);

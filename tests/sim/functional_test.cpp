@@ -1,7 +1,7 @@
 // Functional mode against the reference interpreter: the same computation is
 // built as an HLIR graph (spool::nn) and run by spool::interp on the same
 // random inputs; the workload is compiled from the same HLIR by the pipeline
-// (examples/workloads.hpp) and its simulated NPU program must agree to f32
+// (models/workloads.hpp) and its simulated NPU program must agree to f32
 // accuracy.
 
 #include <spool/interp/interp.hpp>
@@ -12,7 +12,7 @@
 #include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <doctest/doctest.h>
 
@@ -24,7 +24,7 @@ namespace {
 
 // Runs the workload functionally with the interpreter's inputs and compares
 // its output with the interpreter's, relative to the output's scale.
-double max_error(const examples::Workload& w, const target::NpuConfig& config, Graph& graph) {
+double max_error(const models::Workload& w, const target::NpuConfig& config, Graph& graph) {
   const interp::Env env = interp::random_inputs(graph, 7);
   const auto expected = interp::run(graph, env);
   sim::Memory memory(w.program);
@@ -71,7 +71,7 @@ TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged
       const Tensor a = input(g, "a", DType::F32, {M, K});
       const Tensor w = weight(g, "w", DType::F32, {K, N});
       output("out", nn::matmul(a, w));
-      CHECK(max_error(examples::compile_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config), config, g) < 1e-5);
+      CHECK(max_error(models::compile_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config), config, g) < 1e-5);
     }
   }
 }
@@ -83,7 +83,7 @@ TEST_CASE("functional: softmax equals the reference interpreter") {
     CAPTURE(C);
     Graph g("softmax");
     output("out", nn::softmax(input(g, "x", DType::F32, {R, C}), 1));
-    CHECK(max_error(examples::compile_workload(fmt::format("softmax:{}x{}", R, C), config), config, g) < 1e-5);
+    CHECK(max_error(models::compile_workload(fmt::format("softmax:{}x{}", R, C), config), config, g) < 1e-5);
   }
 }
 
@@ -97,7 +97,7 @@ TEST_CASE("functional: layernorm equals the reference interpreter") {
     const Tensor w = weight(g, "weight", DType::F32, {C});
     const Tensor b = weight(g, "bias", DType::F32, {C});
     output("out", nn::layer_norm(x, w, b, 1e-5));
-    CHECK(max_error(examples::compile_workload(fmt::format("layernorm:{}x{}", R, C), config), config, g) < 1e-5);
+    CHECK(max_error(models::compile_workload(fmt::format("layernorm:{}x{}", R, C), config), config, g) < 1e-5);
   }
 }
 
@@ -116,7 +116,7 @@ TEST_CASE("functional: attention equals the reference interpreter") {
       const Tensor v = input(g, "v", DType::F32, {H, S, D});
       const Tensor scores = nn::matmul(k, q.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(D)));
       output("out", nn::matmul(v.transpose(1, 2), nn::softmax(scores, 1)));
-      CHECK(max_error(examples::compile_workload(fmt::format("attention:{}x{}x{}", H, S, D), config), config, g) < 1e-5);
+      CHECK(max_error(models::compile_workload(fmt::format("attention:{}x{}x{}", H, S, D), config), config, g) < 1e-5);
     }
   }
 }

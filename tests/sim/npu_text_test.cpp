@@ -5,7 +5,7 @@
 #include <spool/npu/verify.hpp>
 #include <spool/target/npu.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <doctest/doctest.h>
 
@@ -97,7 +97,7 @@ TEST_CASE("npu text: every built-in workload round-trips on every config") {
                              "attention:2x20x12", "bert:base"}) {
       CAPTURE(config_name);
       CAPTURE(spec);
-      const examples::Workload w = examples::compile_workload(spec, config);
+      const models::Workload w = models::compile_workload(spec, config);
       const std::string text = npu::print(w.program);
       auto reparsed = npu::parse(text);
       REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());

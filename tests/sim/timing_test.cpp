@@ -5,7 +5,7 @@
 #include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -123,7 +123,7 @@ TEST_CASE("timing: full GEMM workloads are bounded below by the array model and 
          {"gemm:64x64x64", "gemm:37x20x19", "gemm:256x512x128", "gemm:1000x300x70", "gemm:512x4096x1024"}) {
       CAPTURE(config_name);
       CAPTURE(spec);
-      const examples::Workload w = examples::compile_workload(spec, config);
+      const models::Workload w = models::compile_workload(spec, config);
       const sim::Report r = sim::run(w.program, config);
       CHECK(r.cycles >= r.roofline_cycles);
       int64_t array_busy = 0;
@@ -247,7 +247,7 @@ TEST_CASE("timing: no built-in workload finishes below its roofline") {
     CAPTURE(config_name);
     CAPTURE(spec);
     const target::NpuConfig config = target::load_config(config_name);
-    const sim::Report r = sim::run(examples::compile_workload(spec, config).program, config);
+    const sim::Report r = sim::run(models::compile_workload(spec, config).program, config);
     CHECK(r.cycles > 0);
     CHECK(r.cycles >= r.roofline_cycles);
     CHECK(r.time_ms == doctest::Approx(static_cast<double>(r.cycles) / (config.core_clock_mhz * 1e3)).epsilon(1e-3));
@@ -262,14 +262,14 @@ TEST_CASE("timing: no built-in workload finishes below its roofline") {
 
 TEST_CASE("timing: results are deterministic") {
   const target::NpuConfig config = target::load_config("tpuv4");
-  const examples::Workload w = examples::compile_workload("bert:base", config);
+  const models::Workload w = models::compile_workload("bert:base", config);
   CHECK(sim::run(w.program, config).to_json() == sim::run(w.program, config).to_json());
 }
 
 TEST_CASE("timing: independent kernels overlap across cores") {
   const target::NpuConfig v4 = target::load_config("tpuv4");
   REQUIRE(v4.cores == 2);
-  const examples::Workload w = examples::compile_workload("bert:base", v4);
+  const models::Workload w = models::compile_workload("bert:base", v4);
   const sim::Report r = sim::run(w.program, v4);
   // The first two kernels are two of the q/k/v projections: independent.
   const sim::KernelStats& q = r.kernel_stats.at(0);
@@ -291,7 +291,7 @@ TEST_CASE("timing: independent kernels overlap across cores") {
 TEST_CASE("timing: programs must fit the config") {
   const target::NpuConfig v3 = target::load_config("tpuv3");
   const target::NpuConfig toy = target::load_config("toy");
-  const examples::Workload w = examples::compile_workload("gemm:64x64x64", v3);
+  const models::Workload w = models::compile_workload("gemm:64x64x64", v3);
   CHECK_THROWS_WITH_AS(sim::run(w.program, toy),
                        "program 'gemm:64x64x64' was allocated for a 16777216-byte scratchpad; config 'toy' has 262144 bytes",
                        spool::Error);
@@ -308,7 +308,7 @@ kernel "k" {
 
 TEST_CASE("trace: valid trace-event JSON with a track per unit") {
   const target::NpuConfig v3 = target::load_config("tpuv3");
-  const examples::Workload w = examples::compile_workload("bert:base", v3);
+  const models::Workload w = models::compile_workload("bert:base", v3);
   sim::Trace trace;
   sim::Options options;
   options.trace = &trace;

@@ -14,11 +14,11 @@
 // `mlp.gate.e_score_correction_bias` [experts]; shared experts:
 // `mlp.shared_experts.{gate,up,down}_proj.weight` with FFN moe_ffn * shared_experts.
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct DeepseekV3Config {
   int64_t layers = 3;
@@ -53,4 +53,4 @@ Tensor deepseek_v3_moe_block(const DeepseekV3Config& config, const Tensor& x, co
 
 Graph build_deepseek_v3(const DeepseekV3Config& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

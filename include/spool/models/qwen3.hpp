@@ -4,11 +4,11 @@
 // head_dim independent of hidden/heads, and (for the small models) tied
 // embeddings. Hugging Face parameter names; graph interface in decoder.hpp.
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct Qwen3Config {
   int64_t layers = 2;
@@ -32,4 +32,4 @@ struct Qwen3Config {
 
 Graph build_qwen3(const Qwen3Config& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

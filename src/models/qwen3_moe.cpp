@@ -1,13 +1,13 @@
 // Qwen3-MoE decoder, as Hugging Face's Qwen3MoeForCausalLM computes it.
 
-#include "qwen3_moe.hpp"
+#include <spool/models/qwen3_moe.hpp>
 
-#include "config_checks.hpp"
-#include "moe.hpp"
+#include <spool/models/config_checks.hpp>
+#include <spool/models/moe.hpp>
 
 #include <algorithm>
 
-namespace spool::examples {
+namespace spool::models {
 
 Qwen3MoeConfig Qwen3MoeConfig::tiny() { return Qwen3MoeConfig{}; }
 
@@ -81,4 +81,4 @@ Graph build_qwen3_moe(const Qwen3MoeConfig& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -9,7 +9,7 @@
 #include <spool/support/error.hpp>
 #include <spool/support/npy.hpp>
 
-#include "hf_weights.hpp"
+#include <spool/models/hf_weights.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 using namespace spool;
-using namespace spool::examples;
+using namespace spool::models;
 using interp::HostTensor;
 using nlohmann::json;
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 // MoE routing and the sorted routed-pair formulation of the experts (see moe.hpp).
 
-#include "moe.hpp"
+#include <spool/models/moe.hpp>
 
 #include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace spool::examples {
+namespace spool::models {
 namespace {
 
 // Exclusive prefix sums over the E entries of v [E]: the sum of v[e'] for
@@ -253,4 +253,4 @@ Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted) {
   return out;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-namespace spool::examples {
+namespace spool::models {
 
 inline void check_positive(std::string_view model, std::initializer_list<std::pair<std::string_view, int64_t>> fields) {
   for (const auto& [name, value] : fields)
@@ -26,4 +26,4 @@ inline void check_decoder_dims(std::string_view model,
   if (head_dim % 2 != 0) fail("{} config: head_dim must be even for RoPE, got {}", model, head_dim);
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -1,10 +1,10 @@
 // The llama decoder, layer by layer, as Hugging Face's LlamaForCausalLM computes it.
 
-#include "llama.hpp"
+#include <spool/models/llama.hpp>
 
 #include <spool/support/error.hpp>
 
-namespace spool::examples {
+namespace spool::models {
 namespace {
 
 Tensor layer(const LlamaConfig& c, const Tensor& x, const nn::RopeTables& rope, const Phase& phase,
@@ -72,4 +72,4 @@ Graph build_llama(const LlamaConfig& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

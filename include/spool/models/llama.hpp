@@ -4,11 +4,11 @@
 // follow Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, ...).
 // Graph interface (prefill and decode with a KV cache): see decoder.hpp.
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct LlamaConfig {
   int64_t layers = 2;
@@ -39,4 +39,4 @@ Tensor llama_layer(const LlamaConfig& config, const Tensor& x, const Tensor& cos
 // "logits" and the KV cache (decoder.hpp).
 Graph build_llama(const LlamaConfig& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -15,11 +15,11 @@
 #include <spool/interp/host_tensor.hpp>
 #include <spool/interp/interp.hpp>
 
-#include "decoder.hpp"
-#include "gemma.hpp"
-#include "llama.hpp"
-#include "qwen3.hpp"
-#include "qwen3_moe.hpp"
+#include <spool/models/decoder.hpp>
+#include <spool/models/gemma.hpp>
+#include <spool/models/llama.hpp>
+#include <spool/models/qwen3.hpp>
+#include <spool/models/qwen3_moe.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace spool::examples {
+namespace spool::models {
 
 // A config.json that remembers which keys were read, so that the keys nobody
 // read can be reported as unknown.
@@ -103,4 +103,4 @@ LoadedModel load_hf_model(const std::string& family, const std::string& dir, con
                           std::optional<DType> dtype = std::nullopt);
 bool has_hf_loader(const std::string& family);
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -3,13 +3,13 @@
 
 #include <spool/ir/graph.hpp>
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <functional>
 #include <string>
 #include <vector>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct ModelOptions {
   std::string size = "tiny";        // "tiny" or "real"
@@ -39,7 +39,7 @@ struct ModelEntry {
   bool reads_hf_weights = false;  // --weights DIR works (hf_weights.hpp)
 };
 
-const std::vector<ModelEntry>& models();
+const std::vector<ModelEntry>& registry();
 
 // The shape line of `entry` at `size` ("tiny" or "real") and `variant` (may be empty).
 std::string shape_of(const ModelEntry& entry, const std::string& size, const std::string& variant);
@@ -52,4 +52,4 @@ struct ModelRef {
 };
 ModelRef find_model(const std::string& spec);
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -9,16 +9,16 @@
 #include <spool/support/error.hpp>
 #include <spool/support/npy.hpp>
 
-#include "deepseek_v3.hpp"
-#include "llama4.hpp"
-#include "moe.hpp"
-#include "qwen3_moe.hpp"
+#include <spool/models/deepseek_v3.hpp>
+#include <spool/models/llama4.hpp>
+#include <spool/models/moe.hpp>
+#include <spool/models/qwen3_moe.hpp>
 
 #include <cmath>
 #include <filesystem>
 
 using namespace spool;
-using namespace spool::examples;
+using namespace spool::models;
 using interp::HostTensor;
 
 namespace {

@@ -4,11 +4,11 @@
 // shapes, GeGLU feed-forward (tanh GELU), LM head tied to the embeddings.
 // Hugging Face parameter names; graph interface in decoder.hpp.
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct GemmaConfig {
   int64_t layers = 2;
@@ -31,4 +31,4 @@ struct GemmaConfig {
 
 Graph build_gemma(const GemmaConfig& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -1,12 +1,12 @@
 // The BERT encoder block of issue 6, written operation by operation.
 
-#include "bert.hpp"
+#include <spool/models/bert.hpp>
 
-#include "config_checks.hpp"
+#include <spool/models/config_checks.hpp>
 
 #include <cmath>
 
-namespace spool::examples {
+namespace spool::models {
 namespace {
 
 BertConfig real(const char* variant, int64_t hidden, int64_t heads) {
@@ -81,4 +81,4 @@ Graph build_bert(const BertConfig& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

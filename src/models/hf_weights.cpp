@@ -5,7 +5,7 @@
 // (offsets into the data that follows the header; an optional
 // "__metadata__" entry of strings), then the raw little-endian data.
 
-#include "hf_weights.hpp"
+#include <spool/models/hf_weights.hpp>
 
 #include <spool/support/error.hpp>
 
@@ -18,7 +18,7 @@
 #include <iterator>
 #include <limits>
 
-namespace spool::examples {
+namespace spool::models {
 namespace {
 
 using nlohmann::json;
@@ -515,4 +515,4 @@ LoadedModel load_hf_model(const std::string& family, const std::string& dir, con
   return out;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

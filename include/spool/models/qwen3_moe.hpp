@@ -9,12 +9,12 @@
 // hidden] (Hugging Face stores `mlp.experts.E.gate_proj.weight` per expert;
 // hf_weights stacks them). The router is `mlp.gate.weight` [experts, hidden].
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 #include <vector>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct Qwen3MoeConfig {
   int64_t layers = 2;
@@ -48,4 +48,4 @@ Tensor qwen3_moe_block(const Qwen3MoeConfig& config, const Tensor& x, const std:
 
 Graph build_qwen3_moe(const Qwen3MoeConfig& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -12,11 +12,11 @@
 // An encoder has no KV cache, so BERT has no decode phase.
 // Parameter names follow Hugging Face's BertModel (`encoder.layer.0.attention.self.query.weight`, ...).
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct BertConfig {
   std::string variant = "tiny";
@@ -39,4 +39,4 @@ struct BertConfig {
 
 Graph build_bert(const BertConfig& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

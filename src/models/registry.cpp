@@ -1,20 +1,20 @@
 // The registry of example models.
 
-#include "models.hpp"
+#include <spool/models/registry.hpp>
 
-#include "bert.hpp"
-#include "deepseek_v3.hpp"
-#include "gemma.hpp"
-#include "llama.hpp"
-#include "llama4.hpp"
-#include "qwen3.hpp"
-#include "qwen3_moe.hpp"
+#include <spool/models/bert.hpp>
+#include <spool/models/deepseek_v3.hpp>
+#include <spool/models/gemma.hpp>
+#include <spool/models/llama.hpp>
+#include <spool/models/llama4.hpp>
+#include <spool/models/qwen3.hpp>
+#include <spool/models/qwen3_moe.hpp>
 
 #include <spool/support/error.hpp>
 
 #include <algorithm>
 
-namespace spool::examples {
+namespace spool::models {
 namespace {
 
 constexpr int64_t kTinyDefaultTokens = 8;
@@ -84,7 +84,7 @@ Phase resolve_phase(const ModelOptions& options) {
   fail("unknown phase '{}' (expected prefill or decode)", options.phase);
 }
 
-const std::vector<ModelEntry>& models() {
+const std::vector<ModelEntry>& registry() {
   static const std::vector<ModelEntry> registry = {
       {"llama", "Llama-3 decoder: RMSNorm, GQA attention with RoPE, SwiGLU", LlamaConfig::tiny().describe(),
        "llama-3-8B: " + LlamaConfig::llama3_8b().describe(), {},
@@ -134,7 +134,7 @@ ModelRef find_model(const std::string& spec) {
   const std::string name = spec.substr(0, colon);
   const std::string variant = colon == std::string::npos ? "" : spec.substr(colon + 1);
   std::string known;
-  for (const ModelEntry& entry : models()) {
+  for (const ModelEntry& entry : registry()) {
     known += (known.empty() ? "" : ", ") + entry.name;
     if (entry.name != name) continue;
     const auto named = [&](const auto& v) { return v.first == variant; };
@@ -148,4 +148,4 @@ ModelRef find_model(const std::string& spec) {
   fail("unknown model '{}' (known: {})", name, known);
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

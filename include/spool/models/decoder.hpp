@@ -31,7 +31,7 @@
 #include <optional>
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 // Tokens processed by one call (`seq`) after `context` tokens already in the
 // KV cache. Prefill: {S, 0}. Decode: {1, C}. Any seq >= 1 with any context
@@ -96,4 +96,4 @@ Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activa
 void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t vocab, double rms_eps, bool tied,
                     bool norm_unit_offset = false);
 
-}  // namespace spool::examples
+}  // namespace spool::models

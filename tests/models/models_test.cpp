@@ -7,20 +7,20 @@
 
 #include <spool/interp/interp.hpp>
 
-#include "bert.hpp"
-#include "deepseek_v3.hpp"
-#include "gemma.hpp"
-#include "llama.hpp"
-#include "llama4.hpp"
-#include "models.hpp"
-#include "qwen3.hpp"
-#include "qwen3_moe.hpp"
+#include <spool/models/bert.hpp>
+#include <spool/models/deepseek_v3.hpp>
+#include <spool/models/gemma.hpp>
+#include <spool/models/llama.hpp>
+#include <spool/models/llama4.hpp>
+#include <spool/models/registry.hpp>
+#include <spool/models/qwen3.hpp>
+#include <spool/models/qwen3_moe.hpp>
 
 #include <chrono>
 #include <cmath>
 
 using namespace spool;
-using namespace spool::examples;
+using namespace spool::models;
 using interp::HostTensor;
 
 namespace {
@@ -62,7 +62,7 @@ HostTensor last_row(const HostTensor& logits) {
 
 TEST_CASE("spool models lists every model with tiny and real shapes") {
   std::vector<std::string> names;
-  for (const ModelEntry& entry : models()) {
+  for (const ModelEntry& entry : registry()) {
     names.push_back(entry.name);
     CHECK(!entry.tiny_shape.empty());
     CHECK(!entry.real_shape.empty());
@@ -132,7 +132,7 @@ TEST_CASE("decode with the cache of a prefill equals the last row of a longer pr
       return all;
     }());
     const auto prefill = run_with_tokens(build(name, "tiny", "prefill", 7), prompt);
-    const interp::Env cache = examples::next_cache(prefill, 1);
+    const interp::Env cache = models::next_cache(prefill, 1);
     const auto decode = run_with_tokens(build(name, "tiny", "decode", 0, 7), {99}, cache);
     const interp::Difference diff = interp::compare(decode.at("logits"), last_row(full.at("logits")));
     MESSAGE(std::string(name) << ": decode vs prefill max abs " << diff.max_abs << ", relative to scale " << diff.max_rel_to_scale);
@@ -174,7 +174,7 @@ TEST_CASE("bert real variants have issue 6's shapes at sequence 512") {
 TEST_CASE("every real-shaped model builds its graph (shapes only)") {
   // Not a benchmark: the bound is far above the few milliseconds a build
   // takes and only catches a builder that went quadratic or allocated data.
-  for (const ModelEntry& entry : models()) {
+  for (const ModelEntry& entry : registry()) {
     for (const char* phase : {"prefill", "decode"}) {
       if (entry.name == "bert" && std::string(phase) == "decode") continue;
       INFO(entry.name << " " << std::string(phase));

@@ -15,11 +15,11 @@
 // `feed_forward.experts.down_proj`, `feed_forward.shared_expert.{gate,up,down}_proj.weight`,
 // and `feed_forward.{gate,up,down}_proj.weight` in dense layers.
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <string>
 
-namespace spool::examples {
+namespace spool::models {
 
 struct Llama4Config {
   int64_t layers = 2;
@@ -53,4 +53,4 @@ Tensor llama4_moe_block(const Llama4Config& config, const Tensor& x, const std::
 
 Graph build_llama4(const Llama4Config& config, const Phase& phase);
 
-}  // namespace spool::examples
+}  // namespace spool::models

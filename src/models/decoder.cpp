@@ -1,12 +1,12 @@
 // Shared decoder pieces: phases, cached self-attention, gated MLP, model ends.
 
-#include "decoder.hpp"
+#include <spool/models/decoder.hpp>
 
 #include <spool/support/error.hpp>
 
 #include <cmath>
 
-namespace spool::examples {
+namespace spool::models {
 
 void Phase::validate(std::string_view model) const {
   if (seq < 1) fail("{}: seq must be positive, got {}", model, seq);
@@ -106,4 +106,4 @@ void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t voca
   output("logits", nn::linear(normed, head));
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -39,7 +39,7 @@
 
 #include <spool/ir/tensor.hpp>
 
-namespace spool::examples {
+namespace spool::models {
 
 // For each of T tokens: the ids (i64 [T, k]) of its k experts and their
 // weights ([T, k]: f32 from the softmax and group-limited routers, which
@@ -116,4 +116,4 @@ Tensor swiglu_experts(const RoutedPairs& pairs, const Tensor& gate_w, const Tens
 // out[t] = sum over the pairs p of token t of (weighted ? weights[p] : 1) * y[p].
 Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted);
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -1,12 +1,12 @@
 // DeepSeek-V3 decoder (MHA in place of MLA), MoE as Hugging Face's
 // DeepseekV3MoE computes it.
 
-#include "deepseek_v3.hpp"
+#include <spool/models/deepseek_v3.hpp>
 
-#include "config_checks.hpp"
-#include "moe.hpp"
+#include <spool/models/config_checks.hpp>
+#include <spool/models/moe.hpp>
 
-namespace spool::examples {
+namespace spool::models {
 
 DeepseekV3Config DeepseekV3Config::tiny() { return DeepseekV3Config{}; }
 
@@ -92,4 +92,4 @@ Graph build_deepseek_v3(const DeepseekV3Config& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-namespace spool::examples {
+namespace spool::models {
 
 // The HLIR of a workload spec. Throws spool::Error naming the spec for an
 // unknown kind or a malformed or non-positive dimension.
@@ -66,4 +66,4 @@ struct Calibration {
 };
 Calibration calibrate(const std::string& path, const std::string& npu = {});
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -1,12 +1,12 @@
 // Gemma decoder, as Hugging Face's GemmaForCausalLM computes it.
 
-#include "gemma.hpp"
+#include <spool/models/gemma.hpp>
 
-#include "config_checks.hpp"
+#include <spool/models/config_checks.hpp>
 
 #include <cmath>
 
-namespace spool::examples {
+namespace spool::models {
 
 GemmaConfig GemmaConfig::tiny() { return GemmaConfig{}; }
 
@@ -56,4 +56,4 @@ Graph build_gemma(const GemmaConfig& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

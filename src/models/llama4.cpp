@@ -1,12 +1,12 @@
 // Llama-4 text decoder (simplified attention, see llama4.hpp), MoE as Hugging
 // Face's Llama4TextMoe computes it.
 
-#include "llama4.hpp"
+#include <spool/models/llama4.hpp>
 
-#include "config_checks.hpp"
-#include "moe.hpp"
+#include <spool/models/config_checks.hpp>
+#include <spool/models/moe.hpp>
 
-namespace spool::examples {
+namespace spool::models {
 
 Llama4Config Llama4Config::tiny() { return Llama4Config{}; }
 
@@ -85,4 +85,4 @@ Graph build_llama4(const Llama4Config& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -1,10 +1,10 @@
 // The `spool sim` workloads as HLIR (see workloads.hpp), compiled by
 // pipeline::run like any model.
 
-#include "workloads.hpp"
+#include <spool/models/workloads.hpp>
 
-#include "bert.hpp"
-#include "models.hpp"
+#include <spool/models/bert.hpp>
+#include <spool/models/registry.hpp>
 
 #include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
@@ -16,7 +16,7 @@
 #include <cmath>
 #include <fstream>
 
-namespace spool::examples {
+namespace spool::models {
 namespace {
 
 // Dimensions beyond this are refused before any graph is built: a dimension
@@ -163,4 +163,4 @@ nlohmann::json Calibration::to_json() const {
   return {{"config", config}, {"workloads", rows}, {"mean_abs_error", mean_abs_error}};
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models

@@ -1,10 +1,10 @@
 // Qwen3 dense decoder, as Hugging Face's Qwen3ForCausalLM computes it.
 
-#include "qwen3.hpp"
+#include <spool/models/qwen3.hpp>
 
-#include "config_checks.hpp"
+#include <spool/models/config_checks.hpp>
 
-namespace spool::examples {
+namespace spool::models {
 
 Qwen3Config Qwen3Config::tiny() { return Qwen3Config{}; }
 
@@ -51,4 +51,4 @@ Graph build_qwen3(const Qwen3Config& c, const Phase& phase) {
   return g;
 }
 
-}  // namespace spool::examples
+}  // namespace spool::models
