@@ -12,7 +12,7 @@
 // one process; at each depth the rolled and unrolled runs alternate.
 
 #include <spool/compile/compile.hpp>
-#include <spool/egraph/hlir_cost.hpp>
+#include <spool/hlir/cost.hpp>
 #include <spool/roll/roll.hpp>
 
 #include <spool/models/llama.hpp>
@@ -73,7 +73,7 @@ std::pair<CompileResult, CompileResult> best_of_pair(const Graph& g, const Compi
 
 // The extraction cost of a program's own nodes (each distinct node once).
 double program_cost(const Graph& program) {
-  return egraph::hlir::program_cost(program);
+  return hlir::program_cost(program);
 }
 
 // Best-of-`runs` milliseconds of `f()`.

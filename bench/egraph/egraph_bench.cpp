@@ -15,8 +15,8 @@
 // compared against; --full-matching makes the runner apply every match in
 // every iteration, as egg's does, for a like-for-like comparison.
 
-#include <spool/egraph/hlir.hpp>
-#include <spool/egraph/math.hpp>
+#include <spool/hlir/language.hpp>
+#include <math_language/math.hpp>
 #include <spool/egraph/pattern.hpp>
 #include <spool/egraph/runner.hpp>
 
@@ -31,6 +31,7 @@
 #include <vector>
 
 using namespace spool::egraph;
+namespace hlir = spool::hlir;
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include "commands.hpp"
 
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/rules/soundness.hpp>
@@ -22,7 +22,7 @@ int check_file(const std::string& path, uint64_t seed, int trials) {
     std::fprintf(stderr, "%s\n", file.error().render().c_str());
     return 1;
   }
-  egraph::hlir::HlirLanguage lang;
+  hlir::HlirLanguage lang;
   const egraph::Registry& registry = rules::hlir_registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
@@ -36,7 +36,7 @@ int check_file(const std::string& path, uint64_t seed, int trials) {
   config.node_limit = 50'000;
   config.time_limit_ms = 10'000;
   for (const rules::CheckResult& check :
-       rules::run_checks(file.value(), sets.value(), [&] { return egraph::hlir::make_egraph(lang); },
+       rules::run_checks(file.value(), sets.value(), [&] { return hlir::make_egraph(lang); },
                          lang.parse_options(), config)) {
     if (check.passed) {
       ++passed_checks;

@@ -8,8 +8,8 @@
 
 #include <spool/compile/compile.hpp>
 #include <spool/egraph/extract.hpp>
-#include <spool/egraph/hlir.hpp>
-#include <spool/egraph/hlir_cost.hpp>
+#include <spool/hlir/language.hpp>
+#include <spool/hlir/cost.hpp>
 #include <spool/ir/text.hpp>
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
@@ -134,7 +134,7 @@ std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
 // the appliers find a region's language through its e-graph.
 struct CompiledRules {
   std::vector<std::shared_ptr<const rules::RuleFile>> files;  // compiled from, in order
-  egraph::hlir::HlirLanguage lang;
+  hlir::HlirLanguage lang;
   std::vector<std::vector<egraph::RuleSet>> sets;  // per file
   std::vector<egraph::Schedule> schedules;         // per file
 };
@@ -188,13 +188,13 @@ void parallel_indices(size_t n, int threads, const Body& body) {
 
 // One region's e-graph: its graph, plus (for loops short enough) the same
 // graph with those loops unrolled, each output unioned with its unrolled self.
-Region build_region(const region::RegionGraph& rg, const egraph::hlir::HlirLanguage& rules_lang) {
+Region build_region(const region::RegionGraph& rg, const hlir::HlirLanguage& rules_lang) {
   Region region;
-  region.lang = std::make_unique<egraph::hlir::HlirLanguage>(rules_lang);
-  region.egraph = egraph::hlir::make_egraph(*region.lang);
+  region.lang = std::make_unique<hlir::HlirLanguage>(rules_lang);
+  region.egraph = hlir::make_egraph(*region.lang);
   egraph::EGraph& eg = *region.egraph;
   if (rg.short_loops.empty()) {
-    region.roots = egraph::hlir::add_graph(eg, *region.lang, rg.graph);
+    region.roots = hlir::add_graph(eg, *region.lang, rg.graph);
     eg.rebuild();
     return region;
   }
@@ -211,9 +211,9 @@ Region build_region(const region::RegionGraph& rg, const egraph::hlir::HlirLangu
     g.add_output(fmt::format("@exit.{}", exits.size()), Edge{id, {}});
     exits.emplace_back(loop, n.op);
   }
-  const std::vector<egraph::ClassId> rolled = egraph::hlir::add_graph(eg, *region.lang, g);
+  const std::vector<egraph::ClassId> rolled = hlir::add_graph(eg, *region.lang, g);
   const std::vector<egraph::ClassId> chain =
-      egraph::hlir::add_graph(eg, *region.lang, roll::unroll(g, rg.short_loops));
+      hlir::add_graph(eg, *region.lang, roll::unroll(g, rg.short_loops));
   for (size_t i = 0; i < rolled.size(); ++i) eg.merge(rolled[i], chain[i], "unroll-union");
   eg.rebuild();
   region.roots.assign(rolled.begin(), rolled.begin() + static_cast<std::ptrdiff_t>(num_roots));
@@ -229,7 +229,7 @@ Region build_region(const region::RegionGraph& rg, const egraph::hlir::HlirLangu
 
 void saturate_region(Region& region, const CompiledRules& rules, const CompileOptions& options) {
   egraph::EGraph& eg = *region.egraph;
-  egraph::hlir::HlirLanguage& lang = *region.lang;
+  hlir::HlirLanguage& lang = *region.lang;
   size_t iterations = 0;
   auto run = [&](egraph::RunReport report) {
     iterations += report.iterations;
@@ -253,7 +253,7 @@ void saturate_region(Region& region, const CompiledRules& rules, const CompileOp
 }
 
 // The loop a node marks, if it is a loop marker.
-std::optional<LoopAttr> marker_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
+std::optional<LoopAttr> marker_of(const hlir::HlirLanguage& lang, egraph::ENodeRef node) {
   const std::optional<Op> op = lang.hlir_op(node.op);
   if (!op || !is_loop_marker(*op)) return std::nullopt;
   return std::get<LoopAttr>(lang.payload(node.attr).attr);
@@ -263,7 +263,7 @@ std::optional<LoopAttr> marker_of(const egraph::hlir::HlirLanguage& lang, egraph
 egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extractor);
 
 // The placeholder K of a region's e-graph node, if it is one.
-std::optional<size_t> placeholder_of(const egraph::hlir::HlirLanguage& lang, egraph::ENodeRef node) {
+std::optional<size_t> placeholder_of(const hlir::HlirLanguage& lang, egraph::ENodeRef node) {
   const std::optional<Op> op = lang.hlir_op(node.op);
   if (!op || (*op != Op::Input && *op != Op::Weight)) return std::nullopt;
   const std::string& name = std::get<NameAttr>(lang.payload(node.attr).attr).name;
@@ -527,31 +527,8 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   return s;
 }
 
-egraph::hlir::HlirCostConfig cost_config(const target::NpuConfig& npu) {
-  egraph::hlir::HlirCostConfig c;
-  const double cores = npu.cores;
-  c.launch_cycles = static_cast<double>(npu.launch.fixed_cycles);
-  c.dram_bytes_per_cycle = npu.dram_bytes_per_second() / (npu.core_clock_mhz * 1e6);
-  c.matmul_flops_per_cycle =
-      cores * npu.systolic.arrays * 2.0 * static_cast<double>(npu.systolic.rows * npu.systolic.cols);
-  // The slow ops' slot time (interval over the slots of their unit) against
-  // an add's, and vector work at one ALU slot's rate: the cost does not see
-  // that a GEMM prologue's vector step shrinks the GEMM's tiles, and priced
-  // at both slots' rate it fuses every RMSNorm into the next GEMM's prologue,
-  // which simulates slower (llama-3-8B prefill on tpuv3: 149.30 -> 152.58 ms).
-  auto slot_time = [&](const char* cls) {
-    const target::VectorOpTiming& t = npu.vector.ops.at(cls);
-    return static_cast<double>(t.interval) / static_cast<double>(npu.vector.slots[static_cast<int>(t.unit)]);
-  };
-  const double register_elements = static_cast<double>(npu.vector.lanes * std::max<int64_t>(1, npu.vector.vlen_bits / 32));
-  c.vector_ops_per_cycle = cores * register_elements / static_cast<double>(npu.vector.ops.at("add").interval);
-  c.sin_slots = slot_time("sin") / slot_time("add");
-  c.slow_slots = slot_time("exp") / slot_time("add");
-  return c;
-}
-
 std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region) {
-  return std::make_unique<egraph::hlir::HlirCost>(*region.lang, region.cost);
+  return std::make_unique<hlir::HlirCost>(*region.lang, region.cost);
 }
 
 egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost) {
@@ -563,7 +540,7 @@ namespace {
 
 egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extractor) {
   const egraph::EGraph& eg = *region.egraph;
-  const egraph::hlir::HlirLanguage& lang = *region.lang;
+  const hlir::HlirLanguage& lang = *region.lang;
   std::map<uint32_t, egraph::NodeId> chosen_instead;  // class -> node, overriding the extractor's choice
   auto choice = [&](egraph::ClassId c) {
     const auto it = chosen_instead.find(c.value);

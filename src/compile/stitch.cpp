@@ -3,7 +3,7 @@
 // stand for), and that program unrolled.
 
 #include <spool/compile/compile.hpp>
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
 
@@ -37,7 +37,7 @@ struct TermProgram {
   size_t num_nodes = 0;  // non-view term nodes
 };
 
-TermProgram read_term(const egraph::hlir::HlirLanguage& lang, const egraph::Term& term) {
+TermProgram read_term(const hlir::HlirLanguage& lang, const egraph::Term& term) {
   static const Attr kNoAttr = NoAttr{};
   TermProgram p;
   p.entries.resize(term.nodes.size());

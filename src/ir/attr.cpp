@@ -59,7 +59,7 @@ void hash_program(size_t& seed, const ProgramAttr& program) {
 }  // namespace
 
 // Built by hand, not through format calls: attributes are printed to be
-// interned (src/egraph/hlir_analysis.cpp) as often as e-graph nodes are made.
+// interned (src/hlir/language.cpp) as often as e-graph nodes are made.
 void append_program(std::string& out, const ProgramAttr& program) {
   out += '[';
   for (size_t i = 0; i < program.instrs.size(); ++i) {

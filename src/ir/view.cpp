@@ -424,7 +424,7 @@ uint64_t View::text_hash() const {
 }
 
 // Built by hand, not through format calls per axis: views are printed to be
-// interned (src/egraph/hlir_analysis.cpp) as often as e-graph nodes are made.
+// interned (src/hlir/language.cpp) as often as e-graph nodes are made.
 std::string View::str() const {
   std::string out;
   out.reserve(24 * steps().size());

@@ -173,7 +173,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   // 1. Compile: roll, saturate, extract (greedy or searched), unroll; the
   // extraction prices kernels for this config.
   Options compile_options = options;
-  compile_options.compile.cost = cost_config(config);
+  compile_options.compile.cost = hlir::cost_config(config);
   const Graph program = extract_program(hlir, config, compile_options, report);
   report.llir_nodes = program.num_live();
 

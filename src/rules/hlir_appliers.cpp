@@ -25,9 +25,9 @@ using egraph::EGraph;
 using egraph::MatchView;
 using egraph::NodeId;
 using egraph::OpId;
-using egraph::hlir::ClassData;
-using egraph::hlir::HlirAnalysis;
-using egraph::hlir::HlirLanguage;
+using hlir::ClassData;
+using hlir::HlirAnalysis;
+using hlir::HlirLanguage;
 
 const ClassData& data(const EGraph& g, ClassId c) {
   const auto* analysis = dynamic_cast<const HlirAnalysis*>(g.analysis());

@@ -32,7 +32,7 @@ class Unsupported {
 struct Retry {};
 
 // Builds `pattern` into `g`, reading variable v through `vars[v]`.
-Edge build(const Pattern& pattern, const egraph::hlir::HlirLanguage& lang, Graph& g, const std::vector<Edge>& vars) {
+Edge build(const Pattern& pattern, const hlir::HlirLanguage& lang, Graph& g, const std::vector<Edge>& vars) {
   std::vector<Edge> value(pattern.nodes.size());
   for (size_t i = 0; i < pattern.nodes.size(); ++i) {
     const PatternNode& n = pattern.nodes[i];
@@ -45,8 +45,8 @@ Edge build(const Pattern& pattern, const egraph::hlir::HlirLanguage& lang, Graph
       case PatternNode::Kind::Node: {
         if (n.attr.kind != egraph::AttrPattern::Kind::Exact) throw Unsupported{"attribute variables"};
         // AttrId 0 is "no attribute" (NoAttr), which has no payload.
-        static const egraph::hlir::HlirAttr kNone{NoAttr{}, {}, {}};
-        const egraph::hlir::HlirAttr& attr = n.attr.id == egraph::AttrId{} ? kNone : lang.payload(n.attr.id);
+        static const hlir::HlirAttr kNone{NoAttr{}, {}, {}};
+        const hlir::HlirAttr& attr = n.attr.id == egraph::AttrId{} ? kNone : lang.payload(n.attr.id);
         std::vector<Edge> kids;
         for (uint32_t k : pattern.kids(n)) kids.push_back(value[k]);
         const std::optional<Op> op = lang.hlir_op(n.op);
@@ -143,11 +143,11 @@ std::string types_str(const std::vector<std::string>& names, const std::vector<T
 
 class Instantiator {
  public:
-  Instantiator(egraph::hlir::HlirLanguage& lang, egraph::EGraph& g, std::mt19937_64& rng)
+  Instantiator(hlir::HlirLanguage& lang, egraph::EGraph& g, std::mt19937_64& rng)
       : lang_(lang), g_(g), rng_(rng) {}
 
-  const egraph::hlir::ClassData& data(egraph::ClassId c) const {
-    return dynamic_cast<const egraph::hlir::HlirAnalysis&>(*g_.analysis()).data(g_.find_const(c));
+  const hlir::ClassData& data(egraph::ClassId c) const {
+    return dynamic_cast<const hlir::HlirAnalysis&>(*g_.analysis()).data(g_.find_const(c));
   }
 
   egraph::ClassId input(const TensorType& t) {
@@ -405,7 +405,7 @@ class Instantiator {
     return v;
   }
 
-  egraph::hlir::HlirLanguage& lang_;
+  hlir::HlirLanguage& lang_;
   egraph::EGraph& g_;
   std::mt19937_64& rng_;
   int inputs_ = 0;
@@ -431,7 +431,7 @@ egraph::ClassId build_lhs(const Pattern& pattern, Instantiator& inst, const std:
         std::vector<TensorType> kid_types;
         for (uint32_t k : pattern.kids(n)) {
           kids.push_back(value[k]);
-          const egraph::hlir::ClassData& d = inst.data(value[k]);
+          const hlir::ClassData& d = inst.data(value[k]);
           if (!d.ok) throw Retry{};
           kid_types.push_back(d.type);
         }
@@ -507,7 +507,7 @@ Graph nn_instance(std::mt19937_64& rng, size_t which) {
   return g;
 }
 
-SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage& lang, uint64_t seed,
+SoundnessResult check_applied_rule(const egraph::Rule& rule, hlir::HlirLanguage& lang, uint64_t seed,
                                    int trials) {
   SoundnessResult result{rule.name, rule.loc, SoundnessResult::Status::NotChecked, 0, {}};
   const size_t num_vars = rule.vars.classes.size();
@@ -524,14 +524,14 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
   std::optional<std::string> unsupported;
   try {
     for (; result.trials < trials && attempts < 4000; ++attempts) {
-      std::unique_ptr<egraph::EGraph> g = egraph::hlir::make_egraph(lang);
+      std::unique_ptr<egraph::EGraph> g = hlir::make_egraph(lang);
       Instantiator inst(lang, *g, rng);
       const std::vector<TensorType> types = sampler.draw(num_vars + 1);  // the last for wildcards
       std::vector<egraph::ClassId> vars(num_vars);
       std::vector<std::optional<AttrId>> attrs(rule.vars.attrs.size());
       if (attempts % 4 == 3 || unsupported) {
         // Every fourth instance is an nn composite (a whole small graph).
-        egraph::hlir::add_graph(*g, lang, nn_instance(rng, static_cast<size_t>(unsupported ? attempts : attempts / 4)));
+        hlir::add_graph(*g, lang, nn_instance(rng, static_cast<size_t>(unsupported ? attempts : attempts / 4)));
       } else {
         egraph::ClassId root;
         try {
@@ -588,8 +588,8 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
       ++fired;
       g->rebuild();
       for (const auto& [target, c] : built) {
-        const egraph::hlir::ClassData& want = inst.data(target);
-        const egraph::hlir::ClassData& got = inst.data(c);
+        const hlir::ClassData& want = inst.data(target);
+        const hlir::ClassData& got = inst.data(c);
         if (!got.ok) return unsound(fmt::format("the right side does not type-check: {}", got.error));
         if (got.type != want.type)
           return unsound(fmt::format("the sides have different types, {}{} vs {}{}", dtype_name(want.type.dtype),
@@ -604,7 +604,7 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
       const egraph::AstSize size;
       const egraph::Extractor extractor(*g, size);
       const egraph::Extraction extraction = extractor.extract(roots);
-      const Graph both = egraph::hlir::to_graph(lang, extraction.term);
+      const Graph both = hlir::to_graph(lang, extraction.term);
       const interp::Env env = interp::random_inputs(both, seed + static_cast<uint64_t>(attempts), 4);
       std::map<std::string, interp::HostTensor> out;
       try {
@@ -639,7 +639,7 @@ SoundnessResult check_applied_rule(const egraph::Rule& rule, egraph::hlir::HlirL
   return result;
 }
 
-SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage& lang, uint64_t seed, int trials) {
+SoundnessResult check_rule(const egraph::Rule& rule, hlir::HlirLanguage& lang, uint64_t seed, int trials) {
   SoundnessResult result{rule.name, rule.loc, SoundnessResult::Status::NotChecked, 0, {}};
   if (rule.lhs.size() != 1) {
     result.detail = "multi-pattern rules are not checked";
@@ -745,7 +745,7 @@ SoundnessResult check_rule(const egraph::Rule& rule, egraph::hlir::HlirLanguage&
 }  // namespace
 
 std::vector<SoundnessResult> check_soundness(std::span<const egraph::RuleSet> rulesets,
-                                             egraph::hlir::HlirLanguage& language, uint64_t seed, int trials) {
+                                             hlir::HlirLanguage& language, uint64_t seed, int trials) {
   std::vector<SoundnessResult> results;
   for (const egraph::RuleSet& set : rulesets)
     for (const egraph::Rule& rule : set.rules) results.push_back(check_rule(rule, language, seed, trials));

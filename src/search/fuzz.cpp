@@ -314,7 +314,7 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
         const GenomeSpace::Gene& info = genomes.gene(gene);
         const egraph::NodeId n = genomes.node(gene, f.minimal[gene]);
         const egraph::ENodeRef node = genomes.region(info.region).egraph->node(n);
-        const egraph::hlir::HlirLanguage& lang = space.language(info.region);
+        const hlir::HlirLanguage& lang = space.language(info.region);
         // AttrId 0 is "no attribute" (it has no payload).
         if (const std::optional<Op> op = lang.hlir_op(node.op))
           suspects.push_back(Suspect{*op, node.attr.value == 0 ? Attr{NoAttr{}} : lang.payload(node.attr).attr});

@@ -55,7 +55,7 @@ double SearchSpace::estimate(const Genome& genome) const {
 
 SearchSpace search_space(const Saturated& saturated) {
   std::vector<Region> regions;
-  std::vector<const egraph::hlir::HlirLanguage*> languages;
+  std::vector<const hlir::HlirLanguage*> languages;
   std::vector<std::shared_ptr<const egraph::CostFunction>> costs;
   for (const spool::Region& r : saturated.regions) {
     languages.push_back(r.lang.get());

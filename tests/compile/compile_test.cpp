@@ -5,7 +5,7 @@
 
 #include <spool/compile/compile.hpp>
 #include <spool/compile/region.hpp>
-#include <spool/egraph/hlir_cost.hpp>
+#include <spool/hlir/cost.hpp>
 #include <spool/interp/interp.hpp>
 #include <spool/ir/tensor.hpp>
 #include <spool/nn/nn.hpp>
@@ -41,7 +41,7 @@ const std::string kRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules
 // The extraction cost of a program's own nodes (each distinct node once),
 // under the cost compile extracts by.
 double program_cost(const Graph& program) {
-  return egraph::hlir::program_cost(program);
+  return hlir::program_cost(program);
 }
 
 // saturate + greedy extraction, stopping before the stitched program is unrolled.
@@ -502,7 +502,7 @@ TEST_CASE("extraction prices kernels for the target: the config changes the prog
   auto kernels_for = [&](const target::NpuConfig& npu) {
     CompileOptions options;
     options.rule_files = {kRules};
-    options.cost = cost_config(npu);
+    options.cost = hlir::cost_config(npu);
     const Graph program = compile(g, options).program;
     std::map<std::string, int> ops;
     for (const NodeId id : program.live_ids()) ++ops[std::string(op_name(program.node(id).op))];
@@ -510,7 +510,7 @@ TEST_CASE("extraction prices kernels for the target: the config changes the prog
   };
   const target::NpuConfig v3 = target::load_config("tpuv3");
   // The derived figures are tpuv3's defaults.
-  const egraph::hlir::HlirCostConfig derived = cost_config(v3), defaults;
+  const hlir::HlirCostConfig derived = hlir::cost_config(v3), defaults;
   CHECK(derived.launch_cycles == defaults.launch_cycles);
   CHECK(derived.dram_bytes_per_cycle == doctest::Approx(defaults.dram_bytes_per_cycle));
   CHECK(derived.matmul_flops_per_cycle == defaults.matmul_flops_per_cycle);

@@ -2,7 +2,7 @@
 // e-graph sizes, the simplification suite's goals, and extraction.
 
 #include <spool/egraph/extract.hpp>
-#include <spool/egraph/math.hpp>
+#include <math_language/math.hpp>
 #include <spool/egraph/pattern.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/support/error.hpp>

@@ -4,7 +4,7 @@
 
 #include <spool/egraph/dump.hpp>
 #include <spool/egraph/extract.hpp>
-#include <spool/egraph/math.hpp>
+#include <math_language/math.hpp>
 #include <spool/egraph/pattern.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/support/error.hpp>

@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <spool/compile/compile.hpp>
-#include <spool/egraph/hlir_cost.hpp>
+#include <spool/hlir/cost.hpp>
 #include <spool/interp/interp.hpp>
 #include <spool/ir/kernel.hpp>
 #include <spool/ir/text.hpp>
@@ -68,9 +68,9 @@ struct Compiled {
 // Saturates `hlir` with the default rules in one e-graph, extracts by the
 // kernel cost and unrolls: the stages of spool::compile on one region.
 Compiled saturate_and_extract(const Graph& hlir) {
-  egraph::hlir::HlirLanguage lang;
-  std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
-  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, hlir);
+  hlir::HlirLanguage lang;
+  std::unique_ptr<egraph::EGraph> eg = hlir::make_egraph(lang);
+  const std::vector<egraph::ClassId> roots = hlir::add_graph(*eg, lang, hlir);
   eg->rebuild();
   Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
   REQUIRE(file.ok());
@@ -82,11 +82,11 @@ Compiled saturate_and_extract(const Graph& hlir) {
   egraph::Runner runner;
   out.saturation = runner.run(*eg, sets.value(), rules::schedule_of(file.value()));
   out.nodes = eg->num_nodes();
-  const egraph::hlir::HlirCost cost(lang);
+  const hlir::HlirCost cost(lang);
   const egraph::Extractor extractor(*eg, cost);
   std::vector<std::string> names;
   for (const Output& o : hlir.outputs()) names.push_back(o.name);
-  out.program = roll::unroll(egraph::hlir::to_graph(lang, extractor.extract(roots).term, names));
+  out.program = roll::unroll(hlir::to_graph(lang, extractor.extract(roots).term, names));
   return out;
 }
 
@@ -212,11 +212,11 @@ TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
   Graph g("mlp");
   const Tensor x = input(g, "x", DType::F32, {64, 256});
   output("y", nn::silu(nn::linear(x, weight(g, "w", DType::F32, {512, 256}), weight(g, "b", DType::F32, {512}))));
-  egraph::hlir::HlirLanguage lang;
-  std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
-  const std::vector<egraph::ClassId> roots = egraph::hlir::add_graph(*eg, lang, g);
+  hlir::HlirLanguage lang;
+  std::unique_ptr<egraph::EGraph> eg = hlir::make_egraph(lang);
+  const std::vector<egraph::ClassId> roots = hlir::add_graph(*eg, lang, g);
   eg->rebuild();
-  const egraph::hlir::HlirCost cost(lang);
+  const hlir::HlirCost cost(lang);
   const double unfused = egraph::Extractor(*eg, cost).cost(roots[0]);
   Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
   REQUIRE(file.ok());
@@ -234,7 +234,7 @@ TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
   // One gemm with bias and SiLU in its epilogue, far cheaper than the HLIR
   // (whose broadcast product alone is 64*256*512 floats written and read).
   const egraph::Extraction best = extractor.extract(roots);
-  const Graph program = egraph::hlir::to_graph(lang, best.term);
+  const Graph program = hlir::to_graph(lang, best.term);
   KernelCounts k = count_kernels(program);
   CHECK(k.ops[Op::Gemm] == 1);
   CHECK(k.gemm_with_epilogue == 1);
@@ -250,7 +250,7 @@ TEST_CASE("a padded view is priced as the copy the lowering makes of it, except 
   // The lowering reads views in place but a pad, which it copies into a
   // filled buffer once per reader: two kernels and their bytes. A sum of
   // zero-padded parts is a concat, whose parts are copied into place anyway.
-  auto cost = [](const Graph& g) { return egraph::hlir::program_cost(g); };
+  auto cost = [](const Graph& g) { return hlir::program_cost(g); };
   Graph padded("padded"), plain("plain"), parts("parts"), whole("whole");
   const Tensor x = input(padded, "x", DType::F32, {64, 64});
   output("y", nn::exp(x.pad(1, 0, 64, 0.0)));
@@ -258,7 +258,7 @@ TEST_CASE("a padded view is priced as the copy the lowering makes of it, except 
   const Tensor a = input(parts, "a", DType::F32, {64, 64}), b = input(parts, "b", DType::F32, {64, 64});
   output("y", a.pad(1, 0, 64, 0.0) + b.pad(1, 64, 0, 0.0));
   output("y", input(whole, "a", DType::F32, {64, 128}) + input(whole, "b", DType::F32, {64, 128}));
-  const double launch = egraph::hlir::HlirCostConfig{}.launch_cycles;
+  const double launch = hlir::HlirCostConfig{}.launch_cycles;
   CHECK(cost(padded) >= cost(plain) + 2 * launch);
   CHECK(cost(parts) <= cost(whole));
 }
@@ -267,8 +267,8 @@ TEST_CASE("the kernel cost weighs an instruction by its vector issue slots: a si
   // The timing model's vector unit: an op over E elements of b bits takes
   // E * b / (lanes * VLEN) issue slots of its interval (sin 8, add 1).
   const int64_t E = 64 * 1024;
-  const egraph::hlir::HlirCostConfig config;
-  auto cost_of = [](Graph& g) { return egraph::hlir::program_cost(g); };
+  const hlir::HlirCostConfig config;
+  auto cost_of = [](Graph& g) { return hlir::program_cost(g); };
   auto one_op = [&](DType dtype, Op op, bool fused) {
     Graph g("one");
     const Tensor x = input(g, "x", dtype, {E});

@@ -3,8 +3,8 @@
 
 #include <doctest/doctest.h>
 
-#include <spool/egraph/hlir.hpp>
-#include <spool/egraph/math.hpp>
+#include <spool/hlir/language.hpp>
+#include <math_language/math.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>

@@ -4,7 +4,7 @@
 // result or a spool::Error diagnostic: no crash, hang or sanitizer report.
 // Built only by Clang (tests/rules/CMakeLists.txt); seed it with rules/*.rules.
 
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/rules/hlir_appliers.hpp>
 #include <spool/rules/rule_file.hpp>
@@ -37,13 +37,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // with a diagnostic, as they should.
   Result<rules::RuleFile> file = rules::parse_rule_text(text, "/nonexistent/fuzz.rules");
   if (!file) return 0;
-  egraph::hlir::HlirLanguage lang;
+  hlir::HlirLanguage lang;
   const egraph::Registry& registry = rules::hlir_registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   if (!sets) return 0;
-  std::unique_ptr<egraph::EGraph> eg = egraph::hlir::make_egraph(lang);
-  egraph::hlir::add_graph(*eg, lang, small_graph());
+  std::unique_ptr<egraph::EGraph> eg = hlir::make_egraph(lang);
+  hlir::add_graph(*eg, lang, small_graph());
   eg->rebuild();
   egraph::RunnerConfig config;
   config.iter_limit = 4;

@@ -14,12 +14,12 @@ namespace {
 std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<rules::CheckResult>* checks = nullptr) {
   Result<rules::RuleFile> file = rules::load_rule_file(path);
   REQUIRE_MESSAGE(file.ok(), file.error().render());
-  egraph::hlir::HlirLanguage lang;
+  hlir::HlirLanguage lang;
   const egraph::Registry& registry = rules::hlir_registry();
   auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE_MESSAGE(sets.ok(), sets.error().render());
   if (checks)
-    *checks = rules::run_checks(file.value(), sets.value(), [&] { return egraph::hlir::make_egraph(lang); },
+    *checks = rules::run_checks(file.value(), sets.value(), [&] { return hlir::make_egraph(lang); },
                                 lang.parse_options());
   return rules::check_soundness(sets.value(), lang, 1, 8);
 }

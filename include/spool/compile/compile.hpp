@@ -16,8 +16,8 @@
 
 #include <spool/compile/region.hpp>
 #include <spool/egraph/extract.hpp>
-#include <spool/egraph/hlir.hpp>
-#include <spool/egraph/hlir_cost.hpp>
+#include <spool/hlir/language.hpp>
+#include <spool/hlir/cost.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/ir/graph.hpp>
 #include <spool/roll/roll.hpp>
@@ -38,7 +38,7 @@ struct CompileOptions {
   bool roll = true;
   // The machine extraction prices kernels for (default: tpuv3's figures);
   // cost_config derives it from a target description.
-  egraph::hlir::HlirCostConfig cost;
+  hlir::HlirCostConfig cost;
   std::vector<std::string> rule_files;  // empty: no rewriting
   egraph::RunnerConfig runner;          // budgets of each region's e-graph
   // Regions saturated at once (0: TBB's default). Results never depend on it.
@@ -51,7 +51,7 @@ struct CompileOptions {
   bool split_regions = true;
   // Rules in C++, run in every region after the rule files, to saturation
   // (made once per region, for that region's language).
-  std::function<std::vector<egraph::Rule>(egraph::hlir::HlirLanguage&)> extra_rules;
+  std::function<std::vector<egraph::Rule>(hlir::HlirLanguage&)> extra_rules;
   // Called after each stage with its name and its result in text form:
   //   hlir      the input graph (HLIR text, ir/text.hpp)
   //   roll      the rolled graph, loop markers included
@@ -111,8 +111,8 @@ struct UnionedLoop {
 // attributes into one shared table from several threads would hand out ids
 // in an order that depends on the thread count.
 struct Region {
-  std::unique_ptr<egraph::hlir::HlirLanguage> lang;
-  egraph::hlir::HlirCostConfig cost;       // what extraction_cost prices with
+  std::unique_ptr<hlir::HlirLanguage> lang;
+  hlir::HlirCostConfig cost;       // what extraction_cost prices with
   std::unique_ptr<egraph::EGraph> egraph;  // saturated and clean
   std::vector<egraph::ClassId> roots;      // the values other regions read, in order
   // A term may use a unioned loop's rolled form (any of its markers) only if
@@ -149,12 +149,6 @@ struct Saturated {
 // the rules of options.rule_files, in parallel. Throws spool::Error on a bad
 // rule file or a graph the pipeline cannot handle.
 Saturated saturate(const Graph& hlir, const CompileOptions& options = {});
-
-// The extraction cost's machine figures from a target description: launch,
-// peak DRAM bytes, array and vector throughput per core cycle (summed over
-// cores, which the lowering spreads independent tiles over), and the issue
-// slots of slow vector ops against an add's.
-egraph::hlir::HlirCostConfig cost_config(const target::NpuConfig& npu);
 
 // The cost compile extracts by, for one region's e-graph (HlirCost with the
 // region's cost figures).

@@ -121,7 +121,7 @@ void append_program(std::string& out, const ProgramAttr& program);
 // fields it prints are compared as it prints them (every NaN of a scalar
 // alike, a scalar's dtype only as float, bool or integer), the fields it
 // leaves out (a program instruction's unused arguments) not at all. An
-// attribute interned by its text (src/egraph/hlir_analysis.cpp) is found
+// attribute interned by its text (src/hlir/language.cpp) is found
 // with these.
 bool same_text(const Attr& a, const Attr& b);
 // A hash of what attr_str prints: equal for attributes same_text relates.

@@ -9,7 +9,7 @@
 // `view` nodes; an applier that reads through one composes it into a single
 // view of the underlying buffer. rules/README.md lists them for rule authors.
 
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/egraph/rule.hpp>
 
 #include <cstddef>
@@ -23,7 +23,7 @@ inline constexpr size_t kMaxProgramInstrs = 32;
 inline constexpr size_t kMaxKernelInputs = 6;
 
 // The appliers and guards of the shipped rules (rules/README.md lists them).
-// They run on e-graphs made by egraph::hlir::make_egraph and read the HLIR
+// They run on e-graphs made by hlir::make_egraph and read the HLIR
 // language through the graph's analysis, so rules compiled with this
 // registry in one language run on any copy of it.
 const egraph::Registry& hlir_registry();

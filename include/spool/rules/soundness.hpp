@@ -17,7 +17,7 @@
 // random instances, and multi-pattern rules, are reported as not checked,
 // never as passing.
 
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/egraph/runner.hpp>
 
 #include <span>
@@ -36,7 +36,7 @@ struct SoundnessResult {
 };
 
 std::vector<SoundnessResult> check_soundness(std::span<const egraph::RuleSet> rulesets,
-                                             egraph::hlir::HlirLanguage& language, uint64_t seed = 1,
+                                             hlir::HlirLanguage& language, uint64_t seed = 1,
                                              int trials = 4);
 
 }  // namespace spool::rules

@@ -23,7 +23,7 @@ class SearchSpace {
   // `costs[r]` prices the nodes of region r for estimate() (null: every
   // node costs 1).
   SearchSpace(GenomeSpace genomes, Genome greedy, ProgramBuilder build,
-              std::vector<const egraph::hlir::HlirLanguage*> languages,
+              std::vector<const hlir::HlirLanguage*> languages,
               std::vector<std::shared_ptr<const egraph::CostFunction>> costs = {})
       : genomes_(std::move(genomes)), greedy_(std::move(greedy)), build_(std::move(build)),
         languages_(std::move(languages)), costs_(std::move(costs)) {}
@@ -38,7 +38,7 @@ class SearchSpace {
   // original graph's nodes).
   std::string describe(size_t g, uint32_t choice) const;
   // The HLIR language of region `r` (its attributes).
-  const egraph::hlir::HlirLanguage& language(size_t r) const { return *languages_.at(r); }
+  const hlir::HlirLanguage& language(size_t r) const { return *languages_.at(r); }
   // The analytic cost of a valid genome: every chosen node reachable from
   // the roots once, at its own cost (the extraction cost's DAG cost). A
   // region's nodes count once however many times the region or its loop
@@ -49,7 +49,7 @@ class SearchSpace {
   GenomeSpace genomes_;
   Genome greedy_;
   ProgramBuilder build_;
-  std::vector<const egraph::hlir::HlirLanguage*> languages_;
+  std::vector<const hlir::HlirLanguage*> languages_;
   std::vector<std::shared_ptr<const egraph::CostFunction>> costs_;
 };
 

@@ -22,7 +22,19 @@
 #include <string>
 #include <vector>
 
-namespace spool::egraph::hlir {
+namespace spool::hlir {
+
+// The engine's vocabulary, used throughout the client.
+using egraph::Analysis;
+using egraph::AttrId;
+using egraph::ClassId;
+using egraph::EGraph;
+using egraph::ENodeRef;
+using egraph::Language;
+using egraph::NodeId;
+using egraph::OpId;
+using egraph::ParseOptions;
+using egraph::Term;
 
 // The payload of an HLIR attribute: the op's attribute, the type of a
 // source, or the View of a `view` node.
@@ -138,4 +150,4 @@ std::vector<ClassId> add_graph(EGraph& egraph, HlirLanguage& lang, const spool::
 // `output_names` (or "out0", "out1", ...).
 spool::Graph to_graph(const HlirLanguage& lang, const Term& term, const std::vector<std::string>& output_names = {});
 
-}  // namespace spool::egraph::hlir
+}  // namespace spool::hlir

@@ -4,7 +4,7 @@
 
 #include <spool/egraph/dump.hpp>
 #include <spool/egraph/extract.hpp>
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/ir/tensor.hpp>
 #include <spool/ir/text.hpp>
@@ -15,6 +15,7 @@
 #include <cmath>
 
 using namespace spool::egraph;
+namespace hlir = spool::hlir;
 using spool::DType;
 using spool::Shape;
 using spool::TensorType;

@@ -1,7 +1,7 @@
 // The arithmetic language of the engine's tests and benchmark: ops, the
 // constant-folding analysis, guards, rules and goals (egg's math suite).
 
-#include <spool/egraph/math.hpp>
+#include "math.hpp"
 #include <spool/egraph/pattern.hpp>
 #include <spool/support/error.hpp>
 

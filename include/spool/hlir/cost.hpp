@@ -12,9 +12,10 @@
 // costs strictly more than each of its children.
 
 #include <spool/egraph/extract.hpp>
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
+#include <spool/target/npu.hpp>
 
-namespace spool::egraph::hlir {
+namespace spool::hlir {
 
 // Machine figures, per core clock cycle (defaults: the tpuv3 config).
 struct HlirCostConfig {
@@ -30,7 +31,7 @@ struct HlirCostConfig {
   double free_node = 1e-3;                // views, sources, loop markers
 };
 
-class HlirCost : public CostFunction {
+class HlirCost : public egraph::CostFunction {
  public:
   explicit HlirCost(const HlirLanguage& lang, HlirCostConfig config = {}) : lang_(lang), config_(config) {}
   double cost(const EGraph& graph, NodeId node, std::span<const double> child_costs) const override;
@@ -49,4 +50,10 @@ class HlirCost : public CostFunction {
 // node counted once (the DAG cost of the program added to a fresh e-graph).
 double program_cost(const spool::Graph& program);
 
-}  // namespace spool::egraph::hlir
+// The extraction cost's machine figures from a target description: launch,
+// peak DRAM bytes, array and vector throughput per core cycle (summed over
+// cores, which the lowering spreads independent tiles over), and the issue
+// slots of slow vector ops against an add's.
+HlirCostConfig cost_config(const target::NpuConfig& npu);
+
+}  // namespace spool::hlir

@@ -10,7 +10,7 @@
 // exactly (correctly rounded to the dtype, integers wrapping), and nothing
 // else: every rewrite is exact.
 
-#include <spool/egraph/hlir.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/support/error.hpp>
 #include <spool/support/hash.hpp>
 
@@ -20,7 +20,11 @@
 #include <cmath>
 #include <span>
 
-namespace spool::egraph::hlir {
+namespace spool::hlir {
+
+using egraph::ClassVec;
+using egraph::Extractor;
+using egraph::span_of;
 
 using spool::Attr;
 using spool::DType;
@@ -598,4 +602,4 @@ spool::Graph to_graph(const HlirLanguage& lang, const Term& term, const std::vec
   return graph;
 }
 
-}  // namespace spool::egraph::hlir
+}  // namespace spool::hlir
