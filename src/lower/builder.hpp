@@ -2,7 +2,7 @@
 // Internal to the lower stage: the program under construction (DRAM buffers,
 // aliases, kernel dependencies from DRAM accesses, the report) and small
 // builders for kernels and vector steps. Kernel generators (tiled.cpp,
-// gemm.cpp) and the driver (lower.cpp) share them.
+// gemm*.cpp, ...) and the lowering of nodes (lowering.hpp) share them.
 
 #include <spool/lower/lower.hpp>
 #include <spool/lower/spad_alloc.hpp>
