@@ -1,7 +1,8 @@
 #pragma once
-// Internal to auto_roll (src/roll/auto_roll.cpp, src/roll/first_roll.cpp): a
-// candidate repeat as the search finds it, and the graphs the first roll
-// builds (equal constants and iotas merged; occurrences 1..N-1 left out).
+// Internal to auto_roll (src/roll/auto_roll.cpp and the files roller.hpp
+// names, src/roll/first_roll.cpp): a candidate repeat as the search finds
+// it, and the graphs the first roll builds (equal constants and iotas
+// merged; occurrences 1..N-1 left out).
 
 #include <spool/ir/graph.hpp>
 
