@@ -1,7 +1,8 @@
 #pragma once
-// Internal to auto_roll (src/roll/auto_roll.cpp, src/roll/survivors.cpp): a
-// candidate repeat as the search finds it, and the graphs the first roll
-// builds (equal constants and iotas merged; occurrences 1..N-1 left out).
+// Internal to auto_roll (src/roll/auto_roll.cpp and the files roller.hpp
+// names, src/roll/first_roll.cpp): a candidate repeat as the search finds
+// it, and the graphs the first roll builds (equal constants and iotas
+// merged; occurrences 1..N-1 left out).
 
 #include <spool/ir/graph.hpp>
 
@@ -58,7 +59,7 @@ Graph merge_value_sources(const Graph& graph, const std::vector<NodeId>& canonic
 
 // merge_value_sources(graph) without occurrences 1..N-1 of `found`, its
 // nodes numbered densely; id_in_copy: each id of `graph` in the copy
-// (invalid for the nodes left out). See survivors.cpp.
+// (invalid for the nodes left out). See first_roll.cpp.
 Graph build_survivors(const Graph& graph, const std::vector<NodeId>& canonical, const std::vector<NodeId>& topo,
                       const Found& found, size_t markers, std::vector<NodeId>& id_in_copy);
 
