@@ -190,6 +190,42 @@ struct Runner::State {
 
     // ---- search --------------------------------------------------------------
     const auto t_search = Clock::now();
+    const size_t num_chunks = cut_chunks(set, states, iter, it);
+    const bool timed_out = match_chunks(set, num_chunks);
+    const auto t_apply = Clock::now();
+    it.search_ms = ms_between(t_search, t_apply);
+    count_matches(set, num_chunks, it);
+    if (timed_out) {
+      stop(StopReason::TimeLimit);
+      finish_iteration(it, t_apply, t_apply, 0);
+      return false;
+    }
+    ban_rules(states, iter, it);
+
+    // ---- apply -------------------------------------------------------------------
+    const size_t nodes_before = g.num_nodes();
+    const uint64_t unions_before = g.union_count();
+    apply_chunks(si, num_chunks, it);
+    if (!stopped)
+      for (size_t r = 0; r < set.rules.size(); ++r)
+        if (!it.rules[r].banned) states[r].applied_gen = gen;
+    it.unions = static_cast<size_t>(g.union_count() - unions_before);
+    const auto t_rebuild = Clock::now();
+    it.apply_ms = ms_between(t_apply, t_rebuild);
+
+    // ---- rebuild -------------------------------------------------------------------
+    const size_t rebuild_unions = g.rebuild();
+    bool changed = it.unions > 0 || g.num_nodes() != nodes_before || rebuild_unions > 0;
+    finish_iteration(it, t_rebuild, Clock::now(), rebuild_unions);
+    if (!changed && cfg.scheduler == SchedulerKind::Backoff) changed = lift_bans(states, iter);
+    if (!stopped && cfg.stop_when && cfg.stop_when(g)) stop(StopReason::Goal);
+    return changed;
+  }
+
+  // Cuts the candidates of every rule that is not banned into chunks, and
+  // sets the generation each rule reports matches since. Returns the number
+  // of chunks.
+  size_t cut_chunks(const RuleSet& set, const std::vector<RuleState>& states, size_t iter, IterationReport& it) {
     since.assign(set.rules.size(), kAllMatches);
     if (cfg.incremental)
       for (size_t r = 0; r < set.rules.size(); ++r)
@@ -212,13 +248,18 @@ struct Runner::State {
         c.ms = 0;
       }
     }
+    return num_chunks;
+  }
+
+  // Matches the first `num_chunks` chunks, each into its own buffer.
+  // Returns whether the time budget ran out.
+  bool match_chunks(const RuleSet& set, size_t num_chunks) {
     std::atomic<bool> timed_out{false};
     auto search_chunk = [&](size_t i) {
       Chunk& c = chunks[i];
       const auto t0 = Clock::now();
       const Query& q = set.rules[c.rule].query;
-      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out,
-             since[c.rule]);
+      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out, since[c.rule]);
       const auto t1 = Clock::now();
       c.ms = ms_between(t0, t1);
       if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
@@ -234,108 +275,101 @@ struct Runner::State {
         });
       });
     }
-    const auto t_apply = Clock::now();
-    it.search_ms = ms_between(t_search, t_apply);
+    return timed_out.load();
+  }
+
+  void count_matches(const RuleSet& set, size_t num_chunks, IterationReport& it) {
     rule_matches.assign(set.rules.size(), 0);
     for (size_t i = 0; i < num_chunks; ++i) {
       rule_matches[chunks[i].rule] += chunks[i].matches.size();
       it.rules[chunks[i].rule].search_ms += chunks[i].ms;
     }
     for (size_t r = 0; r < set.rules.size(); ++r) it.rules[r].matches = rule_matches[r];
-    if (timed_out.load()) {
-      stop(StopReason::TimeLimit);
-      finish_iteration(it, t_apply, t_apply, 0);
-      return false;
-    }
+  }
 
-    // ---- backoff ---------------------------------------------------------------
-    dropped.assign(set.rules.size(), 0);
-    if (cfg.scheduler == SchedulerKind::Backoff) {
-      for (size_t r = 0; r < set.rules.size(); ++r) {
-        RuleState& st = states[r];
-        if (it.rules[r].banned) continue;
-        const size_t threshold = cfg.match_limit << std::min<size_t>(st.times_banned, 40);
-        if (rule_matches[r] > threshold) {
-          st.banned_until = iter + (cfg.ban_length << std::min<size_t>(st.times_banned, 40));
-          ++st.times_banned;
-          dropped[r] = 1;
-          it.rules[r].banned = true;
-        }
+  // The backoff scheduler: bans the rules with too many matches and marks
+  // their matches dropped.
+  void ban_rules(std::vector<RuleState>& states, size_t iter, IterationReport& it) {
+    dropped.assign(states.size(), 0);
+    if (cfg.scheduler != SchedulerKind::Backoff) return;
+    for (size_t r = 0; r < states.size(); ++r) {
+      RuleState& st = states[r];
+      if (it.rules[r].banned) continue;
+      const size_t threshold = cfg.match_limit << std::min<size_t>(st.times_banned, 40);
+      if (rule_matches[r] > threshold) {
+        st.banned_until = iter + (cfg.ban_length << std::min<size_t>(st.times_banned, 40));
+        ++st.times_banned;
+        dropped[r] = 1;
+        it.rules[r].banned = true;
       }
     }
+  }
 
-    // ---- apply -------------------------------------------------------------------
-    const size_t nodes_before = g.num_nodes();
-    const uint64_t unions_before = g.union_count();
+  // Applies the matches of the chunks whose rule was not dropped, in chunk
+  // order, until a budget runs out.
+  void apply_chunks(size_t si, size_t num_chunks, IterationReport& it) {
     size_t since_clock = 0;
     for (size_t i = 0; i < num_chunks && !stopped; ++i) {
       const Chunk& c = chunks[i];
       if (dropped[c.rule]) continue;
-      const Rule& rule = set.rules[c.rule];
       RuleReport& rr = it.rules[c.rule];
       const auto t0 = Clock::now();
-      // The apply loop waits on memory: prefetch the first hashcons lookup of
-      // match m + 16, and the node its slot holds for match m + 8.
-      // The clock is read every 16 matches of a plain rewrite (cheap to
-      // apply), and before every match of a rule with guards or custom
-      // appliers (client code of unknown cost).
-      size_t clock_every = rule.guards.empty() ? 16 : 1;
-      for (const Rule::Action& a : rule.actions)
-        if (a.kind == ActionSpec::Kind::Apply) clock_every = 1;
-      const Rule::Action* predict = nullptr;
-      if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX)
-        predict = &rule.actions[0];
-      for (size_t m = 0; m < c.matches.size(); ++m) {
-        if (predict) {
-          if (m + 16 < c.matches.size()) {
-            ring[(m + 16) % kRing] = predicted_hash(*predict, c.matches, m + 16);
-            g.prefetch_slot(ring[(m + 16) % kRing]);
-          }
-          if (m >= 8 && m + 8 < c.matches.size()) g.prefetch_node(ring[(m + 8) % kRing]);
-        }
-        if (g.num_nodes() >= cfg.node_limit) {
-          stop(StopReason::NodeLimit);
-          break;
-        }
-        if (++since_clock >= clock_every) {
-          since_clock = 0;
-          if (Clock::now() >= deadline) {
-            stop(StopReason::TimeLimit);
-            break;
-          }
-        }
-        g.set_origin(origins[si][c.rule]);
-        const bool applied = apply_match(rule, c.matches, m);
-        g.set_origin(0);
-        if (applied) ++rr.applications;
-      }
+      apply_chunk(sets[si].rules[c.rule], origins[si][c.rule], c.matches, rr, since_clock);
       rr.apply_ms += ms_between(t0, Clock::now());
     }
-    if (!stopped)
-      for (size_t r = 0; r < set.rules.size(); ++r)
-        if (!it.rules[r].banned) states[r].applied_gen = gen;
-    it.unions = static_cast<size_t>(g.union_count() - unions_before);
-    const auto t_rebuild = Clock::now();
-    it.apply_ms = ms_between(t_apply, t_rebuild);
+  }
 
-    // ---- rebuild -------------------------------------------------------------------
-    const size_t rebuild_unions = g.rebuild();
-    bool changed = it.unions > 0 || g.num_nodes() != nodes_before || rebuild_unions > 0;
-    finish_iteration(it, t_rebuild, Clock::now(), rebuild_unions);
-
-    if (!changed && cfg.scheduler == SchedulerKind::Backoff) {
-      // Saturated only if no rule is banned: otherwise lift the bans and go on
-      // (egg's backoff scheduler does the same).
-      bool any_banned = false;
-      for (RuleState& st : states)
-        if (st.banned_until > iter) {
-          any_banned = true;
-          st.banned_until = 0;
+  // Applies the matches of one chunk of `rule`; `since_clock` counts the
+  // matches since the clock was last read, across chunks.
+  void apply_chunk(const Rule& rule, uint32_t origin, const MatchSet& matches, RuleReport& rr, size_t& since_clock) {
+    // The apply loop waits on memory: prefetch the first hashcons lookup of
+    // match m + 16, and the node its slot holds for match m + 8.
+    // The clock is read every 16 matches of a plain rewrite (cheap to
+    // apply), and before every match of a rule with guards or custom
+    // appliers (client code of unknown cost).
+    size_t clock_every = rule.guards.empty() ? 16 : 1;
+    for (const Rule::Action& a : rule.actions)
+      if (a.kind == ActionSpec::Kind::Apply) clock_every = 1;
+    const Rule::Action* predict = nullptr;
+    if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX)
+      predict = &rule.actions[0];
+    for (size_t m = 0; m < matches.size(); ++m) {
+      if (predict) {
+        if (m + 16 < matches.size()) {
+          ring[(m + 16) % kRing] = predicted_hash(*predict, matches, m + 16);
+          g.prefetch_slot(ring[(m + 16) % kRing]);
         }
-      changed = any_banned;
+        if (m >= 8 && m + 8 < matches.size()) g.prefetch_node(ring[(m + 8) % kRing]);
+      }
+      if (g.num_nodes() >= cfg.node_limit) {
+        stop(StopReason::NodeLimit);
+        break;
+      }
+      if (++since_clock >= clock_every) {
+        since_clock = 0;
+        if (Clock::now() >= deadline) {
+          stop(StopReason::TimeLimit);
+          break;
+        }
+      }
+      g.set_origin(origin);
+      const bool applied = apply_match(rule, matches, m);
+      g.set_origin(0);
+      if (applied) ++rr.applications;
     }
-    if (!stopped && cfg.stop_when && cfg.stop_when(g)) stop(StopReason::Goal);
-    return changed;
+  }
+
+  // An iteration that changed nothing saturates the ruleset only if no rule
+  // is banned: otherwise lift the bans and go on (egg's backoff scheduler
+  // does the same). Returns whether a rule was banned.
+  static bool lift_bans(std::vector<RuleState>& states, size_t iter) {
+    bool any_banned = false;
+    for (RuleState& st : states)
+      if (st.banned_until > iter) {
+        any_banned = true;
+        st.banned_until = 0;
+      }
+    return any_banned;
   }
 
   void finish_iteration(IterationReport& it, Clock::time_point t_rebuild, Clock::time_point t_end,

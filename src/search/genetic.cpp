@@ -235,6 +235,292 @@ const Scored& tournament(const std::vector<Scored>& pop, Rng& rng) {
   return *best;
 }
 
+// One run of the search: the descent, then the genetic phase, sharing the
+// evaluator, the generator and the best genomes found.
+class SearchRun {
+ public:
+  SearchRun(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact, const SearchOptions& options)
+      : start_(Clock::now()),
+        space_(space),
+        genomes_(space.genomes()),
+        options_(options),
+        arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic),
+        eval_(space, fitness, exact, arena_),
+        rng_(options.seed),
+        progress_(options.progress),
+        population_(std::max<size_t>(options.population, 2)),
+        elite_(std::min(std::max<size_t>(options.elite, 1), population_ - 1)),
+        budget_(std::max<size_t>(options.max_genomes, 1)),
+        confirm_(std::max<size_t>(options.confirm, 1)) {}
+
+  SearchResult run() {
+    baseline();
+    descend();
+    seed_population();
+    evolve();
+    return finish();
+  }
+
+ private:
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  bool out_of_time() const { return options_.max_seconds > 0 && seconds() >= options_.max_seconds; }
+  size_t left() const { return budget_ - std::min(budget_, eval_.genomes()); }
+
+  void consider(const Scored& s) {
+    if (s.cycles != kFailed && better(s, best_)) best_ = s;
+    if (s.exact != kFailed && better_exact(s, best_exact_)) best_exact_ = s;
+  }
+  void report() {
+    result_.genomes = eval_.genomes();
+    result_.best_cycles = best_exact_.exact;
+    result_.best_rank_cycles = best_exact_.cycles;
+    progress_.update(result_, seconds());
+  }
+
+  // The greedy genome first: it is the baseline and stays in the elite.
+  void baseline() {
+    Genome greedy = space_.greedy();
+    genomes_.normalize(greedy);
+    pop_.push_back(Scored{greedy});
+    eval_.evaluate(pop_, budget_);
+    if (pop_.empty() || pop_[0].cycles == kFailed) fail("search: the greedy program cannot be measured");
+    eval_.measure_exact(pop_[0]);
+    if (pop_[0].exact == kFailed) fail("search: the greedy program cannot be measured");
+    result_.greedy_cycles = pop_[0].exact;
+    result_.greedy_rank_cycles = pop_[0].cycles;
+    best_ = pop_[0];
+    best_exact_ = pop_[0];
+    if (options_.prune_factor > 0) eval_.set_estimate_limit(options_.prune_factor * space_.estimate(greedy));
+    current_ = pop_[0];
+  }
+
+  // The descent. `current_` is measured by both measures.
+  void descend() {
+    for (size_t round = 0; round < options_.descent_rounds && left() > 0; ++round) {
+      if (out_of_time()) {
+        result_.stopped_by_time = true;
+        break;
+      }
+      const std::vector<Scored> near = evaluate_neighbours();
+      ++result_.descent_rounds;
+      for (const Scored& s : near) consider(s);
+      const std::vector<Scored> improving = confirm_improving(near);
+      report();
+      if (improving.empty()) break;
+      current_ = combine(improving);
+      near_best_.push_back(current_);
+      report();
+    }
+  }
+
+  // The neighbours of `current_` that are not pruned, scored by fitness (as
+  // many new ones as the budget takes).
+  std::vector<Scored> evaluate_neighbours() {
+    std::vector<Scored> near;
+    std::vector<std::pair<uint32_t, uint32_t>> moves;  // per neighbour: (gene, candidate) changed
+    std::vector<uint32_t> changed;
+    std::vector<Genome> drawn = genomes_.neighbours(current_.genome, &changed);
+    for (size_t i = 0; i < drawn.size(); ++i) {
+      const uint64_t h = genomes_.hash(drawn[i]);
+      if (eval_.prune(drawn[i], h)) continue;
+      Scored s{std::move(drawn[i]), h};
+      s.tag = moves.size();
+      moves.emplace_back(changed[i], s.genome[changed[i]]);
+      near.push_back(std::move(s));
+    }
+    // When the budget cannot take the whole round, the moves that did best
+    // in earlier rounds go first (moves never measured in the middle).
+    auto last_delta = [&](const Scored& s) {
+      const auto it = move_delta_.find(moves[s.tag]);
+      return it == move_delta_.end() ? int64_t{0} : it->second;
+    };
+    std::stable_sort(near.begin(), near.end(),
+                     [&](const Scored& a, const Scored& b) { return last_delta(a) < last_delta(b); });
+    eval_.evaluate(near, left());  // past the budget, new genomes are dropped
+    for (const Scored& s : near) move_delta_[moves[s.tag]] = s.cycles == kFailed ? kFailed : s.cycles - current_.cycles;
+    return near;
+  }
+
+  // The neighbours fitness says improve on `current_` (all of them seeds of
+  // the genetic phase); of the best `confirm_`, those exact confirms, best
+  // first.
+  std::vector<Scored> confirm_improving(const std::vector<Scored>& near) {
+    std::vector<Scored> improving;
+    for (const Scored& s : near)
+      if (s.cycles != kFailed && s.cycles < current_.cycles) improving.push_back(s);
+    std::sort(improving.begin(), improving.end(), better);
+    near_best_.insert(near_best_.end(), improving.begin(), improving.end());
+    if (improving.size() > confirm_) improving.resize(confirm_);
+    eval_.measure_exact(improving);
+    std::erase_if(improving, [&](const Scored& s) { return s.exact == kFailed || s.exact >= current_.exact; });
+    std::sort(improving.begin(), improving.end(), better_exact);
+    for (const Scored& s : improving) consider(s);
+    return improving;
+  }
+
+  // The best confirmed change, then each other one on top of what is
+  // kept, kept only if exact improves.
+  Scored combine(const std::vector<Scored>& improving) {
+    Scored kept = improving[0];
+    size_t steps = 1;
+    for (size_t i = 1; i < improving.size() && left() > 0; ++i) {
+      const std::vector<uint32_t> genes = differing_genes(genomes_, improving[i].genome, current_.genome);
+      Genome trial = kept.genome;
+      for (uint32_t g : genes) trial[g] = improving[i].genome[g];
+      genomes_.repair(trial, genes);
+      genomes_.normalize(trial);
+      if (!genomes_.valid(trial)) continue;
+      std::vector<Scored> one{Scored{std::move(trial)}};
+      eval_.evaluate(one, left());
+      if (one.empty() || one[0].cycles == kFailed) continue;
+      eval_.measure_exact(one[0]);
+      consider(one[0]);
+      if (one[0].exact != kFailed && one[0].exact < kept.exact) {
+        kept = std::move(one[0]);
+        ++steps;
+      }
+    }
+    result_.descent_steps += steps;
+    return kept;
+  }
+
+  // The genetic phase's first population: greedy, the descent's result and
+  // its best neighbours, then random genomes, half of them near the
+  // descent's result.
+  void seed_population() {
+    pop_.push_back(current_);
+    std::sort(near_best_.begin(), near_best_.end(), better);
+    for (const Scored& s : near_best_) {
+      if (pop_.size() >= population_ / 2) break;
+      if (std::none_of(pop_.begin(), pop_.end(), [&](const Scored& p) { return p.hash == s.hash; })) pop_.push_back(s);
+    }
+    if (left() > 0 && !result_.stopped_by_time) fill_random(pop_);
+    for (const Scored& s : pop_) consider(s);
+  }
+
+  void fill_random(std::vector<Scored>& into) {
+    std::vector<Scored> fresh;
+    for (size_t attempt = 0; into.size() + fresh.size() < population_ && attempt < 4 * population_; ++attempt) {
+      Genome g =
+          rng_.unit() < options_.near_greedy
+              ? genomes_.mutate(current_.genome, rng_, 1 + rng_.below(std::max<size_t>(options_.max_mutations, 1)))
+              : genomes_.random(rng_);
+      fresh.push_back(Scored{std::move(g)});
+    }
+    eval_.evaluate(fresh, left());
+    for (Scored& s : fresh) into.push_back(std::move(s));
+  }
+
+  // Generations until the budget or the time runs out, restarting after
+  // `stagnation` generations without a better genome.
+  void evolve() {
+    size_t stale = 0, idle = 0;
+    while (eval_.genomes() < budget_ && !result_.stopped_by_time) {
+      if (out_of_time()) {
+        result_.stopped_by_time = true;
+        break;
+      }
+      const size_t evaluated = generation();
+      const int64_t before = best_.cycles;
+      for (const Scored& s : pop_) consider(s);
+      stale = best_.cycles < before ? 0 : stale + 1;
+      idle = evaluated == 0 ? idle + 1 : 0;
+      if (stale >= options_.stagnation || idle > 0) {
+        const size_t before_genomes = eval_.genomes();
+        restart();
+        stale = 0;
+        // A space too small to give new genomes: nothing left to search.
+        if (idle > 0 && eval_.genomes() == before_genomes) break;
+      }
+      report();
+    }
+  }
+
+  // One generation: the elite (distinct genomes), then children never seen
+  // before, bred by tournament selection, crossover and mutation, and
+  // evaluated. Returns how many genomes were evaluated.
+  size_t generation() {
+    std::sort(pop_.begin(), pop_.end(), better);
+    std::vector<Scored> next;
+    std::unordered_map<uint64_t, int> in_next;
+    for (const Scored& s : pop_)
+      if (next.size() < elite_ && !in_next.count(s.hash)) {
+        in_next.emplace(s.hash, 1);
+        next.push_back(s);
+      }
+    std::vector<Scored> children;
+    for (size_t attempt = 0; next.size() + children.size() < population_ && attempt < 8 * population_; ++attempt) {
+      const Scored& a = tournament(pop_, rng_);
+      Genome child = a.genome;
+      if (rng_.unit() < options_.crossover_rate)
+        child = genomes_.crossover(a.genome, tournament(pop_, rng_).genome, rng_);
+      const size_t mutations = 1 + rng_.below(std::max<size_t>(options_.max_mutations, 1));
+      child = genomes_.mutate(child, rng_, mutations);
+      const uint64_t h = genomes_.hash(child);
+      if (in_next.count(h) || eval_.seen(h)) continue;
+      in_next.emplace(h, 1);
+      children.push_back(Scored{std::move(child), h});
+    }
+    const size_t evaluated = eval_.evaluate(children, left());
+    for (Scored& c : children) next.push_back(std::move(c));
+    pop_ = std::move(next);
+    ++result_.generations;
+    return evaluated;
+  }
+
+  // Keeps the elite, the rest random.
+  void restart() {
+    std::sort(pop_.begin(), pop_.end(), better);
+    pop_.resize(std::min(pop_.size(), elite_));
+    fill_random(pop_);
+    for (const Scored& s : pop_) consider(s);
+    ++result_.restarts;
+  }
+
+  // The genomes fitness ranks best, measured by exact; the best by exact wins.
+  SearchResult finish() {
+    std::vector<Scored> finalists{best_};
+    std::sort(pop_.begin(), pop_.end(), better);
+    for (const Scored& s : pop_)
+      if (finalists.size() < confirm_ && s.cycles != kFailed &&
+          std::none_of(finalists.begin(), finalists.end(), [&](const Scored& f) { return f.hash == s.hash; }))
+        finalists.push_back(s);
+    eval_.measure_exact(finalists);
+    for (const Scored& s : finalists) consider(s);
+
+    result_.best_cycles = best_exact_.exact;
+    result_.best_rank_cycles = best_exact_.cycles;
+    result_.best = best_exact_.genome;
+    result_.best_program = canonical_program(space_.program(best_exact_.genome));
+    result_.genomes = eval_.genomes();
+    result_.programs = eval_.programs();
+    result_.exact = eval_.exact_measured();
+    result_.failed = eval_.failed();
+    result_.pruned = eval_.pruned();
+    result_.seconds = seconds();
+    progress_.update(result_, result_.seconds);
+    return std::move(result_);
+  }
+
+  const Clock::time_point start_;
+  const SearchSpace& space_;
+  const GenomeSpace& genomes_;
+  const SearchOptions& options_;
+  tbb::task_arena arena_;
+  Evaluator eval_;
+  Rng rng_;
+  SearchResult result_;
+  Progress progress_;
+  const size_t population_, elite_, budget_, confirm_;
+  std::vector<Scored> pop_;
+  // The best by fitness (ranks the genetic phase) and by exact (the result).
+  Scored best_, best_exact_;
+  Scored current_;                 // the descent's genome, then its result
+  std::vector<Scored> near_best_;  // the neighbours fitness ranks best, seeds of the genetic phase
+  // The change in fitness each move (gene, candidate) gave in its last round.
+  std::map<std::pair<uint32_t, uint32_t>, int64_t> move_delta_;
+};
+
 }  // namespace
 
 std::string SearchResult::summary() const {
@@ -268,214 +554,7 @@ nlohmann::json SearchResult::to_json() const {
 
 SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact,
                      const SearchOptions& options) {
-  const auto start = Clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  auto out_of_time = [&] { return options.max_seconds > 0 && seconds() >= options.max_seconds; };
-  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
-  Evaluator eval(space, fitness, exact, arena);
-  const GenomeSpace& genomes = space.genomes();
-  Rng rng(options.seed);
-  SearchResult result;
-  Progress progress(options.progress);
-  const size_t population = std::max<size_t>(options.population, 2);
-  const size_t elite = std::min(std::max<size_t>(options.elite, 1), population - 1);
-  const size_t budget = std::max<size_t>(options.max_genomes, 1);
-  const size_t confirm = std::max<size_t>(options.confirm, 1);
-  auto left = [&] { return budget - std::min(budget, eval.genomes()); };
-
-  // The greedy genome first: it is the baseline and stays in the elite.
-  Genome greedy = space.greedy();
-  genomes.normalize(greedy);
-  std::vector<Scored> pop{Scored{greedy}};
-  eval.evaluate(pop, budget);
-  if (pop.empty() || pop[0].cycles == kFailed) fail("search: the greedy program cannot be measured");
-  eval.measure_exact(pop[0]);
-  if (pop[0].exact == kFailed) fail("search: the greedy program cannot be measured");
-  result.greedy_cycles = pop[0].exact;
-  result.greedy_rank_cycles = pop[0].cycles;
-  // The best by fitness (ranks the genetic phase) and by exact (the result).
-  Scored best = pop[0], best_exact = pop[0];
-  auto consider = [&](const Scored& s) {
-    if (s.cycles != kFailed && better(s, best)) best = s;
-    if (s.exact != kFailed && better_exact(s, best_exact)) best_exact = s;
-  };
-  if (options.prune_factor > 0) eval.set_estimate_limit(options.prune_factor * space.estimate(greedy));
-  auto report = [&] {
-    result.genomes = eval.genomes();
-    result.best_cycles = best_exact.exact;
-    result.best_rank_cycles = best_exact.cycles;
-    progress.update(result, seconds());
-  };
-
-  // The descent. `current` is measured by both measures.
-  Scored current = pop[0];
-  std::vector<Scored> near_best;  // the neighbours fitness ranks best, seeds of the genetic phase
-  // The change in fitness each move (gene, candidate) gave in its last round.
-  std::map<std::pair<uint32_t, uint32_t>, int64_t> move_delta;
-  for (size_t round = 0; round < options.descent_rounds && left() > 0; ++round) {
-    if (out_of_time()) {
-      result.stopped_by_time = true;
-      break;
-    }
-    std::vector<Scored> near;
-    std::vector<std::pair<uint32_t, uint32_t>> moves;  // per neighbour: (gene, candidate) changed
-    std::vector<uint32_t> changed;
-    std::vector<Genome> drawn = genomes.neighbours(current.genome, &changed);
-    for (size_t i = 0; i < drawn.size(); ++i) {
-      const uint64_t h = genomes.hash(drawn[i]);
-      if (eval.prune(drawn[i], h)) continue;
-      Scored s{std::move(drawn[i]), h};
-      s.tag = moves.size();
-      moves.emplace_back(changed[i], s.genome[changed[i]]);
-      near.push_back(std::move(s));
-    }
-    // When the budget cannot take the whole round, the moves that did best
-    // in earlier rounds go first (moves never measured in the middle).
-    auto last_delta = [&](const Scored& s) {
-      const auto it = move_delta.find(moves[s.tag]);
-      return it == move_delta.end() ? int64_t{0} : it->second;
-    };
-    std::stable_sort(near.begin(), near.end(),
-                     [&](const Scored& a, const Scored& b) { return last_delta(a) < last_delta(b); });
-    eval.evaluate(near, left());  // past the budget, new genomes are dropped
-    for (const Scored& s : near) move_delta[moves[s.tag]] = s.cycles == kFailed ? kFailed : s.cycles - current.cycles;
-    ++result.descent_rounds;
-    for (const Scored& s : near) consider(s);
-    std::vector<Scored> improving;
-    for (const Scored& s : near)
-      if (s.cycles != kFailed && s.cycles < current.cycles) improving.push_back(s);
-    std::sort(improving.begin(), improving.end(), better);
-    near_best.insert(near_best.end(), improving.begin(), improving.end());
-    if (improving.size() > confirm) improving.resize(confirm);
-    eval.measure_exact(improving);
-    std::erase_if(improving, [&](const Scored& s) { return s.exact == kFailed || s.exact >= current.exact; });
-    std::sort(improving.begin(), improving.end(), better_exact);
-    for (const Scored& s : improving) consider(s);
-    report();
-    if (improving.empty()) break;
-    // The best confirmed change, then each other one on top of what is
-    // kept, kept only if exact improves.
-    Scored kept = improving[0];
-    size_t steps = 1;
-    for (size_t i = 1; i < improving.size() && left() > 0; ++i) {
-      const std::vector<uint32_t> genes = differing_genes(genomes, improving[i].genome, current.genome);
-      Genome trial = kept.genome;
-      for (uint32_t g : genes) trial[g] = improving[i].genome[g];
-      genomes.repair(trial, genes);
-      genomes.normalize(trial);
-      if (!genomes.valid(trial)) continue;
-      std::vector<Scored> one{Scored{std::move(trial)}};
-      eval.evaluate(one, left());
-      if (one.empty() || one[0].cycles == kFailed) continue;
-      eval.measure_exact(one[0]);
-      consider(one[0]);
-      if (one[0].exact != kFailed && one[0].exact < kept.exact) {
-        kept = std::move(one[0]);
-        ++steps;
-      }
-    }
-    result.descent_steps += steps;
-    current = std::move(kept);
-    near_best.push_back(current);
-    report();
-  }
-
-  // The genetic phase: greedy, the descent's result and its best
-  // neighbours, then random genomes, half of them near the descent's result.
-  const Genome& base = current.genome;
-  pop.push_back(current);
-  std::sort(near_best.begin(), near_best.end(), better);
-  for (const Scored& s : near_best) {
-    if (pop.size() >= population / 2) break;
-    if (std::none_of(pop.begin(), pop.end(), [&](const Scored& p) { return p.hash == s.hash; })) pop.push_back(s);
-  }
-  auto fill_random = [&](std::vector<Scored>& into) {
-    std::vector<Scored> fresh;
-    for (size_t attempt = 0; into.size() + fresh.size() < population && attempt < 4 * population; ++attempt) {
-      Genome g = rng.unit() < options.near_greedy
-                     ? genomes.mutate(base, rng, 1 + rng.below(std::max<size_t>(options.max_mutations, 1)))
-                     : genomes.random(rng);
-      fresh.push_back(Scored{std::move(g)});
-    }
-    eval.evaluate(fresh, left());
-    for (Scored& s : fresh) into.push_back(std::move(s));
-  };
-  if (left() > 0 && !result.stopped_by_time) fill_random(pop);
-  for (const Scored& s : pop) consider(s);
-
-  size_t stale = 0, idle = 0;
-  while (eval.genomes() < budget && !result.stopped_by_time) {
-    if (out_of_time()) {
-      result.stopped_by_time = true;
-      break;
-    }
-    std::sort(pop.begin(), pop.end(), better);
-    // The elite (distinct genomes), then children never seen before.
-    std::vector<Scored> next;
-    std::unordered_map<uint64_t, int> in_next;
-    for (const Scored& s : pop)
-      if (next.size() < elite && !in_next.count(s.hash)) {
-        in_next.emplace(s.hash, 1);
-        next.push_back(s);
-      }
-    std::vector<Scored> children;
-    for (size_t attempt = 0; next.size() + children.size() < population && attempt < 8 * population; ++attempt) {
-      const Scored& a = tournament(pop, rng);
-      Genome child = a.genome;
-      if (rng.unit() < options.crossover_rate) child = genomes.crossover(a.genome, tournament(pop, rng).genome, rng);
-      const size_t mutations = 1 + rng.below(std::max<size_t>(options.max_mutations, 1));
-      child = genomes.mutate(child, rng, mutations);
-      const uint64_t h = genomes.hash(child);
-      if (in_next.count(h) || eval.seen(h)) continue;
-      in_next.emplace(h, 1);
-      children.push_back(Scored{std::move(child), h});
-    }
-    const size_t evaluated = eval.evaluate(children, left());
-    for (Scored& c : children) next.push_back(std::move(c));
-    pop = std::move(next);
-    ++result.generations;
-
-    const int64_t before = best.cycles;
-    for (const Scored& s : pop) consider(s);
-    stale = best.cycles < before ? 0 : stale + 1;
-    idle = evaluated == 0 ? idle + 1 : 0;
-    if (stale >= options.stagnation || idle > 0) {
-      // Restart: keep the elite, the rest random.
-      std::sort(pop.begin(), pop.end(), better);
-      pop.resize(std::min(pop.size(), elite));
-      const size_t before_genomes = eval.genomes();
-      fill_random(pop);
-      for (const Scored& s : pop) consider(s);
-      ++result.restarts;
-      stale = 0;
-      // A space too small to give new genomes: nothing left to search.
-      if (idle > 0 && eval.genomes() == before_genomes) break;
-    }
-    report();
-  }
-
-  // The genomes fitness ranks best, measured by exact; the best by exact wins.
-  std::vector<Scored> finalists{best};
-  std::sort(pop.begin(), pop.end(), better);
-  for (const Scored& s : pop)
-    if (finalists.size() < confirm && s.cycles != kFailed &&
-        std::none_of(finalists.begin(), finalists.end(), [&](const Scored& f) { return f.hash == s.hash; }))
-      finalists.push_back(s);
-  eval.measure_exact(finalists);
-  for (const Scored& s : finalists) consider(s);
-
-  result.best_cycles = best_exact.exact;
-  result.best_rank_cycles = best_exact.cycles;
-  result.best = best_exact.genome;
-  result.best_program = canonical_program(space.program(best_exact.genome));
-  result.genomes = eval.genomes();
-  result.programs = eval.programs();
-  result.exact = eval.exact_measured();
-  result.failed = eval.failed();
-  result.pruned = eval.pruned();
-  result.seconds = seconds();
-  progress.update(result, result.seconds);
-  return result;
+  return SearchRun(space, fitness, exact, options).run();
 }
 
 }  // namespace spool::search

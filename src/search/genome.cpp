@@ -63,7 +63,7 @@ uint32_t node_depth(const egraph::EGraph& graph, egraph::NodeId n, const std::ve
 
 }  // namespace
 
-GenomeSpace::GenomeSpace(std::vector<Region> regions) : regions_(std::move(regions)) {
+GenomeSpace::GenomeSpace(std::vector<GenomeRegion> regions) : regions_(std::move(regions)) {
   root_genes_.resize(regions_.size());
   class_gene_.resize(regions_.size());
   cand_kids_begin_.push_back(0);

@@ -54,12 +54,12 @@ double SearchSpace::estimate(const Genome& genome) const {
 }
 
 SearchSpace search_space(const Saturated& saturated) {
-  std::vector<Region> regions;
+  std::vector<GenomeRegion> regions;
   std::vector<const hlir::HlirLanguage*> languages;
   std::vector<std::shared_ptr<const egraph::CostFunction>> costs;
   for (const spool::Region& r : saturated.regions) {
     languages.push_back(r.lang.get());
-    Region region{r.egraph.get(), r.roots, {}};
+    GenomeRegion region{r.egraph.get(), r.roots, {}};
     for (const UnionedLoop& u : r.unioned_loops)
       region.loops.push_back(LoopGroup{u.loop_ends, u.loop_outputs, loop_markers(r, u.loop)});
     regions.push_back(std::move(region));

@@ -53,7 +53,7 @@ TEST_CASE("the gene table: every reachable class once, candidates with acyclic t
   const Saturated sat = saturate(g, algebra());
   REQUIRE(sat.regions.size() == 1);
   const spool::Region& region = sat.regions[0];
-  const GenomeSpace space({search::Region{region.egraph.get(), region.roots, {}}});
+  const GenomeSpace space({search::GenomeRegion{region.egraph.get(), region.roots, {}}});
   CHECK(space.num_genes() > 4);
   CHECK(space.num_choice_genes() >= 3);  // the add and mul classes at least
   std::set<uint32_t> classes;
@@ -73,7 +73,7 @@ TEST_CASE("a genome choosing a cycle is invalid, and repair breaks the cycle") {
   const Saturated sat = saturate(g, algebra());
   REQUIRE(sat.regions.size() == 1);
   const spool::Region& region = sat.regions[0];
-  const GenomeSpace space({search::Region{region.egraph.get(), region.roots, {}}});
+  const GenomeSpace space({search::GenomeRegion{region.egraph.get(), region.roots, {}}});
   // Find a gene whose candidates include a `neg` node whose child's class
   // in turn holds a `neg` back to it (x + w <-> neg(x + w)).
   const egraph::OpId neg = region.lang->op(Op::Neg);

@@ -51,7 +51,7 @@ struct LoopGroup {
 
 // One saturated e-graph (clean, not changing while the space is used), the
 // classes of its outputs, and its short loops.
-struct Region {
+struct GenomeRegion {
   const egraph::EGraph* egraph = nullptr;
   std::vector<egraph::ClassId> roots;
   std::vector<LoopGroup> loops;
@@ -74,11 +74,11 @@ class GenomeSpace {
   };
 
   // Throws spool::Error if a root has no acyclic term.
-  explicit GenomeSpace(std::vector<Region> regions);
+  explicit GenomeSpace(std::vector<GenomeRegion> regions);
 
   size_t num_genes() const { return genes_.size(); }
   size_t num_regions() const { return regions_.size(); }
-  const Region& region(size_t r) const { return regions_[r]; }
+  const GenomeRegion& region(size_t r) const { return regions_[r]; }
   const Gene& gene(size_t g) const { return genes_[g]; }
   // Genes with more than one candidate.
   size_t num_choice_genes() const { return choice_genes_; }
@@ -159,7 +159,7 @@ class GenomeSpace {
   std::vector<egraph::Term> terms(const Genome& genome) const;
 
  private:
-  std::vector<Region> regions_;
+  std::vector<GenomeRegion> regions_;
   std::vector<Gene> genes_;
   std::vector<std::vector<uint32_t>> root_genes_;
   std::vector<std::vector<uint32_t>> class_gene_;  // per region, by class id; UINT32_MAX if none

@@ -1,0 +1,147 @@
+#pragma once
+// Internal to the timing model (the model and its formulas: timing.cpp).
+// TimingSim is one class over several files, one per seam: timing.cpp the
+// kernel scheduling and the front ends, timing_dma.cpp the DMA engine,
+// timing_systolic.cpp the systolic arrays, timing_vector.cpp the vector
+// unit; scoreboard.hpp tracks the scratchpad accesses they all wait on.
+
+#include <spool/sim/sim.hpp>
+
+#include "dram.hpp"
+#include "scoreboard.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace spool::sim::detail {
+
+constexpr Time kNever = INT64_MAX / 4;
+
+inline Time period_of(double mhz) { return static_cast<Time>(std::llround(1e9 / mhz)); }
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Ring of the start times of a unit's last `depth` ops: the front end may
+// queue a new op once the op `depth` places earlier has started.
+class IssueQueue {
+ public:
+  explicit IssueQueue(int64_t depth = 1) : starts_(static_cast<size_t>(depth), 0) {}
+  Time slot_free() const { return starts_[head_]; }
+  void push(Time start) {
+    starts_[head_] = start;
+    head_ = (head_ + 1) % starts_.size();
+  }
+
+ private:
+  std::vector<Time> starts_;
+  size_t head_ = 0;
+};
+
+struct WeightTile {
+  int buffer = -1;
+  int64_t slot = 0, offset = 0, ld = 0, k = 0, n = 0;
+  bool trans = false;
+  uint64_t generation = 0;
+  bool operator==(const WeightTile&) const = default;
+};
+
+struct ArrayState {
+  Time stream_free = 0;   // the next tile's first row may enter
+  Time preload_free = 0;  // the shadow weight registers are free
+  Time drained = 0;       // the last tile's results have left
+  WeightTile weights;
+  IssueQueue queue;
+  Time busy = 0;  // streaming rows, and loading weights when there is no shadow buffer
+  int track = -1;
+};
+
+struct Frame {
+  const std::vector<npu::Stmt>* body = nullptr;
+  size_t index = 0;
+  int var = -1;  // -1: the kernel's top level
+  int64_t trips = 0;
+};
+
+// Per vector step, resolved once: config timing of each instruction.
+struct VecInstrTiming {
+  int64_t interval = 1, latency = 1, bits = 32;
+  int unit = 0;  // target::VectorUnit
+  bool reduce = false, counts = false, flop = false;
+  bool reduce_rows = false;  // down the rows (one value per column)
+  bool col_load = false;     // one row loaded once and broadcast down the rows
+};
+struct VecStatic {
+  std::vector<VecInstrTiming> instrs;
+  std::vector<npu::ValueShape> shapes;
+  target::VectorOpTiming store;
+};
+
+class TimingSim {
+ public:
+  TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace);
+
+  Report run();
+
+ private:
+  struct Core {
+    int kernel = -1;
+    Time free = 0;    // the core finished its last kernel
+    Time launch = 0;  // the current kernel's launch began
+    Time issue = 0;   // the front end's time
+    Time end = 0;     // latest completion of anything the kernel issued
+    std::vector<Frame> stack;
+    std::vector<int64_t> vars;
+    std::vector<std::vector<SlotState>> spad;  // per buffer, per slot
+    std::vector<std::pair<int, Time>> tags;
+    std::vector<ArrayState> arrays;
+    Time vector_free = 0, dma_free = 0;
+    IssueQueue vector_queue, dma_queue;
+    Time vector_busy = 0, dma_busy = 0;
+    int kernel_track = -1, vector_track = -1, dma_track = -1;
+  };
+
+  int64_t cycles(Time t) const { return ceil_div(t, core_period_); }
+
+  void record(int track, const std::string& name, Time start, Time duration) {
+    trace_->events.push_back({track, name, static_cast<double>(start) * 1e-9, static_cast<double>(duration) * 1e-9});
+  }
+
+  SlotState& slot_of(Core& core, const npu::SpadRef& r) {
+    auto& slots = core.spad[r.buffer];
+    const int64_t s = r.slot.eval(core.vars.data()) % static_cast<int64_t>(slots.size());
+    return slots[s];
+  }
+
+  // Kernels and front ends (timing.cpp).
+  void start_kernel(int ci, int k, Time ready);
+  const npu::Stmt* next_stmt(Core& core);
+  void execute(Core& core, const npu::Stmt& s);
+  Report finish();
+
+  // The DMA engine (timing_dma.cpp).
+  void dma(Core& core, const npu::DmaOp& d);
+  DmaCost request_dram(const npu::DmaOp& d, const int64_t* vars);
+
+  // The systolic arrays (timing_systolic.cpp).
+  void matmul(Core& core, const npu::MatmulOp& mm);
+
+  // The vector unit (timing_vector.cpp).
+  const VecStatic& vec_static(const npu::VectorOp& v);
+  void vector(Core& core, const npu::VectorOp& v);
+
+  const npu::Program& p_;
+  const target::NpuConfig& c_;
+  Trace* trace_;
+  DramModel dram_;
+  Time core_period_, noc_period_, rtt_ = 0;
+  std::vector<int64_t> base_;
+  std::vector<Core> cores_;
+  std::vector<int> channel_tracks_;
+  std::unordered_map<const npu::VectorOp*, VecStatic> vec_cache_;
+  std::vector<int64_t> latency_scratch_;
+  Report report_;
+};
+
+}  // namespace spool::sim::detail

@@ -1,0 +1,140 @@
+// The timing model's DMA engine (the model: timing.cpp).
+
+#include "timing.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace spool::sim::detail {
+
+using namespace spool::npu;
+
+// Walks the descriptor's DRAM addresses into the DRAM model; the cost of
+// the requests they make.
+DmaCost TimingSim::request_dram(const DmaOp& d, const int64_t* vars) {
+  const int64_t elem = dtype_bytes(p_.buffers[d.dram].dtype);
+  // Resolve and merge dimensions that are contiguous in DRAM.
+  int64_t dims[4], strides[4];
+  int nd = 0;
+  // Indirect transfers: timing-only runs have no index values, so requests
+  // are modelled as if the indices were consecutive (index value = its
+  // position in the index tile: a row gather reads consecutive rows). The
+  // number of bytes moved is exact; only the addresses are assumed.
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    const int64_t e = d.dims[i].eval(vars);
+    if (e == 1) continue;
+    dims[nd] = e;
+    strides[nd] = (d.dram_strides[i] + (d.indirect() ? d.index_strides[i] * d.index_scale : 0)) * elem;
+    ++nd;
+  }
+  for (int i = nd - 1; i > 0; --i) {
+    if (strides[i - 1] == dims[i] * strides[i]) {
+      dims[i - 1] *= dims[i];
+      strides[i - 1] = strides[i];
+      for (int j = i; j + 1 < nd; ++j) {
+        dims[j] = dims[j + 1];
+        strides[j] = strides[j + 1];
+      }
+      --nd;
+    }
+  }
+  const int64_t base = base_[d.dram] + d.dram_offset.eval(vars) * elem;
+  dram_.begin();
+  if (nd == 0) {
+    dram_.touch(base, elem);
+  } else {
+    const bool contiguous = strides[nd - 1] == elem;
+    const int64_t run = contiguous ? dims[nd - 1] * elem : elem;
+    const int outer = contiguous ? nd - 1 : nd;
+    // The innermost outer dimension's runs go to the DRAM model at once.
+    const int64_t rows = outer > 0 ? dims[outer - 1] : 1;
+    const int64_t row_stride = outer > 0 ? strides[outer - 1] : 0;
+    const int rest = std::max(outer - 1, 0);
+    int64_t idx[4] = {0, 0, 0, 0};
+    for (;;) {
+      int64_t addr = base;
+      for (int i = 0; i < rest; ++i) addr += idx[i] * strides[i];
+      dram_.touch_rows(addr, run, rows, row_stride);
+      int i = rest - 1;
+      for (; i >= 0; --i) {
+        if (++idx[i] < dims[i]) break;
+        idx[i] = 0;
+      }
+      if (i < 0) break;
+    }
+  }
+  return dram_.cost();
+}
+
+void TimingSim::dma(Core& core, const DmaOp& d) {
+  const int64_t* vars = core.vars.data();
+  const DmaCost cost = request_dram(d, vars);
+
+  // Scratchpad side: a load writes the slot range, a store reads it.
+  int64_t spad_last = 0, index_last = 0;  // offsets of the last element
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    const int64_t e = d.dims[i].eval(vars);
+    spad_last += (e - 1) * d.spad_strides[i];
+    if (d.indirect()) index_last += (e - 1) * d.index_strides[i];
+  }
+  SlotState& st = slot_of(core, d.spad);
+  const int64_t lo = d.spad.offset.eval(vars);
+  Box box = make_interval(lo, lo + spad_last + 1);
+  const size_t nsd = d.dims.size();
+  if (nsd >= 2 && d.spad_strides[nsd - 1] == 1) {
+    bool outer_unit = true;  // every dimension but the last two has extent 1
+    for (size_t i = 0; i + 2 < nsd; ++i) outer_unit = outer_unit && d.dims[i].eval(vars) == 1;
+    if (outer_unit)
+      box = make_box(lo, d.dims[nsd - 2].eval(vars), d.dims[nsd - 1].eval(vars), d.spad_strides[nsd - 2]);
+  }
+  Time ready = d.load ? write_ready(st, box) : read_ready(st, box);
+  Box index_box;
+  if (d.indirect()) {  // the index values must have arrived
+    const int64_t ilo = d.index.offset.eval(vars);
+    index_box = make_interval(ilo, ilo + index_last + 1);
+    ready = std::max(ready, read_ready(slot_of(core, d.index), index_box));
+  }
+
+  core.issue = std::max(core.issue, core.dma_queue.slot_free());
+  const Time start = std::max({core.issue, core.dma_free, ready});
+  const int64_t bus_bytes = cost.requests * c_.dma.request_bytes;
+  const Time issue_time = std::max(
+      {(c_.dma.setup_cycles + ceil_div(cost.requests, c_.dma.requests_per_cycle)) * core_period_,
+       ceil_div(cost.requests * rtt_, c_.dma.max_outstanding),
+       ceil_div(bus_bytes, c_.noc.ports_per_core * c_.noc.port_bytes_per_cycle) * noc_period_,
+       ceil_div(cost.useful_bytes, c_.vector.lanes * c_.scratchpad.port_bytes_per_cycle) * core_period_});
+  const Time issue_end = start + issue_time;
+  const Time one_way = c_.noc.latency_cycles * noc_period_;
+  const Time served = dram_.serve(start + one_way, issue_end + one_way, !d.load, [&](int ch, Time s, Time dur) {
+    if (trace_) record(channel_tracks_[ch], d.load ? "read" : "write", s, dur);
+  });
+  const Time done = std::max(served, issue_end + one_way) + c_.dram.latency_cycles * dram_.period() + one_way;
+
+  core.dma_queue.push(start);
+  core.dma_free = issue_end;
+  core.dma_busy += issue_time;
+  core.issue += core_period_;
+  core.end = std::max(core.end, done);
+  if (d.indirect()) record_read(slot_of(core, d.index), index_box, issue_end);
+  if (d.load) {
+    record_write(st, box, done, -1);
+  } else {
+    // A store has read its scratchpad data once its last request left.
+    record_read(st, box, issue_end);
+  }
+  bool found = false;
+  for (auto& [tag, t] : core.tags) {
+    if (tag == d.tag) {
+      t = std::max(t, done);
+      found = true;
+    }
+  }
+  if (!found) core.tags.push_back({d.tag, done});
+  report_.dram_useful_bytes += cost.useful_bytes;
+  if (trace_)
+    record(core.dma_track, fmt::format("{} @{}", d.load ? "load" : "store", p_.buffers[d.dram].name), start,
+           done - start);
+}
+
+}  // namespace spool::sim::detail
