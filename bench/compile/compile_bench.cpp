@@ -33,11 +33,11 @@ namespace {
 // The fastest of at least `runs` compiles, repeated until they have taken
 // `min_ms` in all: a cheap compile is timed over as long as an expensive
 // one, so that both minimums are as close to the machine's quiet speed.
-CompileResult best_of(const Graph& g, const CompileOptions& options, int runs, double min_ms = 0) {
-  CompileResult best = compile(g, options);
+compile::Compiled best_of(const Graph& g, const compile::Options& options, int runs, double min_ms = 0) {
+  compile::Compiled best = compile::run(g, options);
   double spent = best.report.times.total_ms;
   for (int i = 1; i < runs || spent < min_ms; ++i) {
-    CompileResult r = compile(g, options);
+    compile::Compiled r = compile::run(g, options);
     spent += r.report.times.total_ms;
     if (r.report.times.total_ms < best.report.times.total_ms) best = std::move(r);
   }
@@ -50,17 +50,17 @@ CompileResult best_of(const Graph& g, const CompileOptions& options, int runs, d
 // has at least `runs` compiles and `min_ms` in all. A drift in the machine's
 // speed while they run (other load, clock changes) then moves both minimums
 // alike instead of the ratio between them.
-std::pair<CompileResult, CompileResult> best_of_pair(const Graph& g, const CompileOptions& a, const CompileOptions& b,
+std::pair<compile::Compiled, compile::Compiled> best_of_pair(const Graph& g, const compile::Options& a, const compile::Options& b,
                                                      int runs, double min_ms) {
   struct Mode {
-    explicit Mode(const CompileOptions& o) : options(o) {}
-    const CompileOptions& options;
-    std::optional<CompileResult> best;
+    explicit Mode(const compile::Options& o) : options(o) {}
+    const compile::Options& options;
+    std::optional<compile::Compiled> best;
     double spent = 0;
     int count = 0;
     bool done(int runs, double min_ms) const { return count >= runs && spent >= min_ms; }
     void run(const Graph& g) {
-      CompileResult r = compile(g, options);
+      compile::Compiled r = compile::run(g, options);
       spent += r.report.times.total_ms;
       ++count;
       if (!best || r.report.times.total_ms < best->report.times.total_ms) best = std::move(r);
@@ -90,16 +90,16 @@ double best_ms(int runs, F f) {
 
 // Tree-cost and DAG-cost greedy extraction alone on the unrolled e-graph of
 // `layers` layers: time, and the DAG cost of the term each extracts.
-void extraction_alone(int layers, const CompileOptions& base) {
+void extraction_alone(int layers, const compile::Options& base) {
   models::LlamaConfig config = models::LlamaConfig::llama3_8b();
   config.layers = layers;
   const Graph g = models::build_llama(config, models::Phase::prefill(512));
-  CompileOptions options = base;
+  compile::Options options = base;
   options.roll = false;
-  const Saturated s = saturate(g, options);
+  const compile::Saturated s = compile::saturate(g, options);
   if (s.regions.size() != 1) return;
-  const Region& region = s.regions[0];
-  const std::unique_ptr<egraph::CostFunction> cost = extraction_cost(region);
+  const compile::RegionEGraph& region = s.regions[0];
+  const std::unique_ptr<egraph::CostFunction> cost = compile::extraction_cost(region);
   double tree_cost = 0, dag_cost = 0;
   const double tree_ms =
       best_ms(5, [&] { tree_cost = egraph::Extractor(*region.egraph, *cost).extract(region.roots).dag_cost; });
@@ -117,19 +117,19 @@ void extraction_alone(int layers, const CompileOptions& base) {
 // roll could give), and the largest region's saturation alone (a bound on
 // the ratio if the roll, the split, the other regions, extraction, stitch
 // and unroll all cost nothing).
-void rolled_bounds(int layers, double unrolled_ms, const CompileOptions& base) {
+void rolled_bounds(int layers, double unrolled_ms, const compile::Options& base) {
   models::LlamaConfig config = models::LlamaConfig::llama3_8b();
   config.layers = layers;
   const Graph g = models::build_llama(config, models::Phase::prefill(512));
   const Graph rolled = roll::auto_roll(g).graph;
-  CompileOptions no_roll = base;
+  compile::Options no_roll = base;
   no_roll.roll = false;
-  const CompileResult pre = best_of(rolled, no_roll, 5, 300);
+  const compile::Compiled pre = best_of(rolled, no_roll, 5, 300);
   double region_ms = 1e300;
   for (double spent = 0; spent < 300;) {
-    const Saturated s = saturate(g, base);
+    const compile::Saturated s = compile::saturate(g, base);
     double largest = 0;
-    for (const Region& r : s.regions) largest = std::max(largest, r.saturation.total_ms);
+    for (const compile::RegionEGraph& r : s.regions) largest = std::max(largest, r.saturation.total_ms);
     region_ms = std::min(region_ms, largest);
     spent += s.report.times.roll_ms + s.report.times.saturate_ms;
   }
@@ -170,7 +170,7 @@ int run(int argc, char** argv) {
   if (rules.empty()) rules.push_back(std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules");
   // The options of every compile here (rolled unless told otherwise).
   auto base_options = [&] {
-    CompileOptions options;
+    compile::Options options;
     options.rule_files = rules;
     options.runner.node_limit = 2'000'000;
     options.runner.scheduler = scheduler;
@@ -182,10 +182,10 @@ int run(int argc, char** argv) {
     models::LlamaConfig config = models::LlamaConfig::llama3_8b();
     config.layers = max_layers;
     const Graph g = models::build_llama(config, models::Phase::prefill(512));
-    CompileOptions options = base_options();
+    compile::Options options = base_options();
     options.roll = profile == "rolled";
-    const CompileResult r = best_of(g, options, runs);
-    const CompileTimes& t = r.report.times;
+    const compile::Compiled r = best_of(g, options, runs);
+    const compile::Times& t = r.report.times;
     std::printf("%s, %d layers, best of %d: roll %.2f, saturate %.2f, extract %.2f, unroll %.2f, total %.2f ms\n",
                 profile.c_str(), max_layers, runs, t.roll_ms, t.saturate_ms, t.extract_ms, t.unroll_ms, t.total_ms);
     return 0;
@@ -205,7 +205,7 @@ int run(int argc, char** argv) {
     models::LlamaConfig config = models::LlamaConfig::llama3_8b();
     config.layers = max_layers;
     const Graph g = models::build_llama(config, models::Phase::prefill(512));
-    CompileOptions unrolled_options = base_options();
+    compile::Options unrolled_options = base_options();
     unrolled_options.roll = false;
     best_of_pair(g, base_options(), unrolled_options, 1, 500);
   }
@@ -215,16 +215,16 @@ int run(int argc, char** argv) {
     models::LlamaConfig config = models::LlamaConfig::llama3_8b();
     config.layers = layers;
     const Graph g = models::build_llama(config, models::Phase::prefill(512));
-    const CompileOptions rolled_options = base_options();
-    CompileOptions unrolled_options = base_options();
+    const compile::Options rolled_options = base_options();
+    compile::Options unrolled_options = base_options();
     unrolled_options.roll = false;
     const auto [rolled, unrolled] = best_of_pair(g, rolled_options, unrolled_options, 5, kMinMs);
     if (layers == 2) rolled_at_2 = rolled.report.times.total_ms;
     rolled_last = rolled.report.times.total_ms;
     unrolled_last = unrolled.report.times.total_ms;
     const bool same = compacted(cse(rolled.program)) == compacted(cse(unrolled.program));
-    for (const CompileResult* r : {&rolled, &unrolled}) {
-      const CompileReport& rep = r->report;
+    for (const compile::Compiled* r : {&rolled, &unrolled}) {
+      const compile::Report& rep = r->report;
       std::printf("%6d %8s | %7.1f %8.1f %7.1f %7.1f %8.1f | %3zu %7zu %7zu | %5zu %7zu |", layers,
                   r == &rolled ? "rolled" : "unrolled", rep.times.roll_ms, rep.times.saturate_ms, rep.times.extract_ms,
                   rep.times.unroll_ms, rep.times.total_ms, rep.egraph.egraphs, rep.egraph.nodes, rep.egraph.classes,

@@ -118,9 +118,9 @@ int run(int argc, char** argv) {
   const target::NpuConfig config = target::load_config(npu);
 
   auto t = std::chrono::steady_clock::now();
-  CompileOptions co;
+  compile::Options co;
   co.rule_files = {rules};
-  const Saturated saturated = saturate(hlir, co);
+  const compile::Saturated saturated = compile::saturate(hlir, co);
   const search::SearchSpace space = search::search_space(saturated);
   const double saturate_s = seconds_since(t);
   std::printf("model        %s (%s, %s, seq %lld), npu %s\n", ref.entry->name.c_str(), mo.size.c_str(),

@@ -46,7 +46,7 @@ std::string dram_size(int64_t bytes);
 void add_model_options(CLI::App* cmd, models::ModelOptions& options);
 
 // --print-after STAGE|all (repeatable) and --print-dir DIR: the IR after each
-// named stage (CompileOptions::print_after lists them), written to
+// named stage (compile::Options::print_after lists them), written to
 // DIR/NN-STAGE.txt (NN the stage's place in the pipeline) or, without a
 // directory, to standard error.
 struct PrintAfter {
@@ -54,7 +54,7 @@ struct PrintAfter {
   std::string dir;
 };
 void add_print_options(CLI::App* cmd, PrintAfter& options);
-// The callback for CompileOptions::print_after; empty when no stage is asked for.
+// The callback for compile::Options::print_after; empty when no stage is asked for.
 std::function<void(std::string_view, const std::string&)> stage_printer(const PrintAfter& options);
 
 void add_run_command(CLI::App& app);

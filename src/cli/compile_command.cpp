@@ -37,14 +37,14 @@ void run_compile(const CompileCommandOptions& o) {
     fail("--check runs the reference interpreter, which holds every value as a double and cannot run {} "
          "parameters; drop --check or use --size tiny",
          parameter_count(hlir));
-  CompileOptions options;
+  compile::Options options;
   options.roll = !o.no_roll;
   options.rule_files = o.rules;
   if (options.rule_files.empty())
     options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   options.print_after = stage_printer(o.print);
-  const CompileResult c = compile(hlir, options);
-  const CompileReport& r = c.report;
+  const compile::Compiled c = compile::run(hlir, options);
+  const compile::Report& r = c.report;
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(), model_options.phase.c_str());
   std::printf("roll       %lld loops, trips", static_cast<long long>(r.roll.loops));
   for (int64_t t : r.roll.trips) std::printf(" %lld", static_cast<long long>(t));

@@ -45,12 +45,12 @@ void run_fuzz(const FuzzCommandOptions& o) {
     fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);
   const Graph hlir = ref.entry->build(model_options);
 
-  CompileOptions options;
+  compile::Options options;
   options.roll = !o.no_roll;
   options.rule_files = o.rules;
   if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   options.threads = o.threads;
-  const Saturated saturated = saturate(hlir, options);
+  const compile::Saturated saturated = compile::saturate(hlir, options);
   const search::SearchSpace space = search::search_space(saturated);
 
   const search::Reference reference = search::make_reference(hlir, o.input_seed);

@@ -99,7 +99,7 @@ std::string dram_size(int64_t bytes) {
 
 void add_print_options(CLI::App* cmd, PrintAfter& options) {
   std::vector<std::string> names{"all"};
-  for (const char* stage : kStages) names.push_back(stage);
+  for (const char* stage : compile::kStages) names.push_back(stage);
   cmd->add_option("--print-after", options.stages,
                   fmt::format("Write the IR after a stage ({}; repeatable)", fmt::join(names, ", ")))
       ->check(CLI::IsMember(names));
@@ -120,7 +120,7 @@ std::function<void(std::string_view, const std::string&)> stage_printer(const Pr
   return [options, all](std::string_view stage, const std::string& text) {
     if (!all && std::find(options.stages.begin(), options.stages.end(), stage) == options.stages.end()) return;
     size_t place = 0;
-    while (place < std::size(kStages) && kStages[place] != stage) ++place;
+    while (place < std::size(compile::kStages) && compile::kStages[place] != stage) ++place;
     if (options.dir.empty()) {
       std::fprintf(stderr, "; ---- after %.*s ----\n%s", static_cast<int>(stage.size()), stage.data(), text.c_str());
       return;

@@ -182,7 +182,7 @@ std::string megabytes(int64_t bytes) { return fmt::format("{:.1f} MB", static_ca
 
 void print_report(const pipeline::Report& r, const target::NpuConfig& config, const models::Phase& phase,
                   bool timing_only) {
-  const CompileReport& c = r.compile;
+  const compile::Report& c = r.compile;
   std::string trips;
   for (const int64_t t : c.roll.trips) trips += fmt::format("{}{}", trips.empty() ? "" : ",", t);
   std::printf("npu        %s: %d core(s) at %.0f MHz, %d arrays %lldx%lld, %lld lanes, %s scratchpad, %.0f GB/s DRAM\n",

@@ -56,7 +56,7 @@ pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_
 }
 
 void print_compile(const pipeline::Report& r) {
-  const CompileReport& c = r.compile;
+  const compile::Report& c = r.compile;
   std::printf("compile          roll %lld loop(s), %zu e-graph(s) of %zu nodes, %zu LLIR nodes\n",
               static_cast<long long>(c.roll.loops), c.egraph.egraphs, c.egraph.nodes, r.llir_nodes);
   std::printf("stages ms        roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, lower %.1f, simulate %.1f\n",

@@ -60,7 +60,7 @@ void run_opt(const OptOptions& o) {
     write_file(o.output, print_graph(roll::auto_roll(hlir).graph));
     return;
   }
-  CompileOptions options;
+  compile::Options options;
   options.roll = roll;
   options.rule_files = o.rules;
   if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
@@ -68,7 +68,7 @@ void run_opt(const OptOptions& o) {
   options.print_after = [&](std::string_view stage, const std::string& t) {
     if (stage == order[last]) text = t;
   };
-  compile(hlir, options);
+  compile::run(hlir, options);
   write_file(o.output, text);
 }
 

@@ -30,7 +30,7 @@
 #include <optional>
 #include <set>
 
-namespace spool {
+namespace spool::compile {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -188,8 +188,8 @@ void parallel_indices(size_t n, int threads, const Body& body) {
 
 // One region's e-graph: its graph, plus (for loops short enough) the same
 // graph with those loops unrolled, each output unioned with its unrolled self.
-Region build_region(const region::RegionGraph& rg, const hlir::HlirLanguage& rules_lang) {
-  Region region;
+RegionEGraph build_region(const RegionGraph& rg, const hlir::HlirLanguage& rules_lang) {
+  RegionEGraph region;
   region.lang = std::make_unique<hlir::HlirLanguage>(rules_lang);
   region.egraph = hlir::make_egraph(*region.lang);
   egraph::EGraph& eg = *region.egraph;
@@ -227,7 +227,7 @@ Region build_region(const region::RegionGraph& rg, const hlir::HlirLanguage& rul
   return region;
 }
 
-void saturate_region(Region& region, const CompiledRules& rules, const CompileOptions& options) {
+void saturate_region(RegionEGraph& region, const CompiledRules& rules, const Options& options) {
   egraph::EGraph& eg = *region.egraph;
   hlir::HlirLanguage& lang = *region.lang;
   size_t iterations = 0;
@@ -260,14 +260,14 @@ std::optional<LoopAttr> marker_of(const hlir::HlirLanguage& lang, egraph::ENodeR
 }
 
 // The greedy term of a region, whose extractor is given.
-egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extractor);
+egraph::Term greedy_term(const RegionEGraph& region, const egraph::DagExtractor& extractor);
 
 // The placeholder K of a region's e-graph node, if it is one.
 std::optional<size_t> placeholder_of(const hlir::HlirLanguage& lang, egraph::ENodeRef node) {
   const std::optional<Op> op = lang.hlir_op(node.op);
   if (!op || (*op != Op::Input && *op != Op::Weight)) return std::nullopt;
   const std::string& name = std::get<NameAttr>(lang.payload(node.attr).attr).name;
-  const std::string_view prefix = region::kInputPrefix;
+  const std::string_view prefix = kInputPrefix;
   if (name.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
   return std::stoul(name.substr(prefix.size()));
 }
@@ -289,7 +289,7 @@ class PlaceholderCost : public egraph::CostFunction {
     size_t k;
   };
   using Placeholders = std::vector<Placeholder>;
-  static Placeholders placeholders(const Region& region) {
+  static Placeholders placeholders(const RegionEGraph& region) {
     Placeholders out;
     const egraph::EGraph& eg = *region.egraph;
     for (const egraph::ClassId c : eg.classes())
@@ -299,7 +299,7 @@ class PlaceholderCost : public egraph::CostFunction {
     return out;
   }
 
-  PlaceholderCost(const Region& region, const Placeholders& placeholders, const egraph::CostFunction& base,
+  PlaceholderCost(const RegionEGraph& region, const Placeholders& placeholders, const egraph::CostFunction& base,
                   const std::vector<double>& leaf_costs)
       : base_(base), by_attr_(region.lang->language().attrs.size(), -1.0) {
     for (const Placeholder& p : placeholders)
@@ -337,7 +337,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   // Each distinct region is priced by its first instance.
   std::vector<size_t> first_instance(n, SIZE_MAX);
   for (size_t i = s.split.instances.size(); i-- > 0;) first_instance[s.split.instances[i].region] = i;
-  const auto home = region::home_of(s.rolled, s.split);
+  const auto home = home_of(s.rolled, s.split);
   std::vector<std::vector<double>> leaf(n);
   for (size_t d = 0; d < n; ++d) leaf[d].assign(s.split.instances[first_instance[d]].inputs.size(), -1.0);
   std::vector<PlaceholderCost::Placeholders> placeholders(n);  // found once; the prices change
@@ -376,7 +376,7 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
   for (size_t pass = 0; n > 1 && pass <= n + 1; ++pass) {
     bool changed = false;
     for (size_t d = 0; d < n; ++d) {
-      const region::Instance& inst = s.split.instances[first_instance[d]];
+      const Instance& inst = s.split.instances[first_instance[d]];
       for (size_t k = 0; k < inst.inputs.size(); ++k) {
         const auto [j, r] = home[inst.inputs[k].value];
         if (j == UINT32_MAX) continue;  // a source, or a loop input of sources: priced as itself
@@ -406,10 +406,10 @@ std::vector<egraph::Term> extract_regions(const Saturated& s, int threads) {
 
 }  // namespace
 
-nlohmann::json to_json(const CompileReport& report) {
+nlohmann::json to_json(const Report& report) {
   const roll::RollReport& r = report.roll;
   const EGraphReport& e = report.egraph;
-  const CompileTimes& t = report.times;
+  const Times& t = report.times;
   return {
       {"roll",
        {{"loops", r.loops},
@@ -433,16 +433,16 @@ nlohmann::json to_json(const CompileReport& report) {
   };
 }
 
-Saturated saturate(const Graph& hlir, const CompileOptions& options) {
+Saturated saturate(const Graph& hlir, const Options& options) {
   Saturated s;
 
   // 1. Roll repeated layers. The rolled graph is split into regions while
   // the roll's last search (the one that finds nothing more) runs.
   auto t = Clock::now();
-  std::optional<region::Split> split;  // of the last graph the roll passed
+  std::optional<Split> split;  // of the last graph the roll passed
   auto split_of = [&](const Graph& g) {
     const auto split_start = Clock::now();
-    split = region::split(g, options.unroll_union_max_trips, options.split_regions);
+    split = compile::split(g, options.unroll_union_max_trips, options.split_regions);
     spdlog::debug("split: {} regions, {} distinct, in {:.2f} ms", split->instances.size(), split->regions.size(),
                   ms_since(split_start));
   };
@@ -494,7 +494,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
     s.regions[i].cost = options.cost;
     saturate_region(s.regions[i], *rules, options);
     if (i == 0 && s.regions.size() > 1) {
-      Region& first = s.regions[0];
+      RegionEGraph& first = s.regions[0];
       first.unpriced_cost = extraction_cost(first);
       first.unpriced_extractor = std::make_unique<egraph::DagExtractor>(*first.egraph, *first.unpriced_cost);
     }
@@ -506,7 +506,7 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   EGraphReport& e = s.report.egraph;
   e.egraphs = s.regions.size();
   e.regions = s.split.instances.size();
-  for (const Region& r : s.regions) {
+  for (const RegionEGraph& r : s.regions) {
     e.nodes += r.egraph->num_nodes();
     e.classes += r.egraph->num_classes();
     e.iterations += r.saturation.iterations;
@@ -527,18 +527,18 @@ Saturated saturate(const Graph& hlir, const CompileOptions& options) {
   return s;
 }
 
-std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region) {
+std::unique_ptr<egraph::CostFunction> extraction_cost(const RegionEGraph& region) {
   return std::make_unique<hlir::HlirCost>(*region.lang, region.cost);
 }
 
-egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost) {
+egraph::Term extract_greedy(const RegionEGraph& region, const egraph::CostFunction& cost) {
   const egraph::DagExtractor extractor(*region.egraph, cost);
   return greedy_term(region, extractor);
 }
 
 namespace {
 
-egraph::Term greedy_term(const Region& region, const egraph::DagExtractor& extractor) {
+egraph::Term greedy_term(const RegionEGraph& region, const egraph::DagExtractor& extractor) {
   const egraph::EGraph& eg = *region.egraph;
   const hlir::HlirLanguage& lang = *region.lang;
   std::map<uint32_t, egraph::NodeId> chosen_instead;  // class -> node, overriding the extractor's choice
@@ -644,10 +644,10 @@ std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads
   return extract_regions(saturated, threads);
 }
 
-CompileResult compile(const Graph& hlir, const CompileOptions& options) {
+Compiled run(const Graph& hlir, const Options& options) {
   const auto start = Clock::now();
   Saturated s = saturate(hlir, options);
-  CompileResult result;
+  Compiled result;
   result.report = s.report;
 
   // 3. Extract one term per region (the cheapest under the cost, greedily).
@@ -681,4 +681,4 @@ CompileResult compile(const Graph& hlir, const CompileOptions& options) {
   return result;
 }
 
-}  // namespace spool
+}  // namespace spool::compile

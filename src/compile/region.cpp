@@ -1,4 +1,4 @@
-// region::split: the rolled graph cut into regions, each rebuilt as a small
+// split: the rolled graph cut into regions, each rebuilt as a small
 // graph in a canonical form (see region.hpp).
 //
 // Every live computed node is assigned to a region: the body region of the
@@ -26,7 +26,7 @@
 #include <algorithm>
 #include <map>
 
-namespace spool::region {
+namespace spool::compile {
 namespace {
 
 // Whether two sources are one leaf in a region's e-graph: regions copy
@@ -300,4 +300,4 @@ std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const Sp
   return home;
 }
 
-}  // namespace spool::region
+}  // namespace spool::compile

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace spool {
+namespace spool::compile {
 namespace {
 
 // A region's term read as a program, once per region: what to_graph would
@@ -64,7 +64,7 @@ TermProgram read_term(const hlir::HlirLanguage& lang, const egraph::Term& term) 
       check_source(entry.op, *entry.attr, entry.type.dtype, entry.type.shape);
       if (entry.op == Op::Input || entry.op == Op::Weight) {
         const std::string_view name = std::get<NameAttr>(*entry.attr).name;
-        const std::string_view prefix = region::kInputPrefix;
+        const std::string_view prefix = kInputPrefix;
         size_t k = 0;
         const char* end = name.data() + name.size();
         const auto [ptr, ec] = name.starts_with(prefix)
@@ -100,12 +100,12 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
       if (r >= terms[d].nodes.size()) fail("program: a root of region {} is term node {} of {}", d, r, terms[d].nodes.size());
     programs.push_back(read_term(*regions[d].lang, terms[d]));
   }
-  const std::vector<region::Instance>& instances = split.instances;
-  const auto home = region::home_of(rolled, split);
+  const std::vector<Instance>& instances = split.instances;
+  const auto home = home_of(rolled, split);
 
   Graph out(rolled.name());
   size_t bound = rolled.id_bound();  // copied sources, and each instance's program at most once
-  for (const region::Instance& inst : instances) bound += programs[inst.region].num_nodes;
+  for (const Instance& inst : instances) bound += programs[inst.region].num_nodes;
   out.reserve(bound);
   std::vector<NodeId> source_copy(rolled.id_bound());
   auto copy_source = [&](NodeId id) {
@@ -116,7 +116,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
     return Edge{source_copy[id.value], {}};
   };
   // A value no region computes: a graph source, or a loop input of graph
-  // sources that region::split keeps out of the regions, copied once.
+  // sources that split keeps out of the regions, copied once.
   auto copy_outside = [&](NodeId id) {
     const Node& n = rolled.node(id);
     if (is_source(n.op)) return copy_source(id);
@@ -187,7 +187,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
         continue;
       }
       on_path[i][t] = true;
-      const region::Instance& inst = instances[i];
+      const Instance& inst = instances[i];
       const TermProgram& program = programs[inst.region];
       const TermProgram::Entry& node = program.entries[t];
       if (node.placeholder != SIZE_MAX) {
@@ -205,7 +205,7 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
         const Node& src = out.node(v.src);
         if (src.dtype != node.type.dtype ||
             (v.view.is_identity() ? src.shape != node.type.shape : v.view.apply(src.shape) != node.type.shape))
-          fail("program: placeholder {}{} of region {} receives a value of another type", region::kInputPrefix,
+          fail("program: placeholder {}{} of region {} receives a value of another type", kInputPrefix,
                node.placeholder, inst.region);
         value[i][t] = std::move(v);
       } else if (is_source(node.op)) {
@@ -242,4 +242,4 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
 // from the loop, once from a chain the extraction took it from): cse() keeps one.
 Graph Saturated::program(std::span<const egraph::Term> terms) const { return cse(roll::unroll(rolled_program(terms))); }
 
-}  // namespace spool
+}  // namespace spool::compile

@@ -27,12 +27,12 @@ double ms_since(Clock::time_point start) {
 // report's extract/unroll times either way.
 Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const Options& options, Report& report) {
   if (options.search_genomes == 0) {
-    CompileResult compiled = compile(hlir, options.compile);
+    compile::Compiled compiled = compile::run(hlir, options.compile);
     report.compile = compiled.report;
     return std::move(compiled.program);
   }
   const auto start = Clock::now();
-  const Saturated saturated = saturate(hlir, options.compile);
+  const compile::Saturated saturated = compile::saturate(hlir, options.compile);
   report.compile = saturated.report;
   const auto search_start = Clock::now();
   const search::SearchSpace space = search::search_space(saturated);
@@ -53,7 +53,7 @@ Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const 
   // same greedy terms: the baseline is the program a compile without a
   // search runs, simulated whole, and the search's best replaces it only if
   // it is faster.
-  Graph greedy = saturated.program(extract_greedy(saturated, options.compile.threads));
+  Graph greedy = saturated.program(compile::extract_greedy(saturated, options.compile.threads));
   SearchFigures figures;
   figures.genomes = result.genomes;
   figures.greedy_kernel_cycles = result.greedy_rank_cycles;
@@ -244,7 +244,7 @@ int64_t required_source_bytes(const Graph& graph) {
 }
 
 nlohmann::json Report::to_json() const {
-  nlohmann::json j = spool::to_json(compile);
+  nlohmann::json j = compile::to_json(compile);
   j["compile"]["lower_ms"] = lower_ms;
   j["compile"]["simulate_ms"] = simulate_ms;
   j["compile"]["pipeline_ms"] = total_ms;

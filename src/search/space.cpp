@@ -1,6 +1,6 @@
 // A model's search space: the regions of spool::saturate as genome regions
 // (with their short loops), compile's greedy extraction as the greedy genome,
-// and Saturated::program as the way to the unrolled program.
+// and compile::Saturated::program as the way to the unrolled program.
 
 #include <spool/search/space.hpp>
 
@@ -10,7 +10,7 @@ namespace spool::search {
 namespace {
 
 // The marker nodes of loop `loop` in a region's e-graph.
-std::vector<egraph::NodeId> loop_markers(const spool::Region& region, int64_t loop) {
+std::vector<egraph::NodeId> loop_markers(const compile::RegionEGraph& region, int64_t loop) {
   std::vector<egraph::NodeId> out;
   const egraph::EGraph& eg = *region.egraph;
   for (egraph::ClassId c : eg.classes())
@@ -53,22 +53,22 @@ double SearchSpace::estimate(const Genome& genome) const {
   return total;
 }
 
-SearchSpace search_space(const Saturated& saturated) {
+SearchSpace search_space(const compile::Saturated& saturated) {
   std::vector<GenomeRegion> regions;
   std::vector<const hlir::HlirLanguage*> languages;
   std::vector<std::shared_ptr<const egraph::CostFunction>> costs;
-  for (const spool::Region& r : saturated.regions) {
+  for (const compile::RegionEGraph& r : saturated.regions) {
     languages.push_back(r.lang.get());
     GenomeRegion region{r.egraph.get(), r.roots, {}};
-    for (const UnionedLoop& u : r.unioned_loops)
+    for (const compile::UnionedLoop& u : r.unioned_loops)
       region.loops.push_back(LoopGroup{u.loop_ends, u.loop_outputs, loop_markers(r, u.loop)});
     regions.push_back(std::move(region));
-    costs.push_back(extraction_cost(r));
+    costs.push_back(compile::extraction_cost(r));
   }
-  const std::vector<egraph::Term> greedy_terms = extract_greedy(saturated);
+  const std::vector<egraph::Term> greedy_terms = compile::extract_greedy(saturated);
   GenomeSpace genomes(std::move(regions));
   Genome greedy = genomes.from_terms(greedy_terms);
-  const Saturated* s = &saturated;
+  const compile::Saturated* s = &saturated;
   ProgramBuilder build = [s](std::span<const egraph::Term> terms) { return s->program(terms); };
   return SearchSpace(std::move(genomes), std::move(greedy), std::move(build), std::move(languages), std::move(costs));
 }

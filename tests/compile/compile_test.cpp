@@ -45,9 +45,9 @@ double program_cost(const Graph& program) {
 }
 
 // saturate + greedy extraction, stopping before the stitched program is unrolled.
-Graph rolled_program(const Graph& g, const CompileOptions& options) {
-  const Saturated s = saturate(g, options);
-  return s.rolled_program(extract_greedy(s));
+Graph rolled_program(const Graph& g, const compile::Options& options) {
+  const compile::Saturated s = compile::saturate(g, options);
+  return s.rolled_program(compile::extract_greedy(s));
 }
 
 size_t count_ops(const Graph& g, Op op) {
@@ -75,20 +75,20 @@ TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
   config.layers = 8;
   for (const Graph& g : {models::build_llama(config, models::Phase::prefill(8)), nested(6, 6)}) {
     INFO(g.name());
-    CompileOptions options;
+    compile::Options options;
     options.rule_files = {kRules};
     options.threads = options.runner.threads = 1;
-    const Saturated one = saturate(g, options);
+    const compile::Saturated one = compile::saturate(g, options);
     options.threads = options.runner.threads = 2;
-    const Saturated two = saturate(g, options);
+    const compile::Saturated two = compile::saturate(g, options);
     CHECK(one.report.egraph.egraphs >= 2);
     REQUIRE(one.regions.size() == two.regions.size());
     std::vector<egraph::Term> terms_one, terms_two;
     for (size_t i = 0; i < one.regions.size(); ++i) {
       CHECK(one.regions[i].egraph->num_nodes() == two.regions[i].egraph->num_nodes());
       CHECK(one.regions[i].egraph->num_classes() == two.regions[i].egraph->num_classes());
-      terms_one.push_back(extract_greedy(one.regions[i], *extraction_cost(one.regions[i])));
-      terms_two.push_back(extract_greedy(two.regions[i], *extraction_cost(two.regions[i])));
+      terms_one.push_back(compile::extract_greedy(one.regions[i], *compile::extraction_cost(one.regions[i])));
+      terms_two.push_back(compile::extract_greedy(two.regions[i], *compile::extraction_cost(two.regions[i])));
       CHECK(terms_one.back() == terms_two.back());
     }
     CHECK(one.program(terms_one) == two.program(terms_two));
@@ -96,18 +96,18 @@ TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
     // the one extraction would build; the terms are the same without it.
     REQUIRE(two.regions[0].unpriced_extractor);
     for (size_t i = 1; i < two.regions.size(); ++i) CHECK_FALSE(two.regions[i].unpriced_extractor);
-    const egraph::DagExtractor fresh(*two.regions[0].egraph, *extraction_cost(two.regions[0]));
+    const egraph::DagExtractor fresh(*two.regions[0].egraph, *compile::extraction_cost(two.regions[0]));
     for (const egraph::ClassId c : two.regions[0].egraph->classes()) {
       CHECK(two.regions[0].unpriced_extractor->cost(c) == fresh.cost(c));
       CHECK(two.regions[0].unpriced_extractor->best_node(c) == fresh.best_node(c));
     }
-    Saturated without = saturate(g, options);
+    compile::Saturated without = compile::saturate(g, options);
     without.regions[0].unpriced_extractor.reset();
-    CHECK(extract_greedy(without) == extract_greedy(two));
+    CHECK(compile::extract_greedy(without) == compile::extract_greedy(two));
     options.threads = options.runner.threads = 1;
-    const CompileResult a = compile(g, options);
+    const compile::Compiled a = compile::run(g, options);
     options.threads = options.runner.threads = 2;
-    const CompileResult b = compile(g, options);
+    const compile::Compiled b = compile::run(g, options);
     CHECK(a.program == b.program);
     check_same_outputs(g, a.program);
   }
@@ -116,10 +116,10 @@ TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
 TEST_CASE("a nested repeat with long loops is three regions, and identical regions are saturated once") {
   // Six layers of six steps: both loops are long, so the outer body and the
   // inner body are regions of their own.
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
   const Graph g = nested(6, 6);
-  const CompileResult r = compile(g, options);
+  const compile::Compiled r = compile::run(g, options);
   CHECK(r.report.roll.loops == 2);
   CHECK(r.report.egraph.regions == 3);
   CHECK(r.report.egraph.egraphs == 3);
@@ -128,13 +128,13 @@ TEST_CASE("a nested repeat with long loops is three regions, and identical regio
   // Four steps a layer: the inner loop is short, so it stays in the outer
   // body's region, rolled and unrolled at once.
   const Graph short_inner = nested(6, 4);
-  const CompileResult si = compile(short_inner, options);
+  const compile::Compiled si = compile::run(short_inner, options);
   CHECK(si.report.roll.loops == 2);
   CHECK(si.report.egraph.regions == 2);
   check_same_outputs(short_inner, si.program);
-  const Saturated sat = saturate(short_inner, options);
+  const compile::Saturated sat = compile::saturate(short_inner, options);
   size_t unioned = 0;
-  for (const Region& region : sat.regions) unioned += region.unioned_loops.size();
+  for (const compile::RegionEGraph& region : sat.regions) unioned += region.unioned_loops.size();
   CHECK(unioned == 1);
 
   // Two runs of six identical layers, split by an exp2 that does not repeat:
@@ -147,7 +147,7 @@ TEST_CASE("a nested repeat with long loops is three regions, and identical regio
     if (half == 0) x = exp2(x * -1.0);
   }
   output("y", x);
-  const CompileResult t = compile(two, options);
+  const compile::Compiled t = compile::run(two, options);
   CHECK(t.report.roll.loops == 2);
   CHECK(t.report.egraph.regions == 3);
   CHECK(t.report.egraph.egraphs == 2);
@@ -164,7 +164,7 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
     graphs.push_back(models::build_llama(config, models::Phase::prefill(8)));
   }
   for (const Graph& g : graphs) {
-    CompileOptions options;
+    compile::Options options;
     options.rule_files = {kRules};
     const Graph by_regions = rolled_program(g, options);
     options.split_regions = false;
@@ -180,9 +180,9 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
 TEST_CASE("the compile report has its JSON keys") {
   models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 8;
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
-  const CompileResult r = compile(models::build_llama(config, models::Phase::prefill(8)), options);
+  const compile::Compiled r = compile::run(models::build_llama(config, models::Phase::prefill(8)), options);
   const nlohmann::json j = to_json(r.report);
   CHECK(j.at("roll").at("loops") == 1);
   CHECK(j.at("roll").at("trips") == std::vector<int64_t>{8});
@@ -213,9 +213,9 @@ TEST_CASE("a 3-trip chain of scalar multiplies followed by an exp2 fuses through
   output("y", exp2(end));
   const Graph reference = roll::unroll(g);
 
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
-  const CompileResult fused = compile(g, options);
+  const compile::Compiled fused = compile::run(g, options);
   check_same_outputs(reference, fused.program);
   // One kernel: the three multiplies and the exp2 in one fused program.
   size_t kernels = 0;
@@ -238,7 +238,7 @@ TEST_CASE("a 3-trip chain of scalar multiplies followed by an exp2 fuses through
   // Without the union the loop is a region of its own: a kernel per
   // iteration and one for the exp2.
   options.unroll_union_max_trips = 0;
-  const CompileResult apart = compile(g, options);
+  const compile::Compiled apart = compile::run(g, options);
   check_same_outputs(reference, apart.program);
   CHECK(count_ops(apart.program, Op::Fused) + count_ops(apart.program, Op::Mul) + count_ops(apart.program, Op::Exp2) ==
         4);
@@ -251,11 +251,11 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
     models::LlamaConfig config = models::LlamaConfig::tiny();
     config.layers = layers;
     const Graph g = models::build_llama(config, models::Phase::prefill(8));
-    CompileOptions options;
+    compile::Options options;
     options.rule_files = {kRules};
-    const CompileResult rolled = compile(g, options);
+    const compile::Compiled rolled = compile::run(g, options);
     options.roll = false;
-    const CompileResult unrolled = compile(g, options);
+    const compile::Compiled unrolled = compile::run(g, options);
     CHECK(rolled.report.roll.loops == 1);
     CHECK(rolled.report.roll.trips == std::vector<int64_t>{layers});
     CHECK(unrolled.report.roll.loops == 0);
@@ -273,11 +273,11 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
     CHECK(compacted(cse(rolled.program)) == compacted(cse(unrolled.program)));
 
     // With the loop-marker rules alone the programs are the same at every depth.
-    CompileOptions plain;
+    compile::Options plain;
     plain.rule_files = {loops};
-    const CompileResult a = compile(g, plain);
+    const compile::Compiled a = compile::run(g, plain);
     plain.roll = false;
-    const CompileResult b = compile(g, plain);
+    const compile::Compiled b = compile::run(g, plain);
     CHECK(compacted(cse(a.program)) == compacted(cse(b.program)));
   }
 }
@@ -304,7 +304,7 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
   REQUIRE(replaced > 0);
   CHECK(count_ops(marked, Op::LoopInputStatic) + replaced == count_ops(rolled, Op::LoopInputStatic));
 
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
   options.roll = false;  // the markers as written
   // Classes holding a loop_input, and those of them also holding a
@@ -312,11 +312,11 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
   // rewritten ones, not the per-layer weights' loop inputs. One e-graph for
   // the whole graph: split into regions, the body reads a loop input whose
   // sources are one edge as a copy of that source, and no e-graph holds it.
-  CompileOptions whole = options;
+  compile::Options whole = options;
   whole.split_regions = false;
-  const Saturated s = saturate(marked, whole);
+  const compile::Saturated s = compile::saturate(marked, whole);
   size_t with_input = 0, with_both = 0;
-  for (const Region& region : s.regions) {
+  for (const compile::RegionEGraph& region : s.regions) {
     egraph::EGraph& eg = *region.egraph;
     for (const egraph::ClassId c : eg.classes()) {
       bool input = false, made_static = false;
@@ -331,10 +331,10 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
   CHECK(with_both == replaced);
   CHECK(with_input > with_both);
 
-  const CompileResult from_marked = compile(marked, options);
-  const CompileResult unrolled = compile(g, options);
+  const compile::Compiled from_marked = compile::run(marked, options);
+  const compile::Compiled unrolled = compile::run(g, options);
   options.roll = true;
-  const CompileResult from_rolled = compile(g, options);
+  const compile::Compiled from_rolled = compile::run(g, options);
   check_same_outputs(g, from_marked.program);
   CHECK(compacted(cse(from_marked.program)) == compacted(cse(unrolled.program)));
   CHECK(compacted(cse(from_marked.program)) == compacted(cse(from_rolled.program)));
@@ -344,30 +344,30 @@ TEST_CASE("loop inputs of per-layer weights are in no e-graph; regions read them
   models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 8;
   const Graph g = models::build_llama(config, models::Phase::prefill(8));
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
-  const Saturated s = saturate(g, options);
+  const compile::Saturated s = compile::saturate(g, options);
   REQUIRE(count_ops(s.rolled, Op::LoopInput) > 0);
   size_t in_egraphs = 0;
-  for (const Region& region : s.regions)
+  for (const compile::RegionEGraph& region : s.regions)
     for (const egraph::ClassId c : region.egraph->classes())
       for (const egraph::NodeId n : region.egraph->class_nodes(c))
         in_egraphs += region.egraph->node(n).op == region.lang->op(Op::LoopInput);
   CHECK(in_egraphs == 0);
   // Each is read by the body through a placeholder, and computed by no region.
-  const auto home = region::home_of(s.rolled, s.split);
+  const auto home = compile::home_of(s.rolled, s.split);
   size_t read = 0;
-  for (const region::Instance& inst : s.split.instances)
+  for (const compile::Instance& inst : s.split.instances)
     for (const NodeId m : inst.inputs)
       if (s.rolled.node(m).op == Op::LoopInput) {
         CHECK(home[m.value].first == UINT32_MAX);
         ++read;
       }
   CHECK(read == count_ops(s.rolled, Op::LoopInput));
-  const Graph program = s.program(extract_greedy(s));
+  const Graph program = s.program(compile::extract_greedy(s));
   check_same_outputs(g, program);
   options.roll = false;
-  CHECK(compacted(cse(program)) == compacted(cse(compile(g, options).program)));
+  CHECK(compacted(cse(program)) == compacted(cse(compile::run(g, options).program)));
 }
 
 TEST_CASE("a loop input of a tied weight (a node per layer, one name) is read like the other weights") {
@@ -381,22 +381,22 @@ TEST_CASE("a loop input of a tied weight (a node per layer, one name) is read li
     h = g.add(Op::Add, {Edge{m, {}}, Edge{h, {}}}, NoAttr{});
   }
   g.add_output("y", Edge{h, {}});
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
-  const Saturated s = saturate(g, options);
+  const compile::Saturated s = compile::saturate(g, options);
   REQUIRE(count_ops(s.rolled, Op::LoopInput) == 1);
-  const auto home = region::home_of(s.rolled, s.split);
+  const auto home = compile::home_of(s.rolled, s.split);
   for (const NodeId id : s.rolled.live_ids())
     if (s.rolled.node(id).op == Op::LoopInput) CHECK(home[id.value].first == UINT32_MAX);
-  check_same_outputs(g, s.program(extract_greedy(s)));
+  check_same_outputs(g, s.program(compile::extract_greedy(s)));
 }
 
 TEST_CASE("a region term whose node reads a later node is an error, not a program") {
   const Graph g = nested(6, 2);
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kRules};
-  const Saturated s = saturate(g, options);
-  std::vector<egraph::Term> terms = extract_greedy(s);
+  const compile::Saturated s = compile::saturate(g, options);
+  std::vector<egraph::Term> terms = compile::extract_greedy(s);
   CHECK_NOTHROW(s.rolled_program(terms));
   for (egraph::Term::Node& n : terms[0].nodes)
     if (!n.children.empty()) {
@@ -423,9 +423,9 @@ TEST_CASE("a loop whose carried state resolves to a constant compiles, with and 
     output("first", Tensor(&h, h.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, trips, 0})));
     output("last", Tensor(&h, h.add(Op::LoopOutput, {body.edge()}, LoopAttr{1, trips, trips - 1})));
     const Graph reference = roll::unroll(h);
-    CompileOptions options;
+    compile::Options options;
     options.rule_files = {kRules};
-    const CompileResult r = compile(h, options);
+    const compile::Compiled r = compile::run(h, options);
     check_same_outputs(reference, r.program);
     CHECK(r.report.egraph.regions == (trips > 4 ? 2u : 1u));
     CHECK(count_ops(r.program, Op::LoopStart) + count_ops(r.program, Op::LoopEnd) == 0);
@@ -441,9 +441,9 @@ TEST_CASE("compiles with several rule sets in turn each get their own rules") {
   std::vector<Graph> first;
   for (int round = 0; round < 2; ++round)
     for (size_t i = 0; i < sets.size(); ++i) {
-      CompileOptions options;
+      compile::Options options;
       options.rule_files = sets[i];
-      Graph program = compile(g, options).program;
+      Graph program = compile::run(g, options).program;
       if (round == 0)
         first.push_back(std::move(program));
       else
@@ -462,12 +462,12 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
     std::ofstream out(path);
     out << "(ruleset r)\n(rewrite bad (nosuchop ?x) ?x :ruleset r)\n";
   }
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {path};
   const Graph g = nested(2, 2);
   for (int attempt = 0; attempt < 2; ++attempt) {  // the second read must not come from a cache
     try {
-      compile(g, options);
+      compile::run(g, options);
       FAIL("expected an error");
     } catch (const Error& e) {
       CHECK(std::string(e.what()).find("compile_test_bad.rules:2:15: error: unknown op 'nosuchop'") !=
@@ -479,7 +479,7 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
     std::ofstream out(path);
     out << "(ruleset r)\n(rewrite mul-one (mul ?x ?x) (mul ?x ?x) :ruleset r)\n";
   }
-  CHECK_NOTHROW(compile(g, options));
+  CHECK_NOTHROW(compile::run(g, options));
   // Broken again within the same timestamp tick (the time set back to what
   // it was), to the same size: the cached parse is checked against the bytes.
   const auto fixed_time = std::filesystem::last_write_time(path);
@@ -488,7 +488,7 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
     out << "(ruleset r)\n(rewrite mul-one (mux ?x ?x) (mul ?x ?x) :ruleset r)\n";
   }
   std::filesystem::last_write_time(path, fixed_time);
-  CHECK_THROWS_WITH_AS(compile(g, options), doctest::Contains("unknown op 'mux'"), Error);
+  CHECK_THROWS_WITH_AS(compile::run(g, options), doctest::Contains("unknown op 'mux'"), Error);
 }
 
 TEST_CASE("extraction prices kernels for the target: the config changes the program") {
@@ -500,10 +500,10 @@ TEST_CASE("extraction prices kernels for the target: the config changes the prog
   const Tensor x = input(g, "x", DType::F32, {256, 512});
   output("y", nn::linear(nn::rms_norm(x, weight(g, "n", DType::F32, {512})), weight(g, "w", DType::F32, {2048, 512})));
   auto kernels_for = [&](const target::NpuConfig& npu) {
-    CompileOptions options;
+    compile::Options options;
     options.rule_files = {kRules};
     options.cost = hlir::cost_config(npu);
-    const Graph program = compile(g, options).program;
+    const Graph program = compile::run(g, options).program;
     std::map<std::string, int> ops;
     for (const NodeId id : program.live_ids()) ++ops[std::string(op_name(program.node(id).op))];
     return ops;

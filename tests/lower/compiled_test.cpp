@@ -17,9 +17,9 @@ using spool::lower_test::timed;
 namespace {
 
 double compiled_error(const Graph& hlir, const char* config_name, lower::LowerReport* report) {
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
-  const CompileResult compiled = compile(hlir, options);
+  const compile::Compiled compiled = compile::run(hlir, options);
   const target::NpuConfig config = target::load_config(config_name);
   const lower::Lowered lowered = lower::to_npu(compiled.program, config, timed(config));
   const interp::Env env = interp::random_inputs(hlir, 21);

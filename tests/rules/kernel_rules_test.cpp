@@ -124,9 +124,9 @@ TEST_CASE("spool::compile of the tiny llama with the default rules (rolled) give
   models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 2;
   const Graph g = models::build_llama(config, models::Phase::prefill(8));
-  CompileOptions options;
+  compile::Options options;
   options.rule_files = {kDefaultRules};
-  const CompileResult result = compile(g, options);
+  const compile::Compiled result = compile::run(g, options);
   CHECK(result.report.roll.loops == 1);
   KernelCounts k = count_kernels(result.program);
   MESSAGE("spool::compile: " << result.program.num_live() << " nodes, " << k.ops[Op::Gemm] << " gemm ("

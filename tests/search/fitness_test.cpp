@@ -35,8 +35,8 @@ Graph two_layer_mlp() {
   return g;
 }
 
-CompileOptions shipped_rules() {
-  CompileOptions o;
+compile::Options shipped_rules() {
+  compile::Options o;
   o.roll = false;
   o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
   return o;
@@ -45,7 +45,7 @@ CompileOptions shipped_rules() {
 }  // namespace
 
 TEST_CASE("per-kernel cycles: memoised, equal to each kernel simulated alone") {
-  const Saturated sat = saturate(two_layer_mlp(), shipped_rules());
+  const compile::Saturated sat = compile::saturate(two_layer_mlp(), shipped_rules());
   const SearchSpace space = search_space(sat);
   const SimulatedCycles fitness(target::load_config("toy"));
   const Graph program = space.program(space.greedy());
@@ -72,7 +72,7 @@ TEST_CASE("per-kernel cycles: memoised, equal to each kernel simulated alone") {
 }
 
 TEST_CASE("genetic search on simulated cycles: no worse than greedy, same result on 1 and 2 threads") {
-  const Saturated sat = saturate(two_layer_mlp(), shipped_rules());
+  const compile::Saturated sat = compile::saturate(two_layer_mlp(), shipped_rules());
   const SearchSpace space = search_space(sat);
   SearchOptions o;
   o.max_genomes = 40;
@@ -95,7 +95,7 @@ TEST_CASE("genetic search on simulated cycles: no worse than greedy, same result
 
 TEST_CASE("every kernel of a correct program, lowered alone on the interpreter's inputs, agrees with it") {
   const Graph g = two_layer_mlp();
-  const Saturated sat = saturate(g, shipped_rules());
+  const compile::Saturated sat = compile::saturate(g, shipped_rules());
   const SearchSpace space = search_space(sat);
   const Reference ref = make_reference(g, 4);
   const target::NpuConfig config = target::load_config("toy");
@@ -119,9 +119,9 @@ TEST_CASE("search decided by whole-program cycles: never worse than greedy, bett
   models::Qwen3Config qwen3 = models::Qwen3Config::tiny();
   qwen3.dtype = DType::BF16;
   const Graph g = models::build_qwen3(qwen3, models::Phase::decode(8));
-  CompileOptions co;
+  compile::Options co;
   co.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
-  const Saturated sat = saturate(g, co);
+  const compile::Saturated sat = compile::saturate(g, co);
   const SearchSpace space = search_space(sat);
   const target::NpuConfig config = target::load_config("toy");
   const SimulatedCycles cycles(config);

@@ -34,8 +34,8 @@ std::string planted_rule_file() {
   return path;
 }
 
-CompileOptions options_with(std::vector<std::string> files) {
-  CompileOptions o;
+compile::Options options_with(std::vector<std::string> files) {
+  compile::Options o;
   o.roll = false;
   o.rule_files = std::move(files);
   return o;
@@ -47,7 +47,7 @@ const std::string kAlgebra = std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rul
 
 TEST_CASE("fuzz: every genome of the exact algebra rules computes the model") {
   const Graph g = small_model();
-  const Saturated sat = saturate(g, options_with({kAlgebra}));
+  const compile::Saturated sat = compile::saturate(g, options_with({kAlgebra}));
   const SearchSpace space = search_space(sat);
   const Reference ref = make_reference(g, 3);
   FuzzOptions o;
@@ -62,7 +62,7 @@ TEST_CASE("fuzz: every genome of the exact algebra rules computes the model") {
 
 TEST_CASE("fuzz: a planted wrong rule is caught and shrunk to its one choice") {
   const Graph g = small_model();
-  const Saturated sat = saturate(g, options_with({kAlgebra, planted_rule_file()}));
+  const compile::Saturated sat = compile::saturate(g, options_with({kAlgebra, planted_rule_file()}));
   const SearchSpace space = search_space(sat);
   const Reference ref = make_reference(g, 3);
   // The greedy program does not use the planted node (it is no cheaper).
@@ -109,7 +109,7 @@ TEST_CASE("fuzz: a planted wrong rule is caught and shrunk to its one choice") {
 
 TEST_CASE("shrink: ddmin finds the one gene that matters among many") {
   const Graph g = small_model();
-  const Saturated sat = saturate(g, options_with({kAlgebra}));
+  const compile::Saturated sat = compile::saturate(g, options_with({kAlgebra}));
   const SearchSpace space = search_space(sat);
   const GenomeSpace& gs = space.genomes();
   // A genome differing from greedy in several genes; "fails" when a chosen

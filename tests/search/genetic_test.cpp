@@ -25,11 +25,11 @@ Graph graph_with_choices() {
 }
 
 // graph_with_choices saturated (unrolled) with the algebra rules.
-Saturated saturated_choices() {
-  CompileOptions so;
+compile::Saturated saturated_choices() {
+  compile::Options so;
   so.roll = false;
   so.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
-  return saturate(graph_with_choices(), so);
+  return compile::saturate(graph_with_choices(), so);
 }
 
 // An arbitrary but deterministic landscape over programs: the search has to
@@ -39,7 +39,7 @@ int64_t pseudo_cycles(const Graph& program) { return 1000 + static_cast<int64_t>
 }  // namespace
 
 TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 and 2 threads") {
-  const Saturated sat = saturated_choices();
+  const compile::Saturated sat = saturated_choices();
   const SearchSpace space = search_space(sat);
   SearchOptions o;
   o.max_genomes = 120;
@@ -75,7 +75,7 @@ TEST_CASE("genetic search: no worse than greedy, within budget, the same with 1 
 }
 
 TEST_CASE("genetic search: failing programs are never picked; an unmeasurable greedy program is an error") {
-  const Saturated sat = saturated_choices();
+  const compile::Saturated sat = saturated_choices();
   const SearchSpace space = search_space(sat);
   const uint64_t greedy_print = program_fingerprint(space.program(space.greedy()));
   // Every program but the greedy one "cannot be measured".
@@ -95,7 +95,7 @@ TEST_CASE("genetic search: failing programs are never picked; an unmeasurable gr
 }
 
 TEST_CASE("genetic search: a time budget stops between generations and says so") {
-  const Saturated sat = saturated_choices();
+  const compile::Saturated sat = saturated_choices();
   const SearchSpace space = search_space(sat);
   SearchOptions o;
   o.max_genomes = 100000;

@@ -31,8 +31,8 @@ Graph small_graph() {
   return g;
 }
 
-CompileOptions algebra() {
-  CompileOptions o;
+compile::Options algebra() {
+  compile::Options o;
   o.roll = false;
   o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/algebra.rules"};
   return o;
@@ -50,9 +50,9 @@ void check_same_outputs(const Graph& reference, const Graph& program) {
 
 TEST_CASE("the gene table: every reachable class once, candidates with acyclic terms") {
   const Graph g = small_graph();
-  const Saturated sat = saturate(g, algebra());
+  const compile::Saturated sat = compile::saturate(g, algebra());
   REQUIRE(sat.regions.size() == 1);
-  const spool::Region& region = sat.regions[0];
+  const compile::RegionEGraph& region = sat.regions[0];
   const GenomeSpace space({search::GenomeRegion{region.egraph.get(), region.roots, {}}});
   CHECK(space.num_genes() > 4);
   CHECK(space.num_choice_genes() >= 3);  // the add and mul classes at least
@@ -70,9 +70,9 @@ TEST_CASE("the gene table: every reachable class once, candidates with acyclic t
 
 TEST_CASE("a genome choosing a cycle is invalid, and repair breaks the cycle") {
   const Graph g = small_graph();
-  const Saturated sat = saturate(g, algebra());
+  const compile::Saturated sat = compile::saturate(g, algebra());
   REQUIRE(sat.regions.size() == 1);
-  const spool::Region& region = sat.regions[0];
+  const compile::RegionEGraph& region = sat.regions[0];
   const GenomeSpace space({search::GenomeRegion{region.egraph.get(), region.roots, {}}});
   // Find a gene whose candidates include a `neg` node whose child's class
   // in turn holds a `neg` back to it (x + w <-> neg(x + w)).
@@ -112,7 +112,7 @@ TEST_CASE("a genome choosing a cycle is invalid, and repair breaks the cycle") {
 
 TEST_CASE("random genomes, mutation and crossover stay valid and compute the same outputs") {
   const Graph g = small_graph();
-  const Saturated sat = saturate(g, algebra());
+  const compile::Saturated sat = compile::saturate(g, algebra());
   REQUIRE(sat.regions.size() == 1);
   const SearchSpace search = search_space(sat);
   const GenomeSpace& space = search.genomes();
@@ -143,14 +143,14 @@ TEST_CASE("random genomes, mutation and crossover stay valid and compute the sam
 
 TEST_CASE("the greedy genome builds compile's greedy term; hashes and fingerprints") {
   const Graph g = small_graph();
-  const Saturated sat = saturate(g, algebra());
+  const compile::Saturated sat = compile::saturate(g, algebra());
   REQUIRE(sat.regions.size() == 1);
-  const spool::Region& region = sat.regions[0];
+  const compile::RegionEGraph& region = sat.regions[0];
   const SearchSpace search = search_space(sat);
   const GenomeSpace& space = search.genomes();
   const std::vector<egraph::Term> terms = space.terms(search.greedy());
   REQUIRE(terms.size() == 1);
-  CHECK(terms[0] == extract_greedy(region, *extraction_cost(region)));
+  CHECK(terms[0] == compile::extract_greedy(region, *compile::extraction_cost(region)));
   // from_terms inverts terms(): an Extractor's term under another cost too.
   const egraph::AstSize size;
   const egraph::Extractor extractor(*region.egraph, size);
@@ -197,9 +197,9 @@ TEST_CASE("several regions: one genome across them, greedy is compile's program,
   models::LlamaConfig config = models::LlamaConfig::tiny();
   config.layers = 6;  // more trips than the unroll union keeps: the body gets a region of its own
   const Graph g = models::build_llama(config, models::Phase::prefill(8));
-  CompileOptions o;
+  compile::Options o;
   o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
-  const Saturated sat = saturate(g, o);
+  const compile::Saturated sat = compile::saturate(g, o);
   REQUIRE(sat.regions.size() >= 2);
   const SearchSpace search = search_space(sat);
   const GenomeSpace& space = search.genomes();
@@ -209,7 +209,7 @@ TEST_CASE("several regions: one genome across them, greedy is compile's program,
   CHECK(regions.size() == sat.regions.size());
   for (size_t r = 0; r < sat.regions.size(); ++r) CHECK(space.root_genes(r).size() == sat.regions[r].roots.size());
   // The greedy genome's program is the one compile extracts.
-  const CompileResult compiled = compile(g, o);
+  const compile::Compiled compiled = compile::run(g, o);
   CHECK(compacted(cse(search.program(search.greedy()))) == compacted(cse(compiled.program)));
   Rng rng(2);
   for (int i = 0; i < 5; ++i) {

@@ -3,7 +3,7 @@
 // as one linear function:
 //
 //   roll::auto_roll        repeated layers -> one body between loop markers
-//   region::split          the rolled graph cut into regions (before/after a
+//   split          the rolled graph cut into regions (before/after a
 //                          loop, each loop body), identical regions once;
 //                          run beside the roll's last search
 //   saturation             one e-graph per distinct region, in parallel (TBB)
@@ -32,9 +32,9 @@
 #include <string_view>
 #include <vector>
 
-namespace spool {
+namespace spool::compile {
 
-struct CompileOptions {
+struct Options {
   bool roll = true;
   // The machine extraction prices kernels for (default: tpuv3's figures);
   // cost_config derives it from a target description.
@@ -70,7 +70,7 @@ inline constexpr const char* kStages[] = {"hlir", "roll", "split", "saturate", "
 // Wall time per stage. roll_ms holds the split when it runs beside the
 // roll's last search (whenever something rolls); saturate_ms holds it
 // otherwise.
-struct CompileTimes {
+struct Times {
   double roll_ms = 0, saturate_ms = 0, extract_ms = 0, unroll_ms = 0, total_ms = 0;
 };
 
@@ -83,10 +83,10 @@ struct EGraphReport {
   egraph::StopReason stop = egraph::StopReason::Saturated;
 };
 
-struct CompileReport {
+struct Report {
   roll::RollReport roll;
   EGraphReport egraph;
-  CompileTimes times;
+  Times times;
 };
 
 // The report's JSON keys:
@@ -94,7 +94,7 @@ struct CompileReport {
 //    "egraph":  {egraphs, regions, nodes, classes, iterations, stop_reason},
 //    "compile": {roll_ms, saturate_ms, extract_ms, unroll_ms, total_ms}}
 // `spool run` merges these objects into its report.
-nlohmann::json to_json(const CompileReport& report);
+nlohmann::json to_json(const Report& report);
 
 // A loop with few trips kept in a region both rolled and unrolled. Its
 // loop_end nodes share classes with the chain's final states, its
@@ -110,7 +110,7 @@ struct UnionedLoop {
 // AttrIds do not): regions are saturated in parallel, and interning
 // attributes into one shared table from several threads would hand out ids
 // in an order that depends on the thread count.
-struct Region {
+struct RegionEGraph {
   std::unique_ptr<hlir::HlirLanguage> lang;
   hlir::HlirCostConfig cost;       // what extraction_cost prices with
   std::unique_ptr<egraph::EGraph> egraph;  // saturated and clean
@@ -132,12 +132,12 @@ struct Region {
 // The rolled graph saturated region by region: the input of extraction.
 struct Saturated {
   Graph rolled;                 // the HLIR after rolling
-  region::Split split;          // the regions' graphs and where they sit in `rolled`
-  std::vector<Region> regions;  // one per split.regions entry, same order
-  CompileReport report;         // roll, egraph, roll_ms and saturate_ms filled
+  Split split;          // the regions' graphs and where they sit in `rolled`
+  std::vector<RegionEGraph> regions;  // one per split.regions entry, same order
+  Report report;         // roll, egraph, roll_ms and saturate_ms filled
 
   // The kernel-level program (no loop markers) built from one term per
-  // region, in `regions` order, each with one root per Region::roots entry
+  // region, in `regions` order, each with one root per RegionEGraph::roots entry
   // (the Term format of egraph/extract.hpp, AttrIds of that region's
   // language). Throws spool::Error on terms that do not fit.
   Graph program(std::span<const egraph::Term> terms) const;
@@ -148,17 +148,17 @@ struct Saturated {
 // Rolls (if options.roll), splits, and saturates every distinct region with
 // the rules of options.rule_files, in parallel. Throws spool::Error on a bad
 // rule file or a graph the pipeline cannot handle.
-Saturated saturate(const Graph& hlir, const CompileOptions& options = {});
+Saturated saturate(const Graph& hlir, const Options& options = {});
 
 // The cost compile extracts by, for one region's e-graph (HlirCost with the
 // region's cost figures).
-std::unique_ptr<egraph::CostFunction> extraction_cost(const Region& region);
+std::unique_ptr<egraph::CostFunction> extraction_cost(const RegionEGraph& region);
 
 // Greedy extraction of one region under `cost` by DAG cost (each distinct
 // node once, egraph::DagExtractor), with the unioned loops made
 // consistent (a loop whose rolled form is used with a loop_end left out is
 // taken unrolled instead).
-egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& cost);
+egraph::Term extract_greedy(const RegionEGraph& region, const egraph::CostFunction& cost);
 
 // The terms compile extracts: extract_greedy of every region under
 // extraction_cost, with each placeholder leaf priced as the value it stands
@@ -166,12 +166,12 @@ egraph::Term extract_greedy(const Region& region, const egraph::CostFunction& co
 // graph would price it, so that greedy choices agree with that e-graph's.
 std::vector<egraph::Term> extract_greedy(const Saturated& saturated, int threads = 0);
 
-struct CompileResult {
+struct Compiled {
   Graph program;  // kernel-level (LLIR), no loop markers
-  CompileReport report;
+  Report report;
 };
 
 // saturate, extract_greedy per region with extraction_cost, program.
-CompileResult compile(const Graph& hlir, const CompileOptions& options = {});
+Compiled run(const Graph& hlir, const Options& options = {});
 
-}  // namespace spool
+}  // namespace spool::compile

@@ -1,5 +1,5 @@
 #pragma once
-// region::split: cuts a rolled graph into regions that are saturated as
+// split: cuts a rolled graph into regions that are saturated as
 // separate e-graphs.
 //
 // A loop with more trips than `max_union_trips` (or holding such a loop) gets
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace spool::region {
+namespace spool::compile {
 
 struct RegionGraph {
   Graph graph;                       // outputs "@out.R": the values other regions read
@@ -52,4 +52,4 @@ Split split(const Graph& rolled, int64_t max_union_trips, bool separate_loops = 
 // out of the regions (a layer's weights, read as a source is read).
 std::vector<std::pair<uint32_t, uint32_t>> home_of(const Graph& rolled, const Split& split);
 
-}  // namespace spool::region
+}  // namespace spool::compile

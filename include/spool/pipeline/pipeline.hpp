@@ -25,7 +25,7 @@
 namespace spool::pipeline {
 
 struct Options {
-  CompileOptions compile;
+  compile::Options compile;
   lower::LowerOptions lower;
   // Functional mode: run the simulator on these values of every graph input
   // and weight, and compare with the interpreter. nullopt: timing only, no
@@ -81,7 +81,7 @@ struct Check {
 };
 
 struct Report {
-  CompileReport compile;
+  compile::Report compile;
   double lower_ms = 0, simulate_ms = 0;
   size_t llir_nodes = 0;
   lower::LowerReport lowering;

@@ -2,7 +2,7 @@
 // The search space of one compile: the saturated regions of a model
 // (spool::saturate), the genome that compile's greedy extraction picks, and
 // the way from a genome to the unrolled kernel-level program (LLIR) through
-// Saturated::program.
+// compile::Saturated::program.
 
 #include <spool/compile/compile.hpp>
 #include <spool/search/genome.hpp>
@@ -55,6 +55,6 @@ class SearchSpace {
 
 // The space of a saturated model; the greedy genome is what compile extracts
 // (extract_greedy over all regions). `saturated` must outlive the space.
-SearchSpace search_space(const Saturated& saturated);
+SearchSpace search_space(const compile::Saturated& saturated);
 
 }  // namespace spool::search
