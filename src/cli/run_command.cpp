@@ -281,20 +281,9 @@ void print_top_kernels(const pipeline::Report& r, size_t top) {
   }
 }
 
-void run(const RunOptions& options) {
-  const models::ModelRef ref = models::find_model(options.model);
-  const std::string& name = ref.entry->name;
-  if (!options.weights_dir.empty()) {
-    if (!ref.entry->reads_hf_weights)
-      fail("--weights: reading Hugging Face folders is supported for llama, qwen3, gemma and qwen3_moe, not {}", name);
-    if (options.size_given || options.model_options.layers != 0 || !ref.variant.empty())
-      fail("--weights: the shapes come from {}/config.json; drop --size, --layers and the variant",
-           options.weights_dir);
-  }
-
-  // The tokens fix the phase's length: a prefill of all of them, or a decode
-  // of the last one after a prefill of the others has filled the cache.
-  const std::vector<int64_t> tokens = options.tokens.empty() ? std::vector<int64_t>{} : parse_tokens(options.tokens);
+// The tokens fix the phase's length: a prefill of all of them, or a decode
+// of the last one after a prefill of the others has filled the cache.
+models::Phase phase_of(const RunOptions& options, const std::vector<int64_t>& tokens) {
   models::ModelOptions phase_options = options.model_options;
   if (!tokens.empty()) {
     const int64_t n = static_cast<int64_t>(tokens.size());
@@ -310,7 +299,106 @@ void run(const RunOptions& options) {
       phase_options.context = n - 1;
     }
   }
-  const models::Phase phase = models::resolve_phase(phase_options);
+  return models::resolve_phase(phase_options);
+}
+
+// Compiles, lowers and simulates the model (checking it against the
+// interpreter unless timing-only), prints the report and writes the
+// requested files; returns the simulated outputs.
+std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options, const models::ModelRef& ref,
+                                                       const Built& built, const models::Phase& phase,
+                                                       const std::vector<int64_t>& tokens, bool timing_only,
+                                                       const std::set<std::string>& weight_dtypes) {
+  const std::string& name = ref.entry->name;
+  pipeline::Options pipeline_options;
+  pipeline_options.compile.roll = !options.no_roll;
+  pipeline_options.compile.rule_files = options.rules;
+  pipeline_options.compile.print_after = stage_printer(options.print);
+  if (pipeline_options.compile.rule_files.empty())
+    pipeline_options.compile.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+  pipeline_options.search_genomes = options.search;
+  pipeline_options.search_seed = options.seed + 1;
+  if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
+  pipeline_options.ignore_capacity = options.ignore_capacity;
+  const target::NpuConfig config = target::load_config(options.npu);
+  sim::Trace trace;
+  if (!options.trace_file.empty()) pipeline_options.trace = &trace;
+
+  const pipeline::Report report = pipeline::run(built.graph, config, pipeline_options);
+  print_report(report, config, phase, timing_only);
+  if (options.top_kernels > 0) print_top_kernels(report, options.top_kernels);
+  if (!options.trace_file.empty()) {
+    std::ostringstream text;
+    trace.write_json(text);
+    write_file(options.trace_file, text.str());
+    std::printf("trace      written to %s (%zu events)\n", options.trace_file.c_str(), trace.events.size());
+  }
+  if (!options.json_file.empty()) {
+    nlohmann::json j = report.to_json();
+    j["model"] = ref.variant.empty() ? name : name + ":" + ref.variant;
+    j["phase"] = phase.has_cache() ? "decode" : "prefill";
+    j["layers"] = count_layers(built.graph);
+    j["seq"] = phase.seq;
+    j["context"] = phase.context;
+    j["config"] = config.name;
+    j["size"] = options.weights_dir.empty() ? options.model_options.size : "weights";
+    j["mode"] = timing_only ? "timing" : "functional";
+    j["dtype"] = fmt::format("{}", fmt::join(weight_dtypes, "+"));  // the weights' dtype(s): the model's
+    write_file(options.json_file, j.dump(2) + "\n");
+    std::printf("json       written to %s\n", options.json_file.c_str());
+  }
+  std::fflush(stdout);
+  if (report.check && !report.check->ok)
+    fail("the simulated program differs from the interpreter: {} by {:.3g} relative to scale (tolerance {:.0e})",
+         report.check->worst_output, report.check->max_rel_err, report.check->tolerance);
+  return report.outputs;
+}
+
+// --dump-logits and --check-logits on the run's outputs.
+void write_or_check_logits(const RunOptions& options, const std::map<std::string, interp::HostTensor>& outputs,
+                           const std::string& name) {
+  if (options.dump_logits.empty() && options.check_logits.empty()) return;
+  const auto logits = outputs.find("logits");
+  if (logits == outputs.end()) fail("{} has no logits output", name);
+  if (!options.dump_logits.empty()) {
+    write_npy(options.dump_logits, logits->second.to_npy());
+    std::printf("logits     written to %s\n", options.dump_logits.c_str());
+  }
+  if (!options.check_logits.empty()) {
+    const interp::HostTensor expected =
+        interp::HostTensor::from_npy(read_npy(options.check_logits), options.check_logits);
+    if (expected.shape() != logits->second.shape())
+      fail("--check-logits: {} holds {} but the logits are {}", options.check_logits, shape_str(expected.shape()),
+           shape_str(logits->second.shape()));
+    const interp::Difference diff = interp::compare(logits->second, expected);
+    const double allowed = interp::check_tolerance(kLogitTolerance, logits->second.dtype());
+    const bool ok = diff.max_rel_to_scale <= allowed && diff.non_finite == 0;
+    if (diff.non_finite > 0)
+      std::printf("check      %lld logits or reference values are NaN or infinite: NOT FINITE\n",
+                  static_cast<long long>(diff.non_finite));
+    std::printf("check      logits vs %s: max abs err %.3g, relative to scale %.3g (tolerance %.0e): %s\n",
+                options.check_logits.c_str(), diff.max_abs, diff.max_rel_to_scale, allowed,
+                ok ? "ok" : "FAILED");
+    std::fflush(stdout);
+    if (!ok)
+      fail("logits differ from {} by {:.3g} relative to scale{}", options.check_logits, diff.max_rel_to_scale,
+           diff.non_finite > 0 ? fmt::format(", {} values not finite", diff.non_finite) : "");
+  }
+}
+
+void run(const RunOptions& options) {
+  const models::ModelRef ref = models::find_model(options.model);
+  const std::string& name = ref.entry->name;
+  if (!options.weights_dir.empty()) {
+    if (!ref.entry->reads_hf_weights)
+      fail("--weights: reading Hugging Face folders is supported for llama, qwen3, gemma and qwen3_moe, not {}", name);
+    if (options.size_given || options.model_options.layers != 0 || !ref.variant.empty())
+      fail("--weights: the shapes come from {}/config.json; drop --size, --layers and the variant",
+           options.weights_dir);
+  }
+
+  const std::vector<int64_t> tokens = options.tokens.empty() ? std::vector<int64_t>{} : parse_tokens(options.tokens);
+  const models::Phase phase = phase_of(options, tokens);
 
   const auto build_start = Clock::now();
   const Built built = build(options, ref, phase);
@@ -361,78 +449,10 @@ void run(const RunOptions& options) {
                 options.weights_dir.empty() ? fmt::format("seed {}", options.seed).c_str() : "checkpoint weights");
     print_outputs(outputs);
   } else {
-    pipeline::Options pipeline_options;
-    pipeline_options.compile.roll = !options.no_roll;
-    pipeline_options.compile.rule_files = options.rules;
-    pipeline_options.compile.print_after = stage_printer(options.print);
-    if (pipeline_options.compile.rule_files.empty())
-      pipeline_options.compile.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
-    pipeline_options.search_genomes = options.search;
-    pipeline_options.search_seed = options.seed + 1;
-    if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
-    pipeline_options.ignore_capacity = options.ignore_capacity;
-    const target::NpuConfig config = target::load_config(options.npu);
-    sim::Trace trace;
-    if (!options.trace_file.empty()) pipeline_options.trace = &trace;
-
-    const pipeline::Report report = pipeline::run(built.graph, config, pipeline_options);
-    print_report(report, config, phase, timing_only);
-    if (options.top_kernels > 0) print_top_kernels(report, options.top_kernels);
-    if (!options.trace_file.empty()) {
-      std::ostringstream text;
-      trace.write_json(text);
-      write_file(options.trace_file, text.str());
-      std::printf("trace      written to %s (%zu events)\n", options.trace_file.c_str(), trace.events.size());
-    }
-    if (!options.json_file.empty()) {
-      nlohmann::json j = report.to_json();
-      j["model"] = ref.variant.empty() ? name : name + ":" + ref.variant;
-      j["phase"] = phase.has_cache() ? "decode" : "prefill";
-      j["layers"] = count_layers(built.graph);
-      j["seq"] = phase.seq;
-      j["context"] = phase.context;
-      j["config"] = config.name;
-      j["size"] = options.weights_dir.empty() ? options.model_options.size : "weights";
-      j["mode"] = timing_only ? "timing" : "functional";
-      j["dtype"] = fmt::format("{}", fmt::join(weight_dtypes, "+"));  // the weights' dtype(s): the model's
-      write_file(options.json_file, j.dump(2) + "\n");
-      std::printf("json       written to %s\n", options.json_file.c_str());
-    }
-    std::fflush(stdout);
-    if (report.check && !report.check->ok)
-      fail("the simulated program differs from the interpreter: {} by {:.3g} relative to scale (tolerance {:.0e})",
-           report.check->worst_output, report.check->max_rel_err, report.check->tolerance);
-    outputs = report.outputs;
+    outputs = run_pipeline(options, ref, built, phase, tokens, timing_only, weight_dtypes);
   }
 
-  if (!options.dump_logits.empty() || !options.check_logits.empty()) {
-    const auto logits = outputs.find("logits");
-    if (logits == outputs.end()) fail("{} has no logits output", name);
-    if (!options.dump_logits.empty()) {
-      write_npy(options.dump_logits, logits->second.to_npy());
-      std::printf("logits     written to %s\n", options.dump_logits.c_str());
-    }
-    if (!options.check_logits.empty()) {
-      const interp::HostTensor expected =
-          interp::HostTensor::from_npy(read_npy(options.check_logits), options.check_logits);
-      if (expected.shape() != logits->second.shape())
-        fail("--check-logits: {} holds {} but the logits are {}", options.check_logits, shape_str(expected.shape()),
-             shape_str(logits->second.shape()));
-      const interp::Difference diff = interp::compare(logits->second, expected);
-      const double allowed = interp::check_tolerance(kLogitTolerance, logits->second.dtype());
-      const bool ok = diff.max_rel_to_scale <= allowed && diff.non_finite == 0;
-      if (diff.non_finite > 0)
-        std::printf("check      %lld logits or reference values are NaN or infinite: NOT FINITE\n",
-                    static_cast<long long>(diff.non_finite));
-      std::printf("check      logits vs %s: max abs err %.3g, relative to scale %.3g (tolerance %.0e): %s\n",
-                  options.check_logits.c_str(), diff.max_abs, diff.max_rel_to_scale, allowed,
-                  ok ? "ok" : "FAILED");
-      std::fflush(stdout);
-      if (!ok)
-        fail("logits differ from {} by {:.3g} relative to scale{}", options.check_logits, diff.max_rel_to_scale,
-             diff.non_finite > 0 ? fmt::format(", {} values not finite", diff.non_finite) : "");
-    }
-  }
+  write_or_check_logits(options, outputs, name);
 }
 
 }  // namespace

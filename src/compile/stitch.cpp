@@ -88,6 +88,9 @@ TermProgram read_term(const hlir::HlirLanguage& lang, const egraph::Term& term) 
 
 }  // namespace
 
+// Long because it is one explicit depth-first walk over every instance's
+// term, whose steps share the walk's state (the values built so far, the
+// path, the copied sources); its lambdas are those steps.
 Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
   if (terms.size() != regions.size()) fail("program: {} terms for {} regions", terms.size(), regions.size());
   std::vector<TermProgram> programs;

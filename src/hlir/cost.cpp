@@ -107,6 +107,9 @@ double HlirCost::cost(const EGraph& graph, NodeId node, std::span<const double> 
   return total;
 }
 
+// Long because it is one case per kind of node (views, sources, loop markers,
+// elementwise ops, kernels, gemm, reductions, gathers): each prices its node
+// from the same few figures, and the cases read best side by side.
 double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
   const ENodeRef node = graph.node(n);
   if (node.op == lang_.view_op()) return config_.free_node;

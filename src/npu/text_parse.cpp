@@ -349,6 +349,8 @@ class Parser {
     return r;
   }
 
+  // Long because it is the grammar of a statement: one branch per statement
+  // form of the NPU text (for, dma.load/store, matmul, vector, wait).
   Stmt stmt() {
     skip_ws();
     const SourceLoc loc = here();

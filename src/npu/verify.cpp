@@ -369,6 +369,10 @@ class Verifier {
     tile_bounds(m.c, op, m.m, m.n);
   }
 
+  // Long because it is one pass over the body, each instruction checked
+  // against those before it (arity, definition order, dtypes, value shapes,
+  // broadcasts, reductions), each error naming the value: the checks share
+  // the shapes inferred so far.
   void check_vector(const VectorOp& v) {
     const char* op = "vector";
     if (!in_scope(v.rows, op) || !in_scope(v.cols, op)) return;
