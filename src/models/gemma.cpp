@@ -2,6 +2,7 @@
 
 #include <spool/models/gemma.hpp>
 
+#include <spool/models/hf_weights.hpp>
 #include <spool/models/config_checks.hpp>
 
 #include <cmath>
@@ -10,17 +11,7 @@ namespace spool::models {
 
 GemmaConfig GemmaConfig::tiny() { return GemmaConfig{}; }
 
-GemmaConfig GemmaConfig::gemma_2b() {
-  GemmaConfig c;
-  c.layers = 18;
-  c.hidden = 2048;
-  c.heads = 8;
-  c.kv_heads = 1;
-  c.head_dim = 256;
-  c.ffn = 16384;
-  c.vocab = 256000;
-  return c;
-}
+GemmaConfig GemmaConfig::gemma_2b() { return gemma_config_from_hf(published_config("gemma-2b")); }
 
 void GemmaConfig::validate() const {
   check_decoder_dims("gemma", {{"layers", layers}, {"hidden", hidden}, {"ffn", ffn}, {"vocab", vocab}}, heads,

@@ -72,7 +72,9 @@ struct CommonKeys {
   bool tie;
 };
 
-CommonKeys read_common(const HfConfig& c, std::string_view model, bool head_dim_required) {
+// `tie_default`: what Hugging Face's config class of the family assumes when
+// config.json has no tie_word_embeddings (Gemma ties; Llama and Qwen3 do not).
+CommonKeys read_common(const HfConfig& c, std::string_view model, bool head_dim_required, bool tie_default) {
   CommonKeys k;
   k.hidden = c.integer("hidden_size");
   k.ffn = c.integer("intermediate_size");
@@ -83,7 +85,7 @@ CommonKeys read_common(const HfConfig& c, std::string_view model, bool head_dim_
   k.vocab = c.integer("vocab_size");
   k.rms_eps = c.number("rms_norm_eps");
   k.rope_theta = c.number("rope_theta");
-  k.tie = c.boolean("tie_word_embeddings");
+  k.tie = c.boolean_or("tie_word_embeddings", tie_default);
   c.expect_one_of("rope_scaling", {}, fmt::format("spool's {} has no RoPE scaling", model));
   c.expect_one_of("attention_bias", {false}, fmt::format("spool's {} has no attention bias", model));
   c.expect_one_of("mlp_bias", {false}, fmt::format("spool's {} has no MLP bias", model));
@@ -208,7 +210,7 @@ void set_common(Config& out, const CommonKeys& k) {
 
 LlamaConfig llama_config_from_hf(const HfConfig& c) {
   expect_model_type(c, "llama");
-  const CommonKeys k = read_common(c, "llama", /*head_dim_required=*/false);
+  const CommonKeys k = read_common(c, "llama", /*head_dim_required=*/false, /*tie_default=*/false);
   c.expect_one_of("hidden_act", {"silu"}, "spool's llama uses SwiGLU");
   c.ignore(kIgnoredKeys);
   c.reject_unknown_keys("llama");
@@ -220,7 +222,7 @@ LlamaConfig llama_config_from_hf(const HfConfig& c) {
 
 Qwen3Config qwen3_config_from_hf(const HfConfig& c) {
   expect_model_type(c, "qwen3");
-  const CommonKeys k = read_common(c, "qwen3", /*head_dim_required=*/true);
+  const CommonKeys k = read_common(c, "qwen3", /*head_dim_required=*/true, /*tie_default=*/false);
   c.expect_one_of("hidden_act", {"silu"}, "spool's qwen3 uses SwiGLU");
   c.ignore(kIgnoredKeys);
   c.reject_unknown_keys("qwen3");
@@ -232,7 +234,7 @@ Qwen3Config qwen3_config_from_hf(const HfConfig& c) {
 
 GemmaConfig gemma_config_from_hf(const HfConfig& c) {
   expect_model_type(c, "gemma");
-  const CommonKeys k = read_common(c, "gemma", /*head_dim_required=*/true);
+  const CommonKeys k = read_common(c, "gemma", /*head_dim_required=*/true, /*tie_default=*/true);
   // Hugging Face's Gemma uses the tanh GELU whether the config says "gelu" or "gelu_pytorch_tanh".
   c.expect_one_of("hidden_act", {"gelu", "gelu_pytorch_tanh"}, "spool's gemma uses GeGLU with the tanh GELU");
   c.expect_one_of("hidden_activation", {"gelu", "gelu_pytorch_tanh"}, "spool's gemma uses GeGLU with the tanh GELU");
@@ -255,7 +257,7 @@ GemmaConfig gemma_config_from_hf(const HfConfig& c) {
 
 Qwen3MoeConfig qwen3_moe_config_from_hf(const HfConfig& c) {
   expect_model_type(c, "qwen3_moe");
-  const CommonKeys k = read_common(c, "qwen3_moe", /*head_dim_required=*/true);
+  const CommonKeys k = read_common(c, "qwen3_moe", /*head_dim_required=*/true, /*tie_default=*/false);
   c.expect_one_of("hidden_act", {"silu"}, "spool's qwen3_moe uses SwiGLU experts");
   Qwen3MoeConfig out;
   out.moe_ffn = c.integer("moe_intermediate_size");

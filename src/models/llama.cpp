@@ -2,6 +2,7 @@
 
 #include <spool/models/llama.hpp>
 
+#include <spool/models/hf_weights.hpp>
 #include <spool/support/error.hpp>
 
 namespace spool::models {
@@ -20,18 +21,7 @@ Tensor layer(const LlamaConfig& c, const Tensor& x, const nn::RopeTables& rope, 
 
 LlamaConfig LlamaConfig::tiny() { return LlamaConfig{}; }
 
-LlamaConfig LlamaConfig::llama3_8b() {
-  LlamaConfig c;
-  c.layers = 32;
-  c.hidden = 4096;
-  c.heads = 32;
-  c.kv_heads = 8;
-  c.head_dim = 128;
-  c.ffn = 14336;
-  c.vocab = 128256;
-  c.rope_theta = 500000.0;
-  return c;
-}
+LlamaConfig LlamaConfig::llama3_8b() { return llama_config_from_hf(published_config("llama-3-8b")); }
 
 void LlamaConfig::validate() const {
   auto positive = [](int64_t value, const char* name) {

@@ -2,23 +2,14 @@
 
 #include <spool/models/qwen3.hpp>
 
+#include <spool/models/hf_weights.hpp>
 #include <spool/models/config_checks.hpp>
 
 namespace spool::models {
 
 Qwen3Config Qwen3Config::tiny() { return Qwen3Config{}; }
 
-Qwen3Config Qwen3Config::qwen3_4b() {
-  Qwen3Config c;
-  c.layers = 36;
-  c.hidden = 2560;
-  c.heads = 32;
-  c.kv_heads = 8;
-  c.head_dim = 128;
-  c.ffn = 9728;
-  c.vocab = 151936;
-  return c;
-}
+Qwen3Config Qwen3Config::qwen3_4b() { return qwen3_config_from_hf(published_config("qwen3-4b")); }
 
 void Qwen3Config::validate() const {
   check_decoder_dims("qwen3", {{"layers", layers}, {"hidden", hidden}, {"ffn", ffn}, {"vocab", vocab}}, heads,

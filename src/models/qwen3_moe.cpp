@@ -2,6 +2,7 @@
 
 #include <spool/models/qwen3_moe.hpp>
 
+#include <spool/models/hf_weights.hpp>
 #include <spool/models/config_checks.hpp>
 #include <spool/models/moe.hpp>
 
@@ -11,20 +12,7 @@ namespace spool::models {
 
 Qwen3MoeConfig Qwen3MoeConfig::tiny() { return Qwen3MoeConfig{}; }
 
-Qwen3MoeConfig Qwen3MoeConfig::qwen3_30b_a3b() {
-  Qwen3MoeConfig c;
-  c.layers = 48;
-  c.hidden = 2048;
-  c.heads = 32;
-  c.kv_heads = 4;
-  c.head_dim = 128;
-  c.ffn = 6144;
-  c.moe_ffn = 768;
-  c.experts = 128;
-  c.top_k = 8;
-  c.vocab = 151936;
-  return c;
-}
+Qwen3MoeConfig Qwen3MoeConfig::qwen3_30b_a3b() { return qwen3_moe_config_from_hf(published_config("qwen3-30b-a3b")); }
 
 void Qwen3MoeConfig::validate() const {
   check_decoder_dims("qwen3_moe",

@@ -349,3 +349,36 @@ TEST_CASE("safetensors: byte ranges must tile the data; huge shapes do not wrap"
   write({{"a", tensor({int64_t{1} << 32, int64_t{1} << 32, 64}, 0, 0)}}, 0);
   CHECK(error() == path + ": tensor 'a': shape [4294967296,4294967296,64] has too many elements");
 }
+
+TEST_CASE("the real sizes are the checkpoints' published config.json files") {
+  const LlamaConfig llama = llama_config_from_hf(published_config("llama-3-8b"));
+  CHECK(llama.hidden == 4096);
+  CHECK(llama.kv_heads == 8);
+  CHECK(llama.rope_theta == 500000.0);
+  CHECK_FALSE(llama.tie_word_embeddings);
+  const Qwen3MoeConfig moe = qwen3_moe_config_from_hf(published_config("qwen3-30b-a3b"));
+  CHECK(moe.experts == 128);
+  CHECK(moe.top_k == 8);
+  CHECK(moe.moe_ffn == 768);
+  CHECK(qwen3_config_from_hf(published_config("qwen3-4b")).tie_word_embeddings);
+  // Gemma's published config.json has no tie_word_embeddings: Hugging Face's
+  // GemmaConfig ties by default, and so does the reader.
+  CHECK(gemma_config_from_hf(published_config("gemma-2b")).vocab == 256000);
+  CHECK_THROWS_WITH_AS(published_config("llama-3-70b"), doctest::Contains("no published shape named 'llama-3-70b'"),
+                       spool::Error);
+}
+
+TEST_CASE("a config.json without tie_word_embeddings takes the family's default") {
+  nlohmann::json j = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 256,
+      "rms_norm_eps": 1e-5, "rope_theta": 10000.0})");
+  CHECK_FALSE(llama_config_from_hf(HfConfig(j, "llama.json")).tie_word_embeddings);
+  j["model_type"] = "qwen3";
+  j["head_dim"] = 16;
+  CHECK_FALSE(qwen3_config_from_hf(HfConfig(j, "qwen3.json")).tie_word_embeddings);
+  j["model_type"] = "gemma";
+  CHECK_NOTHROW(gemma_config_from_hf(HfConfig(j, "gemma.json")));  // tied, as Gemma must be
+  j["tie_word_embeddings"] = false;
+  CHECK_THROWS_WITH_AS(gemma_config_from_hf(HfConfig(j, "gemma.json")), doctest::Contains("tie_word_embeddings is false"),
+                       spool::Error);
+}

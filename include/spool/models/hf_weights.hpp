@@ -63,6 +63,10 @@ class HfConfig {
   mutable std::set<std::string> used_;
 };
 
+// The config.json of a checkpoint a real size names ("llama-3-8b",
+// "gemma-2b", "qwen3-4b", "qwen3-30b-a3b"; src/models/shapes/), compiled in.
+HfConfig published_config(std::string_view checkpoint);
+
 // Shapes from config.json, checked as described above.
 LlamaConfig llama_config_from_hf(const HfConfig& config);
 Qwen3Config qwen3_config_from_hf(const HfConfig& config);
