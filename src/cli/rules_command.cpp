@@ -4,7 +4,7 @@
 #include "commands.hpp"
 
 #include <spool/hlir/language.hpp>
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/rules/soundness.hpp>
 
@@ -23,7 +23,7 @@ int check_file(const std::string& path, uint64_t seed, int trials) {
     return 1;
   }
   hlir::HlirLanguage lang;
-  const egraph::Registry& registry = rules::hlir_registry();
+  const egraph::Registry& registry = hlir::registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   if (!sets) {

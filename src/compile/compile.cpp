@@ -11,7 +11,7 @@
 #include <spool/hlir/language.hpp>
 #include <spool/hlir/cost.hpp>
 #include <spool/ir/text.hpp>
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/support/error.hpp>
 
@@ -160,7 +160,7 @@ std::shared_ptr<const CompiledRules> compiled_rules(const std::vector<std::share
   compiled->files = files;
   for (const std::shared_ptr<const rules::RuleFile>& file : files) {
     Result<std::vector<egraph::RuleSet>> sets = rules::compile_rules(
-        *file, compiled->lang.language(), rules::hlir_registry(), compiled->lang.parse_options());
+        *file, compiled->lang.language(), hlir::registry(), compiled->lang.parse_options());
     if (!sets) throw Error(sets.error().render());
     compiled->sets.push_back(std::move(sets.value()));
     compiled->schedules.push_back(rules::schedule_of(*file));

@@ -12,7 +12,7 @@
 #include <spool/ir/text.hpp>
 #include <spool/nn/nn.hpp>
 #include <spool/roll/roll.hpp>
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 
 #include <spool/models/llama.hpp>
@@ -74,7 +74,7 @@ Compiled saturate_and_extract(const Graph& hlir) {
   eg->rebuild();
   Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
   REQUIRE(file.ok());
-  const egraph::Registry& registry = rules::hlir_registry();
+  const egraph::Registry& registry = hlir::registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE(sets.ok());
@@ -220,7 +220,7 @@ TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
   const double unfused = egraph::Extractor(*eg, cost).cost(roots[0]);
   Result<rules::RuleFile> file = rules::load_rule_file(kDefaultRules);
   REQUIRE(file.ok());
-  const egraph::Registry& registry = rules::hlir_registry();
+  const egraph::Registry& registry = hlir::registry();
   auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE(sets.ok());
   egraph::Runner().run(*eg, sets.value(), rules::schedule_of(file.value()));

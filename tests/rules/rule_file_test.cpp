@@ -6,7 +6,7 @@
 #include <spool/hlir/language.hpp>
 #include <math_language/math.hpp>
 #include <spool/nn/nn.hpp>
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 
 #include <algorithm>
@@ -269,7 +269,7 @@ TEST_CASE("every shipped rule file survives random mutations, parsed, compiled a
       }
       ++parsed;
       hlir::HlirLanguage lang;
-      const Registry& registry = rules::hlir_registry();
+      const Registry& registry = hlir::registry();
       Result<std::vector<RuleSet>> sets =
           rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
       if (!sets) {

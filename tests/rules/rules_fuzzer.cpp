@@ -6,7 +6,7 @@
 
 #include <spool/hlir/language.hpp>
 #include <spool/nn/nn.hpp>
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 
 #include <cstddef>
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Result<rules::RuleFile> file = rules::parse_rule_text(text, "/nonexistent/fuzz.rules");
   if (!file) return 0;
   hlir::HlirLanguage lang;
-  const egraph::Registry& registry = rules::hlir_registry();
+  const egraph::Registry& registry = hlir::registry();
   Result<std::vector<egraph::RuleSet>> sets =
       rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   if (!sets) return 0;

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 #include <spool/rules/rule_file.hpp>
 #include <spool/rules/soundness.hpp>
 
@@ -15,7 +15,7 @@ std::vector<rules::SoundnessResult> check(const std::string& path, std::vector<r
   Result<rules::RuleFile> file = rules::load_rule_file(path);
   REQUIRE_MESSAGE(file.ok(), file.error().render());
   hlir::HlirLanguage lang;
-  const egraph::Registry& registry = rules::hlir_registry();
+  const egraph::Registry& registry = hlir::registry();
   auto sets = rules::compile_rules(file.value(), lang.language(), registry, lang.parse_options());
   REQUIRE_MESSAGE(sets.ok(), sets.error().render());
   if (checks)

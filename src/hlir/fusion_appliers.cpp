@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-namespace spool::rules::detail {
+namespace spool::hlir::detail {
 namespace {
 
 std::vector<ClassId> slice(const std::vector<ClassId>& v, size_t first, size_t last) {
@@ -255,4 +255,4 @@ std::optional<ClassId> reduce_epilogue(EGraph& g, HlirLanguage& lang, const Matc
   return std::nullopt;
 }
 
-}  // namespace spool::rules::detail
+}  // namespace spool::hlir::detail

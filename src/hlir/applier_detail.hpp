@@ -1,6 +1,6 @@
 #pragma once
 // Internal to the HLIR appliers: reading e-classes and adding kernels
-// (hlir_appliers.cpp, which also registers every applier by name), fused
+// (appliers.cpp, which also registers every applier by name), fused
 // programs built over e-classes (fused_programs.cpp), and the appliers
 // themselves, by kind: fusion into elementwise, gemm and reduce kernels
 // (fusion_appliers.cpp), and softmax and norm kernels recognized from their
@@ -8,7 +8,7 @@
 
 #include <spool/hlir/language.hpp>
 #include <spool/ir/kernel.hpp>
-#include <spool/rules/hlir_appliers.hpp>
+#include <spool/hlir/appliers.hpp>
 
 #include <array>
 #include <initializer_list>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace spool::rules::detail {
+namespace spool::hlir::detail {
 
 using egraph::AttrId;
 using egraph::ClassId;
@@ -25,11 +25,8 @@ using egraph::EGraph;
 using egraph::MatchView;
 using egraph::NodeId;
 using egraph::OpId;
-using hlir::ClassData;
-using hlir::HlirAnalysis;
-using hlir::HlirLanguage;
 
-// ---- e-classes (hlir_appliers.cpp) --------------------------------------------------
+// ---- e-classes (appliers.cpp) --------------------------------------------------
 
 const ClassData& data(const EGraph& g, ClassId c);
 
@@ -124,7 +121,7 @@ std::optional<std::pair<ProgramAttr, std::vector<ClassId>>> chain_epilogue(EGrap
                                                                            const std::vector<ClassId>& consumer_inputs,
                                                                            size_t slot);
 
-// ---- the appliers, registered by name in hlir_appliers.cpp --------------------------
+// ---- the appliers, registered by name in appliers.cpp --------------------------
 //
 // Each reads the matched root class first; the comment at its definition
 // gives the rule arguments it takes.
@@ -148,7 +145,7 @@ std::optional<ClassId> layer_norm_kernel(EGraph& g, HlirLanguage& lang, const Ma
 std::optional<ClassId> half_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m);
 std::optional<ClassId> half_rms_norm_offset(EGraph& g, HlirLanguage& lang, const MatchView& m);
 
-// hlir_appliers.cpp
+// appliers.cpp
 std::optional<ClassId> loop_input_static(EGraph& g, HlirLanguage& lang, const MatchView& m);
 
-}  // namespace spool::rules::detail
+}  // namespace spool::hlir::detail

@@ -18,7 +18,7 @@
 
 #include <algorithm>
 
-namespace spool::rules {
+namespace spool::hlir {
 namespace detail {
 
 const ClassData& data(const EGraph& g, ClassId c) {
@@ -159,9 +159,9 @@ egraph::Registry make_registry() {
 
 }  // namespace
 
-const egraph::Registry& hlir_registry() {
+const egraph::Registry& registry() {
   static const egraph::Registry registry = make_registry();
   return registry;
 }
 
-}  // namespace spool::rules
+}  // namespace spool::hlir

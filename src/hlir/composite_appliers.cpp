@@ -7,7 +7,7 @@
 
 #include <numbers>
 
-namespace spool::rules::detail {
+namespace spool::hlir::detail {
 namespace {
 
 // The view nn's keepdim reductions put between a reduced value of shape
@@ -183,4 +183,4 @@ std::optional<ClassId> half_rms_norm_offset(EGraph& g, HlirLanguage& lang, const
   return add_kernel(g, lang, Op::RmsNorm, attr, {g.find(x), g.find(w)});
 }
 
-}  // namespace spool::rules::detail
+}  // namespace spool::hlir::detail

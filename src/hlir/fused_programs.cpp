@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-namespace spool::rules::detail {
+namespace spool::hlir::detail {
 
 ProgramBuilder::Ref ProgramBuilder::input(ClassId c) {
   c = g_.find(c);
@@ -215,4 +215,4 @@ std::optional<std::pair<ProgramAttr, std::vector<ClassId>>> chain_epilogue(EGrap
   return b.finish(result);
 }
 
-}  // namespace spool::rules::detail
+}  // namespace spool::hlir::detail

@@ -14,7 +14,7 @@
 
 #include <cstddef>
 
-namespace spool::rules {
+namespace spool::hlir {
 
 // Size caps that keep fusion bounded: a fused program, prologue or epilogue
 // never grows past these, so saturation adds a bounded number of kernels
@@ -23,9 +23,9 @@ inline constexpr size_t kMaxProgramInstrs = 32;
 inline constexpr size_t kMaxKernelInputs = 6;
 
 // The appliers and guards of the shipped rules (rules/README.md lists them).
-// They run on e-graphs made by hlir::make_egraph and read the HLIR
+// They run on e-graphs made by make_egraph and read the HLIR
 // language through the graph's analysis, so rules compiled with this
 // registry in one language run on any copy of it.
-const egraph::Registry& hlir_registry();
+const egraph::Registry& registry();
 
-}  // namespace spool::rules
+}  // namespace spool::hlir
