@@ -67,6 +67,15 @@ void run_workload(const SimOptions& o) {
   const target::NpuConfig config = target::load_config(o.npu);
   sim::Trace trace;
   const Graph hlir = models::workload_graph(o.workload);
+  if (o.functional) {
+    int64_t values = 0;
+    for (const NodeId id : hlir.live_ids())
+      if (is_source(hlir.node(id).op)) values += num_elements(hlir.node(id).shape);
+    if (values > kInterpParameterLimit)
+      fail("--functional runs the reference interpreter, which holds every value as a double and cannot run {}'s "
+           "{} input values (at most {}); drop --functional to simulate for time",
+           o.workload, values, kInterpParameterLimit);
+  }
   pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);
   options.compile.rule_files.push_back(models::default_rules_file());
   const pipeline::Report report = pipeline::run(hlir, config, options);
