@@ -4,6 +4,7 @@
 #include <spool/support/error.hpp>
 #include <spool/support/npy.hpp>
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -37,8 +38,12 @@ std::string header_value(const std::string& header, const std::string& key, cons
 }  // namespace
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail("{}: cannot open", path);
+  // Every length read from the file is checked against the bytes it has
+  // before anything is allocated for it.
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
   char magic[8];
   if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail("{}: not an npy file", path);
   const int major = static_cast<unsigned char>(magic[6]);
@@ -54,6 +59,8 @@ NpyArray read_npy(const std::string& path) {
   } else {
     fail("{}: unsupported npy version {}", path, major);
   }
+  if (header_len > file_size - static_cast<uint64_t>(in.tellg()))
+    fail("{}: truncated npy header ({} bytes declared, the file has {})", path, header_len, file_size);
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) fail("{}: truncated npy header", path);
 
@@ -65,15 +72,31 @@ NpyArray read_npy(const std::string& path) {
     fail("{}: Fortran-order npy arrays are not supported", path);
   std::string shape = header_value(header, "shape", path);
   if (shape.empty() || shape[0] != '(') fail("{}: malformed npy shape", path);
-  std::istringstream dims(shape.substr(1, shape.find(')') - 1));
+  if (shape.find(')') == std::string::npos) fail("{}: malformed npy shape", path);
+  shape = shape.substr(0, shape.find(')') + 1);  // "(3, 256)" without the rest of the header
+  std::istringstream dims(shape.substr(1, shape.size() - 2));
   std::string dim;
   while (std::getline(dims, dim, ',')) {
-    if (dim.find_first_not_of(' ') == std::string::npos) continue;
-    array.shape.push_back(std::stoll(dim));
+    const size_t first = dim.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const size_t last = dim.find_last_not_of(' ');
+    const std::string_view digits = std::string_view(dim).substr(first, last - first + 1);
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (error != std::errc() || end != digits.data() + digits.size() || value < 0)
+      fail("{}: npy shape {} has a dimension '{}' that is not a non-negative integer", path, shape, digits);
+    array.shape.push_back(value);
   }
-  size_t count = 1;
-  for (int64_t d : array.shape) count *= static_cast<size_t>(d);
-  array.data.resize(count * element_size(array.descr, path));
+  const uint64_t available = file_size - static_cast<uint64_t>(in.tellg());
+  const uint64_t element = element_size(array.descr, path);
+  uint64_t bytes = element;
+  for (int64_t d : array.shape) {
+    const uint64_t next = bytes * static_cast<uint64_t>(d);
+    if (d != 0 && (next / static_cast<uint64_t>(d) != bytes || next > available))
+      fail("{}: truncated npy data (shape {} needs more than the file's {} data bytes)", path, shape, available);
+    bytes = next;
+  }
+  array.data.resize(bytes);
   if (!in.read(reinterpret_cast<char*>(array.data.data()), static_cast<std::streamsize>(array.data.size())))
     fail("{}: truncated npy data ({} bytes expected)", path, array.data.size());
   return array;
