@@ -16,7 +16,7 @@
 
 using namespace spool;
 using spool::lower_test::timed;
-using spool::lower_test::check_against_interp;
+using spool::lower_test::lower_and_run;
 using spool::lower_test::constant_instr;
 using spool::lower_test::instr;
 
@@ -78,7 +78,7 @@ TEST_CASE("blocks: FFN addmm + ReLU, M=512 N=3072 K=768 on tpuv3: footprint equa
   const Graph g = ffn(512, 768, 3072);
   const target::NpuConfig tpu = target::load_config("tpuv3");
   lower::Lowered l;
-  CHECK(check_against_interp(g, "tpuv3", 11, 2, &l) < 1e-5);
+  CHECK(lower_and_run(g, "tpuv3", 11, 2, &l).within(1e-5));
   MESSAGE("ffn on tpuv3\n" << l.report.to_text());
   REQUIRE(l.report.kernels == 1);
   CHECK(l.report.fused_kernels == 1);
@@ -128,7 +128,7 @@ TEST_CASE("blocks: llama4 MoE experts: the chunk prologue is fused into the down
     down.a_inputs = 2;
     output("y", Tensor(&g, g.add(Op::Gemm, {parts[0].edge(), parts[1].edge(), w_down.edge()}, down)));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 12, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 12, 2, &l).within(1e-5));
     MESSAGE("llama4 moe on " << std::string(cfg) << "\n" << l.report.to_text());
     // Two kernels: the prologue runs inside the second GEMM, reading both
     // halves of gate_up through aliases of its buffer.
@@ -161,7 +161,7 @@ TEST_CASE("blocks: a GEMM fusion that cannot be placed falls back to standalone 
   attr.epilogue.instrs = {iota_instr, instr(Op::Add, 0, 1)};
   output("y", Tensor(&g, g.add(Op::Gemm, {a.edge(), b.edge()}, attr)));
   lower::Lowered l;
-  CHECK(check_against_interp(g, "toy", 13, 2, &l) < 1e-5);
+  CHECK(lower_and_run(g, "toy", 13, 2, &l).within(1e-5));
   CHECK(l.report.notes.size() == 1);
   CHECK(l.report.kernels >= 3);  // iota, gemm, epilogue
 }
@@ -198,7 +198,7 @@ TEST_CASE("blocks: deepseek-v3 routing: sigmoid scores, group top-k, expert mask
     output("top_experts", top_experts);
     output("weights", norm);
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 14, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 14, 2, &l).within(1e-5));
     MESSAGE("deepseek-v3 routing on " << std::string(cfg) << "\n" << l.report.to_text());
     for (const lower::KernelInfo& k : l.report.per_kernel)
       if (k.kind == "copy") MESSAGE("copy kernel " << k.name);
@@ -238,7 +238,7 @@ TEST_CASE("blocks: nvFuser-style RoPE: no kernel only slices, copy kernels only 
     CAPTURE(cfg);
     const Graph g = build(64);
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 15, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 15, 2, &l).within(1e-5));
     MESSAGE("rope on " << std::string(cfg) << "\n" << l.report.to_text());
     // Two cats of two parts per roped tensor. The parts computed by a kernel
     // (-x2, and rot*cos + rotated*sin) are written in place by that kernel;

@@ -14,7 +14,7 @@
 #include <algorithm>
 
 using namespace spool;
-using spool::lower_test::check_against_interp;
+using spool::lower_test::lower_and_run;
 using spool::lower_test::constant_instr;
 using spool::lower_test::instr;
 
@@ -65,7 +65,7 @@ TEST_CASE("gemm: the next k tiles' loads are issued before the current tile's ar
     Tensor w = weight(g, "w", DType::F32, {N, K});
     output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), w.transpose(0, 1).edge()}, GemmAttr{})));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 3, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 3, 2, &l).within(1e-5));
     const Order o = order_of(l, "w");
     CHECK(o.matmuls > 0);
     // A GEMV has three operand slots: tiles 0, 1 and 2 load before tile 0 runs.
@@ -88,7 +88,7 @@ TEST_CASE("gemm: a prologue over K^T operands loads rows of k and uses trans_b")
     attr.b_inputs = 2;
     output("s", Tensor(&g, g.add(Op::Gemm, {q.edge(), k0.transpose(1, 2).edge(), k1.transpose(1, 2).edge()}, attr)));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 5, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 5, 2, &l).within(1e-5));
     const Order o = order_of(l, "keys_");
     CHECK(o.matmuls > 0);
     CHECK(o.all_trans_b);
@@ -112,7 +112,7 @@ TEST_CASE("gemm: an A prologue input broadcast along k is loaded one value per r
     output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), scale.broadcast_to({M, K}).edge(), w.transpose(0, 1).edge()},
                                  attr)));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 9, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 9, 2, &l).within(1e-5));
     // Every load of the scale moves at most one tile's rows, never a column per k.
     int loads = 0;
     for (const npu::Kernel& k : l.program.kernels)
@@ -166,8 +166,8 @@ TEST_CASE("gemm: grouped-query attention loads each key once (a group's query he
       // a second read of the keys for fewer cycles.
       lower::LowerOptions analytic;
       analytic.gemm_simulated_candidates = 1;
-      CHECK(check_against_interp(build(S, false), cfg, 11, 2, &grouped, analytic) < 1e-5);
-      CHECK(check_against_interp(build(S, true), cfg, 11, 2, &per_head, analytic) < 1e-5);
+      CHECK(lower_and_run(build(S, false), cfg, 11, 2, &grouped, analytic).within(1e-5));
+      CHECK(lower_and_run(build(S, true), cfg, 11, 2, &per_head, analytic).within(1e-5));
       // One batch loop (the KV heads) in the grouped GEMMs, two per head.
       auto batch_loops = [](const lower::Lowered& l) {
         size_t most = 0;
@@ -208,6 +208,6 @@ TEST_CASE("gemm: blocks loaded ahead keep their epilogue operands apart") {
     lower::LowerOptions analytic;
     analytic.gemm_simulated_candidates = 1;
     for (const lower::LowerOptions& options : {lower::LowerOptions{}, analytic})
-      CHECK(check_against_interp(g, cfg, 5, 2, nullptr, options) < 1e-5);
+      CHECK(lower_and_run(g, cfg, 5, 2, nullptr, options).within(1e-5));
   }
 }

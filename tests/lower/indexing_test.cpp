@@ -14,7 +14,7 @@
 
 using namespace spool;
 using spool::lower_test::timed;
-using spool::lower_test::check_against_interp;
+using spool::lower_test::lower_and_run;
 
 namespace {
 
@@ -80,7 +80,7 @@ TEST_CASE("lower: row gathers (embedding, token rows, expert matrices) match the
     Tensor experts = input(g, "experts", itype, {5});
     output("per_pair", gather(w, experts.reshape({5, 1, 1}).expand({5, 7, 19}), 0));
     lower::Lowered lowered;
-    CHECK(check_against_interp(g, cfg, 3, 9, &lowered, options) == 0.0);
+    CHECK(lower_and_run(g, cfg, 3, 9, &lowered, options).exactly());
     CHECK(count_kind(lowered, "gather") == 3);
     CHECK(count_indirect(lowered.program) >= 3);
   });
@@ -104,7 +104,7 @@ TEST_CASE("lower: element gathers along a leading or middle axis match the inter
       Tensor it = input(g, "it", DType::I32, {7, 13});
       output("perm", gather(d2, it.permute({1, 0}), 0));
       lower::Lowered lowered;
-      CHECK(check_against_interp(g, cfg, 5, 6, &lowered, options) == 0.0);
+      CHECK(lower_and_run(g, cfg, 5, 6, &lowered, options).exactly());
       CHECK(count_kind(lowered, "gather") == 3);
     }
   }
@@ -131,7 +131,7 @@ TEST_CASE("lower: scatter_add matches the interpreter, duplicates accumulated in
     Tensor counts = input(g, "counts", DType::I32, {3, 5});
     output("ints", scatter_add(counts, input(g, "cidx", itype, {3, 4}), input(g, "ones", DType::I32, {3, 4}), 1));
     lower::Lowered lowered;
-    CHECK(check_against_interp(g, cfg, 7, 5, &lowered, options) == 0.0);
+    CHECK(lower_and_run(g, cfg, 7, 5, &lowered, options).exactly());
     CHECK(count_kind(lowered, "scatter_add") == 4);
   });
 }
@@ -152,7 +152,7 @@ TEST_CASE("lower: scatter_add order is the reference's (f32 sums that depend on 
   for (const char* cfg : kConfigs) {
     CAPTURE(cfg);
     const auto got = run_lowered(g, cfg, env).at("out");
-    for (int64_t i = 0; i < 6; ++i) CHECK(got.get(i) == expected.get(i));
+    CHECK(test::allclose(got, expected));
   }
 }
 
@@ -292,7 +292,7 @@ TEST_CASE("lower: a constant index (no index load: the value is written once int
     Tensor y = input(g, "y", DType::F32, {4, 9});
     output("s", scatter_add(input(g, "base", DType::F32, {6, 9}), constant(g, 2.0, DType::I32, {4, 9}), y, 0));
     lower::Lowered lowered;
-    CHECK(check_against_interp(g, cfg, 11, 2, &lowered) == 0.0);
+    CHECK(lower_and_run(g, cfg, 11, 2, &lowered).exactly());
     CHECK(count_kind(lowered, "gather") == 1);
     CHECK(count_kind(lowered, "scatter_add") == 1);
   }
@@ -312,7 +312,7 @@ TEST_CASE("lower: an expert gather read by a batched GEMM loads its operand thro
       lower::LowerOptions options;
       options.fuse = fuse;
       lower::Lowered lowered;
-      CHECK(check_against_interp(g, cfg, 13, 6, &lowered, options) < 1e-6);
+      CHECK(lower_and_run(g, cfg, 13, 6, &lowered, options).within(1e-6));
       CHECK(count_kind(lowered, "gather") == (fuse ? 0 : 1));
       int gemm_indirect = 0;
       for (const npu::Kernel& k : lowered.program.kernels)

@@ -15,7 +15,7 @@
 
 using namespace spool;
 using spool::lower_test::timed;
-using spool::lower_test::check_against_interp;
+using spool::lower_test::lower_and_run;
 using spool::lower_test::constant_instr;
 using spool::lower_test::instr;
 
@@ -44,7 +44,7 @@ TEST_CASE("lower: elementwise primitives and fused programs match the interprete
                   instr(Op::Mul, 8, 1)};
       Tensor f(&g, g.add(Op::Fused, {x.edge(), y.edge()}, p));
       output("f", f);
-      CHECK(check_against_interp(g, cfg, 1) < 1e-5);
+      CHECK(lower_and_run(g, cfg, 1).within(1e-5));
     }
   }
 }
@@ -61,7 +61,7 @@ TEST_CASE("lower: integer and bool programs with explicit casts (mod, compare in
     output("cast", mask.cast(DType::F32) + idx.cast(DType::F32));
     Tensor i32 = input(g, "i32", DType::I32, {6, 11});
     output("i32", maximum(i32 * i32, i32 + i32));
-    CHECK(check_against_interp(g, cfg, 3, 4) == 0.0);
+    CHECK(lower_and_run(g, cfg, 3, 4).exactly());
   }
 }
 
@@ -77,7 +77,7 @@ TEST_CASE("lower: views are strided reads (permute, slice, expand, reshape)") {
     output("reshape", (x.reshape({60, 12}) + 1.0).reshape({6, 120}));
     output("reshape_perm", (x.permute({1, 0, 2}) * 1.0).reshape({60, 12}).slice(0, 3, 50) - 1.0);
     output("pad", x.pad(2, 1, 3, 0.5) * 2.0);
-    CHECK(check_against_interp(g, cfg, 2) < 1e-6);
+    CHECK(lower_and_run(g, cfg, 2).within(1e-6));
   }
 }
 
@@ -94,7 +94,7 @@ TEST_CASE("lower: a concat that is itself a part of a concat is written into its
     const Tensor rotated = nn::concat({halves[0] * 2.0 - halves[1], halves[1] * 3.0 + halves[0]}, -1);
     output("cache", nn::concat({cache.slice(0, 0, 5), rotated.transpose(0, 1)}, 0));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 4, 2, &l) < 1e-6);
+    CHECK(lower_and_run(g, cfg, 4, 2, &l).within(1e-6));
     CHECK(l.report.inputs_updated_in_place == 1);
     CHECK(l.report.copy_kernels == 0);
   }
@@ -114,7 +114,7 @@ TEST_CASE("lower: vector kernels are tiled along their longest axis but the last
     Tensor w = weight(g, "w", DType::F32, {H * D, 24});
     output("y", Tensor(&g, g.add(Op::Gemm, {x.permute({1, 0, 2}).reshape({S, H * D}).edge(), w.edge()}, GemmAttr{})));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 4, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 4, 2, &l).within(1e-5));
     int copies = 0;
     for (const lower::KernelInfo& k : l.report.per_kernel)
       if (k.kind == "copy") {
@@ -126,7 +126,7 @@ TEST_CASE("lower: vector kernels are tiled along their longest axis but the last
     Graph step("decode_step");
     Tensor q = input(step, "q", DType::F32, {H, 1, D});
     output("scaled", q * 0.5);
-    CHECK(check_against_interp(step, cfg, 5, 2, &l) < 1e-6);
+    CHECK(lower_and_run(step, cfg, 5, 2, &l).within(1e-6));
     REQUIRE(l.report.per_kernel.size() == 1);
     CHECK(l.report.per_kernel[0].tile == "rows " + std::to_string(H) + " cols " + std::to_string(D));
 
@@ -137,7 +137,7 @@ TEST_CASE("lower: vector kernels are tiled along their longest axis but the last
     Tensor nw = weight(heads, "nw", DType::F32, {D});
     output("normed", Tensor(&heads, heads.add(Op::RmsNorm, {t.edge(), nw.edge()}, NormAttr{1e-6, false})));
     output("sums", t.sum(-1));
-    CHECK(check_against_interp(heads, cfg, 6, 2, &l) < 1e-5);
+    CHECK(lower_and_run(heads, cfg, 6, 2, &l).within(1e-5));
     REQUIRE(l.report.per_kernel.size() == 2);
     for (const lower::KernelInfo& k : l.report.per_kernel) {
       CAPTURE(k.kind);
@@ -160,7 +160,7 @@ TEST_CASE("lower: tiles of a transposed view move along DRAM's contiguous axis")
     output("y", x.transpose(0, 1) * 2.0);
     output("p", Tensor(&g, g.add(Op::Softmax, {x.edge()}, AxisAttr{0})));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 8, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, cfg, 8, 2, &l).within(1e-5));
     const sim::Report r = sim::run(l.program, target::load_config(cfg));
     // x is read twice (two kernels) in runs of a tile's rows; the toy
     // config's short tiles round up to whole requests. Element by element
@@ -192,7 +192,7 @@ TEST_CASE("lower: reductions, softmax and norms match the interpreter") {
       r.prologue.instrs = {instr(Op::Mul, 0, 0)};
       r.epilogue.instrs = {constant_instr(0.5), instr(Op::Mul, 0, 1)};
       output("reduce", Tensor(&g, g.add(Op::Reduce, {x.edge()}, r)));
-      CHECK(check_against_interp(g, cfg, 4) < 1e-5);
+      CHECK(lower_and_run(g, cfg, 4).within(1e-5));
     }
   }
 }
@@ -204,7 +204,7 @@ TEST_CASE("lower: top-k indices match the interpreter") {
     Tensor x = input(g, "x", DType::F32, {9, 37});
     output("top", Tensor(&g, g.add(Op::TopK, {x.edge()}, TopKAttr{4})));
     output("top1", Tensor(&g, g.add(Op::TopK, {x.permute({1, 0}).edge()}, TopKAttr{1})));
-    CHECK(check_against_interp(g, cfg, 5) == 0.0);
+    CHECK(lower_and_run(g, cfg, 5).exactly());
   }
 }
 
@@ -223,7 +223,7 @@ TEST_CASE("lower: a top-k of whole integer rows is a sorting network that matche
     output("b", Tensor(&g, g.add(Op::TopK, {(b % 7.0).edge()}, TopKAttr{100})));
     output("c", Tensor(&g, g.add(Op::TopK, {c.permute({1, 0}).edge()}, TopKAttr{70})));
     lower::Lowered l;
-    CHECK(check_against_interp(g, cfg, 7, 2, &l) == 0.0);
+    CHECK(lower_and_run(g, cfg, 7, 2, &l).exactly());
     int sorts = 0;
     for (const lower::KernelInfo& k : l.report.per_kernel) sorts += k.tile.rfind("sort ", 0) == 0;
     CHECK(sorts == 3);
@@ -243,7 +243,7 @@ TEST_CASE("lower: gather (top-k values, embedding rows) matches the interpreter"
     output("rows", nn::embedding(ids, table));
     Tensor idx0 = input(g, "idx0", DType::I32, {5, 37});
     output("axis0", gather(x, idx0, 0));
-    CHECK(check_against_interp(g, cfg, 9, 9) < 1e-6);
+    CHECK(lower_and_run(g, cfg, 9, 9).within(1e-6));
   }
   // An index out of range is a runtime error naming the kernel, not a crash.
   Graph bad("bad_gather");
@@ -277,7 +277,7 @@ TEST_CASE("lower: GEMM with prologues and epilogue, batched, ragged, transposed 
       output("fused", Tensor(&g, g.add(Op::Gemm, {a.edge(), w.transpose(0, 1).edge(), bias.broadcast_to({M, N}).edge(),
                                                   res.edge()},
                                        fused)));
-      CHECK(check_against_interp(g, cfg, 6) < 1e-5);
+      CHECK(lower_and_run(g, cfg, 6).within(1e-5));
     }
   }
   for (const char* cfg : kConfigs) {
@@ -289,7 +289,7 @@ TEST_CASE("lower: GEMM with prologues and epilogue, batched, ragged, transposed 
     Tensor x = input(g, "x", DType::BF16, {2, 19, 21});
     Tensor y = input(g, "y", DType::BF16, {2, 21, 12});
     output("bf16", Tensor(&g, g.add(Op::Gemm, {x.edge(), y.edge()}, GemmAttr{})));
-    CHECK(check_against_interp(g, cfg, 7) < 2e-2);
+    CHECK(lower_and_run(g, cfg, 7).within(2e-2));
   }
 }
 
@@ -307,7 +307,7 @@ TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores a
   output("softmax", Tensor(&g, g.add(Op::Softmax, {x.edge()}, AxisAttr{1})));
   output("ew", q * 2.0 + 1.0);
   lower::Lowered l;
-  CHECK(lower_test::check_against_interp(g, "tpuv4", 8, 2, &l) < 1e-5);
+  CHECK(lower_and_run(g, "tpuv4", 8, 2, &l).within(1e-5));
   int split = 0;
   for (const lower::KernelInfo& info : l.report.per_kernel) split += info.core_split > 1;
   CHECK(split >= 2);  // the 1024-row GEMM and the 700-row softmax: far more work than a launch
@@ -327,7 +327,7 @@ TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores a
   CHECK(untimed.program.kernels.size() == 5);
   const interp::Env env = interp::random_inputs(g, 8);
   const sim::Executed got = sim::run_functional(untimed.program, v4, untimed.inputs, untimed.outputs, env);
-  CHECK(lower_test::worst_error(interp::run(g, env), got) < 1e-5);
+  CHECK(test::allclose(got.outputs, interp::run(g, env), {.stol = 1e-5}));
 }
 
 TEST_CASE("lower: small scratchpad budgets force ragged row and column tiles, same values") {
@@ -351,7 +351,7 @@ TEST_CASE("lower: small scratchpad budgets force ragged row and column tiles, sa
     Tensor b = weight(g, "b", DType::F32, {70, 29});
     output("gemm", Tensor(&g, g.add(Op::Gemm, {a.edge(), b.edge()}, GemmAttr{})));
     lower::Lowered l;
-    CHECK(check_against_interp(g, "toy", 10, 2, &l, options) < 1e-5);
+    CHECK(lower_and_run(g, "toy", 10, 2, &l, options).within(1e-5));
     for (const lower::KernelInfo& k : l.report.per_kernel) {
       CAPTURE(k.name);
       CAPTURE(k.tile);
@@ -374,7 +374,7 @@ TEST_CASE("lower: reductions down a strided axis run down the rows, without a tr
   for (const char* config : {"toy", "tpuv3"}) {
     CAPTURE(config);
     lower::Lowered l;
-    CHECK(check_against_interp(g, config, 4, 2, &l) < 1e-5);
+    CHECK(lower_and_run(g, config, 4, 2, &l).within(1e-5));
     const std::string text = npu::print(l.program);
     CHECK(text.find("reduce.max.rows") != std::string::npos);
     CHECK(text.find("reduce.sum.rows") != std::string::npos);
@@ -391,7 +391,7 @@ TEST_CASE("lower: batched GEMMs carry their column pipeline across batches, same
   Tensor q = input(g, "q", DType::F32, {16, 512, 64});
   output("scores", Tensor(&g, g.add(Op::Gemm, {k.edge(), q.transpose(1, 2).edge()}, GemmAttr{})));
   lower::Lowered l;
-  CHECK(check_against_interp(g, "tpuv3", 5, 2, &l) < 1e-5);
+  CHECK(lower_and_run(g, "tpuv3", 5, 2, &l).within(1e-5));
   CHECK(npu::print(l.program).find("for batch0 in 0..15 {") != std::string::npos);
   // Smaller and ragged shapes on toy, with and without the chained form.
   for (auto [B, M, K, N] : {std::array<int64_t, 4>{3, 8, 16, 64}, {5, 8, 8, 48}, {2, 40, 12, 24}, {4, 7, 9, 33}}) {
@@ -402,7 +402,7 @@ TEST_CASE("lower: batched GEMMs carry their column pipeline across batches, same
     Tensor b = input(h, "b", DType::F32, {B, K, N});
     output("c", Tensor(&h, h.add(Op::Gemm, {a.edge(), b.edge()}, GemmAttr{})));
     lower::Lowered small;
-    CHECK(check_against_interp(h, "toy", 6, 2, &small) < 1e-5);
+    CHECK(lower_and_run(h, "toy", 6, 2, &small).within(1e-5));
     const bool chained = npu::print(small.program).find(fmt::format("for batch0 in 0..{} {{", B - 1)) != std::string::npos;
     if (N == 64) CHECK(chained);        // an even number of whole column blocks per batch
     if (N == 33) CHECK_FALSE(chained);  // a ragged column block: the plain batch loop
@@ -436,13 +436,7 @@ TEST_CASE("lower: top-k ranks NaN as the interpreter does (largest, ties to the 
       const target::NpuConfig npu = target::load_config(config);
       const lower::Lowered l = lower::to_npu(g, npu, timed(npu));
       const sim::Executed got = sim::run_functional(l.program, npu, l.inputs, l.outputs, env);
-      const interp::HostTensor& a = got.outputs.at("i");
-      const interp::HostTensor& b = want.at("i");
-      REQUIRE(a.size() == b.size());
-      for (int64_t i = 0; i < a.size(); ++i) {
-        CAPTURE(i);
-        CHECK(a.get(i) == b.get(i));
-      }
+      CHECK(test::allclose(got.outputs.at("i"), want.at("i")));
     }
   }
 }

@@ -11,6 +11,8 @@
 
 #include <spool/models/hf_weights.hpp>
 
+#include "support/allclose.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -52,21 +54,22 @@ void check_golden(const std::string& model) {
   const int64_t n = static_cast<int64_t>(tokens.size());
 
   const LoadedModel prefill = load_hf_model(model, dir, Phase::prefill(n), DType::F32);
-  const interp::Difference diff = interp::compare(run_loaded(prefill, tokens).at("logits"), load_npy(dir + "/logits.npy"));
-  MESSAGE(model << " prefill logits vs PyTorch: max abs " << diff.max_abs << ", relative to scale "
-                << diff.max_rel_to_scale);
-  CHECK(diff.max_rel_to_scale <= 1e-4);
+  const test::AllClose logits =
+      test::allclose(run_loaded(prefill, tokens).at("logits"), load_npy(dir + "/logits.npy"), {.stol = 1e-4});
+  MESSAGE(model << " prefill logits vs PyTorch: max abs " << logits.worst << ", relative to scale "
+                << logits.worst_to_scale);
+  CHECK(logits);
 
   // Decode the last token with the cache of a prefill of the others.
   const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
   const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1), DType::F32), prompt);
   const interp::Env cache = next_cache(first, 1);
   const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1), DType::F32);
-  const interp::Difference step =
-      interp::compare(run_loaded(decode, {tokens.back()}, cache).at("logits"), load_npy(dir + "/decode_logits.npy"));
-  MESSAGE(model << " decode logits vs PyTorch: max abs " << step.max_abs << ", relative to scale "
-                << step.max_rel_to_scale);
-  CHECK(step.max_rel_to_scale <= 1e-4);
+  const test::AllClose step = test::allclose(run_loaded(decode, {tokens.back()}, cache).at("logits"),
+                                             load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
+  MESSAGE(model << " decode logits vs PyTorch: max abs " << step.worst << ", relative to scale "
+                << step.worst_to_scale);
+  CHECK(step);
 }
 
 // A scratch folder with a small llama config and a writer of safetensors files.

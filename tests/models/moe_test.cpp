@@ -14,6 +14,8 @@
 #include <spool/models/moe.hpp>
 #include <spool/models/qwen3_moe.hpp>
 
+#include "support/allclose.hpp"
+
 #include <cmath>
 #include <filesystem>
 
@@ -49,9 +51,10 @@ BlockGolden load_block(const std::string& name) {
 
 void check_block(const Graph& g, const BlockGolden& golden, const char* what) {
   const auto out = interp::run(g, golden.env);
-  const interp::Difference diff = interp::compare(out.at("y"), golden.expected);
-  MESSAGE(std::string(what) << " vs PyTorch: max abs " << diff.max_abs << ", relative to scale " << diff.max_rel_to_scale);
-  CHECK(diff.max_rel_to_scale <= 1e-5);
+  const test::AllClose result = test::allclose(out.at("y"), golden.expected, {.stol = 1e-5});
+  MESSAGE(std::string(what) << " vs PyTorch: max abs " << result.worst << ", relative to scale "
+                            << result.worst_to_scale);
+  CHECK(result);
 }
 
 }  // namespace
@@ -166,9 +169,9 @@ TEST_CASE("the routed-pair MoE equals a dense every-expert formulation (qwen3-Mo
   }
   output("dense", dense);
   const auto out = interp::run(g, interp::random_inputs(g, 11));
-  const interp::Difference diff = interp::compare(out.at("sparse"), out.at("dense"));
-  MESSAGE("routed pairs vs dense experts: max abs " << diff.max_abs << ", relative " << diff.max_rel_to_scale);
-  CHECK(diff.max_rel_to_scale <= 1e-6);
+  const test::AllClose result = test::allclose(out.at("sparse"), out.at("dense"), {.stol = 1e-6});
+  MESSAGE("routed pairs vs dense experts: max abs " << result.worst << ", relative " << result.worst_to_scale);
+  CHECK(result);
 }
 
 TEST_CASE("the deepseek-v3 MoE block matches Hugging Face's DeepseekV3MoE in PyTorch") {
@@ -266,7 +269,6 @@ TEST_CASE("expert blocks hold each expert's rows in whole blocks and give the pe
         }
         CHECK(repeats);
       }
-      const interp::Difference diff = interp::compare(res.at("blocked"), res.at("per_pair"));
-      CHECK(diff.max_abs == 0.0);
+      CHECK(test::allclose(res.at("blocked"), res.at("per_pair")));
     }
 }

@@ -10,6 +10,8 @@
 
 #include <spool/models/llama.hpp>
 
+#include "support/allclose.hpp"
+
 #include <filesystem>
 
 using namespace spool;
@@ -38,27 +40,38 @@ class Golden {
     return spool::input(g, name, value.dtype(), value.shape());
   }
 
-  // Runs the graph and compares every output `N` with `out_N.npy`: floats
-  // within `tolerance` times the reference's largest magnitude, exactly when
-  // the tolerance is 0.
+  // Runs the graph and compares every output `N` with `out_N.npy`
+  // (test::allclose): floats within `tolerance` times the reference's largest
+  // magnitude, exactly when the tolerance is 0.
   void check(const Graph& g, double tolerance = 1e-5) const {
     const auto outputs = interp::run(g, env_);
     REQUIRE(!outputs.empty());
     for (const auto& [name, actual] : outputs) {
-      HostTensor expected = load("out_" + name);
+      const HostTensor expected = expected_output(name, actual.dtype());
       INFO(dir_ << ": output " << name);
-      REQUIRE(actual.shape() == expected.shape());
-      const interp::Difference diff = interp::compare(actual, expected);
-      if (tolerance == 0.0)
-        CHECK(diff.max_abs == 0.0);
-      else
-        CHECK(diff.max_rel_to_scale <= tolerance);
-      MESSAGE(dir_.substr(dir_.rfind('/') + 1) << "/" << name << ": max abs error " << diff.max_abs
-                                              << ", relative to scale " << diff.max_rel_to_scale);
+      const test::AllClose result = test::allclose(actual, expected, {.stol = tolerance});
+      CHECK(result);
+      MESSAGE(dir_.substr(dir_.rfind('/') + 1) << "/" << name << ": max abs error " << result.worst
+                                              << ", relative to scale " << result.worst_to_scale);
     }
   }
 
  private:
+  // `out_N.npy`. numpy has no bf16, so make_goldens.py saves a bf16 output
+  // in f32; it is read back as bf16 (exactly, or the golden is not what it
+  // claims) so that the dtypes compare too.
+  HostTensor expected_output(const std::string& name, DType dtype) const {
+    HostTensor expected = load("out_" + name);
+    if (dtype != DType::BF16 || expected.dtype() != DType::F32) return expected;
+    HostTensor bf16(DType::BF16, expected.shape()), widened(DType::F32, expected.shape());
+    for (int64_t i = 0; i < expected.size(); ++i) {
+      bf16.set(i, expected.get(i));
+      widened.set(i, bf16.get(i));
+    }
+    REQUIRE(test::allclose(widened, expected));
+    return bf16;
+  }
+
   std::string dir_;
   interp::Env env_;
 };

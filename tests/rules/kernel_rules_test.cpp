@@ -18,6 +18,8 @@
 #include <spool/models/llama.hpp>
 #include <spool/models/moe.hpp>
 
+#include "support/allclose.hpp"
+
 #include <cstdlib>
 #include <map>
 
@@ -49,14 +51,11 @@ KernelCounts count_kernels(const Graph& g) {
   return k;
 }
 
-double max_rel_error(const Graph& reference, const Graph& program, uint64_t seed) {
+// `program`'s outputs against `reference`'s on the same random inputs: each
+// within `tolerance` times its scale, exactly when the tolerance is 0.
+test::AllClose same_outputs(const Graph& reference, const Graph& program, uint64_t seed, double tolerance) {
   const interp::Env env = interp::random_inputs(reference, seed, 16);
-  const auto want = interp::run(reference, env);
-  const auto got = interp::run(program, env);
-  REQUIRE(want.size() == got.size());
-  double worst = 0;
-  for (const auto& [name, value] : want) worst = std::max(worst, interp::compare(got.at(name), value).max_rel_to_scale);
-  return worst;
+  return test::allclose(interp::run(program, env), interp::run(reference, env), {.stol = tolerance});
 }
 
 struct Compiled {
@@ -113,9 +112,9 @@ TEST_CASE("the tiny llama compiles to gemm kernels with epilogues and fused kern
     CHECK(k.gemm_with_epilogue >= config.layers);
     CHECK(k.multi_instr_fused >= 1);
     CHECK(k.ops[Op::Mul] == 0);  // every product was fused into a kernel
-    const double error = max_rel_error(g, result.program, 5);
-    MESSAGE("max error relative to scale vs the interpreter: " << error);
-    CHECK(error <= 1e-5);
+    const test::AllClose same = same_outputs(g, result.program, 5, 1e-5);
+    MESSAGE("max error relative to scale vs the interpreter: " << same.worst_to_scale);
+    CHECK(same);
     if (std::getenv("SPOOL_DUMP")) MESSAGE(print_graph(result.program));
   }
 }
@@ -139,9 +138,9 @@ TEST_CASE("spool::compile of the tiny llama with the default rules (rolled) give
   CHECK(k.gemm_with_epilogue >= config.layers);
   CHECK(k.multi_instr_fused + k.gemm_with_prologue >= 1);
   CHECK(k.ops[Op::Mul] == 0);
-  const double error = max_rel_error(g, result.program, 7);
-  MESSAGE("max error relative to scale vs the interpreter: " << error);
-  CHECK(error <= 1e-5);
+  const test::AllClose same = same_outputs(g, result.program, 7, 1e-5);
+  MESSAGE("max error relative to scale vs the interpreter: " << same.worst_to_scale);
+  CHECK(same);
 }
 
 TEST_CASE("softmax, rms_norm and layer_norm composites become one kernel each") {
@@ -159,7 +158,7 @@ TEST_CASE("softmax, rms_norm and layer_norm composites become one kernel each") 
     CHECK(k.ops[Op::Softmax] == 1);
     CHECK(k.ops[Op::RmsNorm] == 2);
     CHECK(k.ops[Op::LayerNorm] == 1);
-    CHECK(max_rel_error(g, result.program, 3) == 0);  // the kernels are the composites, bit for bit
+    CHECK(same_outputs(g, result.program, 3, 0));  // the kernels are the composites, bit for bit
   }
 }
 
@@ -182,7 +181,7 @@ TEST_CASE("MoE routing: masks and masked fills fuse around top-k (deepseek-v3 gr
   CHECK(k.ops[Op::Softmax] == 1);
   // Every mask, not and masked fill sits inside a fused kernel.
   for (Op op : {Op::Where, Op::Not, Op::Equal, Op::LessThan}) CHECK(k.ops[op] == 0);
-  CHECK(max_rel_error(g, result.program, 9) == 0);
+  CHECK(same_outputs(g, result.program, 9, 0));
 }
 
 TEST_CASE("llama4's chunked SwiGLU becomes the down projection's prologue, reading gate_up through slices") {
@@ -205,7 +204,7 @@ TEST_CASE("llama4's chunked SwiGLU becomes the down projection's prologue, readi
       for (const ViewStep& step : e.view.steps()) slices += step.kind == ViewKind::Slice;
   }
   CHECK(slices >= 2);
-  CHECK(max_rel_error(g, result.program, 4) <= 1e-5);
+  CHECK(same_outputs(g, result.program, 4, 1e-5));
 }
 
 TEST_CASE("the kernel cost is monotone and prices a removed DRAM round trip") {
@@ -317,7 +316,7 @@ TEST_CASE("a fused kernel reads a concat's value instead of inlining the concat'
   }
   CHECK(padded_reads == 2);  // the concat's two parts
   CHECK(count_kernels(result.program).ops[Op::Fused] >= 1);
-  CHECK(max_rel_error(g, result.program, 5) <= 1e-6);
+  CHECK(same_outputs(g, result.program, 5, 1e-6));
 }
 
 TEST_CASE("a gemm fuses one operand's producer and reads the other as another kernel computes it") {
@@ -352,7 +351,7 @@ TEST_CASE("a gemm fuses one operand's producer and reads the other as another ke
   }
   CHECK(gemms == 1);
   CHECK(sins == 1);
-  CHECK(max_rel_error(g, result.program, 6) <= 1e-6);
+  CHECK(same_outputs(g, result.program, 6, 1e-6));
 }
 
 TEST_CASE("fusion stays bounded on a long elementwise chain") {
@@ -368,5 +367,5 @@ TEST_CASE("fusion stays bounded on a long elementwise chain") {
   CHECK(result.nodes < 12 * static_cast<size_t>(ops));  // a bounded number of fused variants per op
   KernelCounts k = count_kernels(result.program);
   CHECK(k.ops[Op::Fused] <= ops / 8);  // programs of up to 32 instructions
-  CHECK(max_rel_error(g, result.program, 2) == 0);
+  CHECK(same_outputs(g, result.program, 2, 0));
 }

@@ -14,6 +14,8 @@
 
 #include <spool/models/workloads.hpp>
 
+#include "support/allclose.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,8 +25,9 @@ using namespace spool;
 namespace {
 
 // Runs the workload functionally with the interpreter's inputs and compares
-// its output with the interpreter's, relative to the output's scale.
-double max_error(const models::Workload& w, const target::NpuConfig& config, Graph& graph) {
+// its output with the interpreter's (test::allclose).
+test::AllClose simulated_vs_interp(const models::Workload& w, const target::NpuConfig& config, Graph& graph,
+                                   const test::Tolerance& tolerance) {
   const interp::Env env = interp::random_inputs(graph, 7);
   const auto expected = interp::run(graph, env);
   sim::Memory memory(w.program);
@@ -40,18 +43,19 @@ double max_error(const models::Workload& w, const target::NpuConfig& config, Gra
   const sim::Report report = sim::run(w.program, config, options);
   CHECK(report.mode == sim::Mode::Functional);
   CHECK(report.cycles > 0);
-  const std::vector<double> actual = memory.read(w.outputs.at(0).second);
+  const std::string& buffer = w.outputs.at(0).second;
+  const npu::DramBuffer& b = w.program.buffers.at(static_cast<size_t>(w.program.find_buffer(buffer)));
+  const std::vector<double> values = memory.read(buffer);
+  interp::HostTensor actual(b.dtype, b.shape);
+  REQUIRE(static_cast<int64_t>(values.size()) == actual.size());
+  for (int64_t i = 0; i < actual.size(); ++i) actual.set(i, values[static_cast<size_t>(i)]);
   const interp::HostTensor& ref = expected.at(w.outputs.at(0).first);
-  REQUIRE(static_cast<int64_t>(actual.size()) == ref.size());
-  double scale = 0, err = 0;
-  for (int64_t i = 0; i < ref.size(); ++i) {
-    REQUIRE(std::isfinite(ref.get(i)));
-    scale = std::max(scale, std::fabs(ref.get(i)));
-    const double e = std::fabs(actual[i] - ref.get(i));
-    err = std::isnan(e) ? INFINITY : std::max(err, e);  // a NaN output is an infinite error
-  }
-  REQUIRE(scale > 0);
-  return err / scale;
+  // A reference that is not finite, or all zeros, would make the tolerance
+  // meaningless.
+  for (int64_t i = 0; i < ref.size(); ++i) REQUIRE(std::isfinite(ref.get(i)));
+  const test::AllClose result = test::allclose(actual, ref, tolerance);
+  REQUIRE(result.scale > 0);
+  return result;
 }
 
 }  // namespace
@@ -71,7 +75,8 @@ TEST_CASE("functional: GEMM equals the reference interpreter (aligned and ragged
       const Tensor a = input(g, "a", DType::F32, {M, K});
       const Tensor w = weight(g, "w", DType::F32, {K, N});
       output("out", nn::matmul(a, w));
-      CHECK(max_error(models::compile_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config), config, g) < 1e-5);
+      const models::Workload workload = models::compile_workload(fmt::format("gemm:{}x{}x{}", M, K, N), config);
+      CHECK(simulated_vs_interp(workload, config, g, {.stol = 1e-5}));
     }
   }
 }
@@ -83,7 +88,8 @@ TEST_CASE("functional: softmax equals the reference interpreter") {
     CAPTURE(C);
     Graph g("softmax");
     output("out", nn::softmax(input(g, "x", DType::F32, {R, C}), 1));
-    CHECK(max_error(models::compile_workload(fmt::format("softmax:{}x{}", R, C), config), config, g) < 1e-5);
+    const models::Workload workload = models::compile_workload(fmt::format("softmax:{}x{}", R, C), config);
+    CHECK(simulated_vs_interp(workload, config, g, {.stol = 1e-5}));
   }
 }
 
@@ -97,7 +103,8 @@ TEST_CASE("functional: layernorm equals the reference interpreter") {
     const Tensor w = weight(g, "weight", DType::F32, {C});
     const Tensor b = weight(g, "bias", DType::F32, {C});
     output("out", nn::layer_norm(x, w, b, 1e-5));
-    CHECK(max_error(models::compile_workload(fmt::format("layernorm:{}x{}", R, C), config), config, g) < 1e-5);
+    const models::Workload workload = models::compile_workload(fmt::format("layernorm:{}x{}", R, C), config);
+    CHECK(simulated_vs_interp(workload, config, g, {.stol = 1e-5}));
   }
 }
 
@@ -116,7 +123,8 @@ TEST_CASE("functional: attention equals the reference interpreter") {
       const Tensor v = input(g, "v", DType::F32, {H, S, D});
       const Tensor scores = nn::matmul(k, q.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(D)));
       output("out", nn::matmul(v.transpose(1, 2), nn::softmax(scores, 1)));
-      CHECK(max_error(models::compile_workload(fmt::format("attention:{}x{}x{}", H, S, D), config), config, g) < 1e-5);
+      const models::Workload workload = models::compile_workload(fmt::format("attention:{}x{}x{}", H, S, D), config);
+      CHECK(simulated_vs_interp(workload, config, g, {.stol = 1e-5}));
     }
   }
 }
