@@ -174,7 +174,8 @@ TEST_CASE("the routed-pair MoE equals a dense every-expert formulation (qwen3-Mo
   CHECK(result);
 }
 
-TEST_CASE("the deepseek-v3 MoE block matches Hugging Face's DeepseekV3MoE in PyTorch") {
+TEST_CASE("the deepseek-v3 MoE block matches a PyTorch reimplementation of Hugging Face's DeepseekV3MoE "
+          "written here") {
   const BlockGolden golden = load_block("deepseek_v3_moe");
   DeepseekV3Config c = DeepseekV3Config::tiny();
   c.hidden = 32;
@@ -190,7 +191,8 @@ TEST_CASE("the deepseek-v3 MoE block matches Hugging Face's DeepseekV3MoE in PyT
   check_block(g, golden, "deepseek_v3 MoE block");
 }
 
-TEST_CASE("the llama4 MoE block matches Hugging Face's Llama4TextMoe in PyTorch") {
+TEST_CASE("the llama4 MoE block matches a PyTorch reimplementation of Hugging Face's Llama4TextMoe "
+          "written here") {
   const BlockGolden golden = load_block("llama4_moe");
   Llama4Config c = Llama4Config::tiny();
   c.hidden = 32;
