@@ -87,6 +87,17 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
   return nn::linear(merged, w("o_proj.weight", {a.hidden, a.heads * d}));
 }
 
+Tensor residual_layer(const Tensor& x, const AttentionShape& attention, double rms_eps, const nn::RopeTables& rope,
+                      const Phase& phase, const std::string& prefix, std::optional<int64_t> cache_layer,
+                      const std::function<Tensor(const Tensor&)>& mlp) {
+  Graph& g = x.graph();
+  const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {x.dim(1)}), rms_eps);
+  const Tensor x1 = x + self_attention(attention, h, rope, phase, prefix + "self_attn.", cache_layer);
+  const Tensor h2 =
+      nn::rms_norm(x1, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {x.dim(1)}), rms_eps);
+  return x1 + mlp(h2);
+}
+
 Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activation activation) {
   Graph& g = x.graph();
   const int64_t hidden = x.dim(-1);

@@ -82,11 +82,10 @@ Graph build_deepseek_v3(const DeepseekV3Config& c, const Phase& phase) {
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
-    x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
-    const Tensor h2 = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
-    x = x + (i < c.first_k_dense_replace ? gated_mlp(h2, prefix + "mlp.", c.ffn)
-                                         : deepseek_v3_moe_block(c, h2, prefix + "mlp."));
+    x = residual_layer(x, c.attention(), c.rms_eps, start.rope, phase, prefix, i, [&](const Tensor& h2) {
+      return i < c.first_k_dense_replace ? gated_mlp(h2, prefix + "mlp.", c.ffn)
+                                         : deepseek_v3_moe_block(c, h2, prefix + "mlp.");
+    });
   }
   finish_decoder(x, table, c.vocab, c.rms_eps, /*tied=*/false);
   return g;

@@ -478,42 +478,36 @@ DType checkpoint_dtype(const HfConfig& config) {
   return DType::F32;
 }
 
+namespace {
+
+// The graph, shape line and vocabulary of a model read from `config`.
+template <typename Config, typename Build>
+void build_loaded(LoadedModel& out, Config c, DType dtype, const Phase& phase, Build build) {
+  c.dtype = dtype;
+  out.graph = build(c, phase);
+  out.shape = c.describe();
+  out.vocab = c.vocab;
+}
+
+}  // namespace
+
 LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase,
                           std::optional<DType> dtype) {
   const HfConfig config = HfConfig::read((std::filesystem::path(dir) / "config.json").string());
-  const DType model_dtype = dtype.value_or(checkpoint_dtype(config));
   LoadedModel out;
-  out.dtype = model_dtype;
-  bool stacked = false;
-  if (family == "llama") {
-    LlamaConfig c = llama_config_from_hf(config);
-    c.dtype = model_dtype;
-    out.graph = build_llama(c, phase);
-    out.shape = c.describe();
-    out.vocab = c.vocab;
-  } else if (family == "qwen3") {
-    Qwen3Config c = qwen3_config_from_hf(config);
-    c.dtype = model_dtype;
-    out.graph = build_qwen3(c, phase);
-    out.shape = c.describe();
-    out.vocab = c.vocab;
-  } else if (family == "gemma") {
-    GemmaConfig c = gemma_config_from_hf(config);
-    c.dtype = model_dtype;
-    out.graph = build_gemma(c, phase);
-    out.shape = c.describe();
-    out.vocab = c.vocab;
-  } else if (family == "qwen3_moe") {
-    Qwen3MoeConfig c = qwen3_moe_config_from_hf(config);
-    c.dtype = model_dtype;
-    out.graph = build_qwen3_moe(c, phase);
-    out.shape = c.describe();
-    out.vocab = c.vocab;
-    stacked = true;
-  } else {
+  out.dtype = dtype.value_or(checkpoint_dtype(config));
+  if (family == "llama")
+    build_loaded(out, llama_config_from_hf(config), out.dtype, phase, build_llama);
+  else if (family == "qwen3")
+    build_loaded(out, qwen3_config_from_hf(config), out.dtype, phase, build_qwen3);
+  else if (family == "gemma")
+    build_loaded(out, gemma_config_from_hf(config), out.dtype, phase, build_gemma);
+  else if (family == "qwen3_moe")
+    build_loaded(out, qwen3_moe_config_from_hf(config), out.dtype, phase, build_qwen3_moe);
+  else
     fail("{}: reading Hugging Face weights is supported for llama, qwen3, gemma and qwen3_moe", family);
-  }
-  out.weights = bind_weights(out.graph, read_checkpoint(dir), stacked, family);
+  // qwen3_moe's experts are one stacked weight per projection.
+  out.weights = bind_weights(out.graph, read_checkpoint(dir), /*stacked_experts=*/family == "qwen3_moe", family);
   return out;
 }
 

@@ -10,11 +10,8 @@ namespace {
 
 Tensor layer(const LlamaConfig& c, const Tensor& x, const nn::RopeTables& rope, const Phase& phase,
              const std::string& prefix, std::optional<int64_t> cache_layer) {
-  Graph& g = x.graph();
-  const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
-  const Tensor x1 = x + self_attention(c.attention(), h, rope, phase, prefix + "self_attn.", cache_layer);
-  const Tensor h2 = nn::rms_norm(x1, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
-  return x1 + gated_mlp(h2, prefix + "mlp.", c.ffn);
+  return residual_layer(x, c.attention(), c.rms_eps, rope, phase, prefix, cache_layer,
+                        [&](const Tensor& h2) { return gated_mlp(h2, prefix + "mlp.", c.ffn); });
 }
 
 }  // namespace

@@ -33,10 +33,9 @@ Graph build_qwen3(const Qwen3Config& c, const Phase& phase) {
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string prefix = fmt::format("model.layers.{}.", i);
-    const Tensor h = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "input_layernorm.weight", {c.hidden}), c.rms_eps);
-    x = x + self_attention(c.attention(), h, start.rope, phase, prefix + "self_attn.", i);
-    const Tensor h2 = nn::rms_norm(x, model_weight(g, x.dtype(), prefix + "post_attention_layernorm.weight", {c.hidden}), c.rms_eps);
-    x = x + gated_mlp(h2, prefix + "mlp.", c.ffn);
+    x = residual_layer(x, c.attention(), c.rms_eps, start.rope, phase, prefix, i, [&](const Tensor& h2) {
+      return gated_mlp(h2, prefix + "mlp.", c.ffn);
+    });
   }
   finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
   return g;

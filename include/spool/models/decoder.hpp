@@ -26,6 +26,7 @@
 #include <spool/interp/interp.hpp>
 #include <spool/nn/nn.hpp>
 
+#include <functional>
 #include <map>
 
 #include <optional>
@@ -90,6 +91,15 @@ enum class Activation { Silu, GeluTanh };
 // down(act(gate(x)) * up(x)) with weights prefix+"gate_proj.weight" [ffn,
 // hidden], "up_proj.weight" [ffn, hidden], "down_proj.weight" [hidden, ffn].
 Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activation activation = Activation::Silu);
+
+// One pre-norm decoder layer as the Llama family writes it:
+//   x1 = x + self_attention(rms_norm(x)); return x1 + mlp(rms_norm(x1))
+// with the norms' weights PREFIX"input_layernorm.weight" and
+// PREFIX"post_attention_layernorm.weight" [hidden] and the attention's under
+// PREFIX"self_attn.". `mlp` builds the feed-forward of its input.
+Tensor residual_layer(const Tensor& x, const AttentionShape& attention, double rms_eps, const nn::RopeTables& rope,
+                      const Phase& phase, const std::string& prefix, std::optional<int64_t> cache_layer,
+                      const std::function<Tensor(const Tensor&)>& mlp);
 
 // Final RMSNorm ("model.norm.weight") and the LM head: "lm_head.weight", or
 // the embedding table itself when the embeddings are tied. Outputs "logits".
