@@ -205,7 +205,7 @@ void set_common(Config& out, const CommonKeys& k) {
   out.vocab = k.vocab;
   out.rms_eps = k.rms_eps;
   out.rope_theta = k.rope_theta;
-  out.tie_word_embeddings = k.tie;
+  if constexpr (requires { out.tie_word_embeddings; }) out.tie_word_embeddings = k.tie;  // Gemma always ties
 }
 
 LlamaConfig llama_config_from_hf(const HfConfig& c) {
@@ -242,15 +242,7 @@ GemmaConfig gemma_config_from_hf(const HfConfig& c) {
   c.ignore(kIgnoredKeys);
   c.reject_unknown_keys("gemma");
   GemmaConfig out;
-  out.layers = k.layers;
-  out.hidden = k.hidden;
-  out.heads = k.heads;
-  out.kv_heads = k.kv_heads;
-  out.head_dim = k.head_dim;
-  out.ffn = k.ffn;
-  out.vocab = k.vocab;
-  out.rms_eps = k.rms_eps;
-  out.rope_theta = k.rope_theta;
+  set_common(out, k);
   out.validate();
   return out;
 }
