@@ -9,6 +9,8 @@
 
 #include <spool/spool.hpp>
 
+#include <spool/support/fault.hpp>
+
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -36,7 +38,22 @@ int main(int argc, char** argv) {
   spool::cli::add_text_commands(app);
   spool::cli::add_fuzz_command(app);
 
-  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+#ifdef SPOOL_FAULT_INJECTION
+  // A fault-injection build (fault.hpp): --plant-fault NAME plants one of
+  // the faults that `spool faults` lists, for tests/faults.
+  std::string fault_name;
+  app.add_option("--plant-fault", fault_name, "Plant a fault (a fault-injection build; `spool faults` lists them)");
+  app.add_subcommand("faults", "List the faults --plant-fault can plant")->callback([] {
+    for (const spool::fault::FaultInfo& f : spool::fault::all())
+      std::printf("%-24s %-9s %s\n", f.name.data(), f.stage.data(), f.what.data());
+  });
+#endif
+  app.parse_complete_callback([&] {
+    spdlog::set_level(spdlog::level::from_str(log_level));
+#ifdef SPOOL_FAULT_INJECTION
+    if (!fault_name.empty()) spool::fault::plant(fault_name);
+#endif
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -6,6 +6,7 @@
 #include <spool/hlir/language.hpp>
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/fault.hpp>
 
 #include <charconv>
 #include <string>
@@ -195,7 +196,13 @@ Graph Saturated::rolled_program(std::span<const egraph::Term> terms) const {
       const TermProgram::Entry& node = program.entries[t];
       if (node.placeholder != SIZE_MAX) {
         // A placeholder: the rolled node it stands for.
-        const NodeId m = inst.inputs.at(node.placeholder);
+        NodeId m = inst.inputs.at(node.placeholder);
+        if (fault::planted(fault::Fault::StitchSwapsInputs) && node.placeholder < 2 && inst.inputs.size() >= 2) {
+          // Swapped only between values of one type, so the type check below holds.
+          const NodeId other = inst.inputs[1 - node.placeholder];
+          const Node &a = rolled.node(m), &b = rolled.node(other);
+          if (a.dtype == b.dtype && a.shape == b.shape) m = other;
+        }
         Edge v;
         if (home[m.value].first == UINT32_MAX) {
           v = copy_outside(m);

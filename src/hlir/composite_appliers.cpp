@@ -5,6 +5,8 @@
 
 #include "applier_detail.hpp"
 
+#include <spool/support/fault.hpp>
+
 #include <numbers>
 
 namespace spool::hlir::detail {
@@ -100,6 +102,7 @@ std::optional<ClassId> rms_norm_kernel(EGraph& g, HlirLanguage& lang, const Matc
     return std::nullopt;
   NormAttr attr;
   attr.eps = ed.constant->f;  // already rounded to the dtype: rounding it again is exact
+  if (fault::planted(fault::Fault::ApplierConstant)) attr.eps += 1.0;
   return add_kernel(g, lang, Op::RmsNorm, attr, {g.find(x), g.find(w)});
 }
 
@@ -129,6 +132,7 @@ std::optional<ClassId> layer_norm_kernel(EGraph& g, HlirLanguage& lang, const Ma
     return std::nullopt;
   NormAttr attr;
   attr.eps = ed.constant->f;
+  if (fault::planted(fault::Fault::ApplierConstant)) attr.eps += 1.0;
   return add_kernel(g, lang, Op::LayerNorm, attr, {g.find(x), g.find(w), g.find(b)});
 }
 

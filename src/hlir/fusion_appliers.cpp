@@ -5,6 +5,8 @@
 
 #include "applier_detail.hpp"
 
+#include <spool/support/fault.hpp>
+
 #include <algorithm>
 
 namespace spool::hlir::detail {
@@ -198,6 +200,8 @@ std::optional<ClassId> gemm_epilogue(EGraph& g, HlirLanguage& lang, const MatchV
         chain_epilogue(g, attr.epilogue, slice(best->kids, operands, best->kids.size()), program, node->kids, slot);
     if (!built) continue;
     attr.epilogue = built->first;
+    if (fault::planted(fault::Fault::FusionDropsEpilogue) && attr.epilogue.instrs.size() >= 2)
+      attr.epilogue.instrs.pop_back();
     return add_kernel(g, lang, Op::Gemm, attr, concat(slice(best->kids, 0, operands), built->second));
   }
   return std::nullopt;

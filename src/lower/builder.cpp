@@ -7,6 +7,7 @@
 
 #include <spool/ir/kernel.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/fault.hpp>
 
 #include <algorithm>
 #include <set>
@@ -134,6 +135,8 @@ Stmt dma(bool load, int dram, Affine dram_offset, std::vector<int64_t> dram_stri
   d.dram = dram;
   d.dram_offset = std::move(dram_offset);
   d.dram_strides = std::move(dram_strides);
+  if (fault::planted(fault::Fault::DmaStride) && load && d.dram_strides.size() >= 2 && d.dram_strides[0] > 1)
+    d.dram_strides[0] -= 1;
   d.spad = std::move(spad);
   d.spad_strides = std::move(spad_strides);
   d.dims = std::move(dims);
@@ -334,6 +337,7 @@ int Emitter::add_buffer(const std::string& name, DType dtype, const Shape& shape
 }
 
 int Emitter::named_alias(const std::string& name, int root, int64_t offset, const Shape& shape) {
+  if (fault::planted(fault::Fault::AliasOffset) && offset > 0) --offset;
   program.buffers.push_back(
       DramBuffer{unique_name(name), program.buffers[root].dtype, shape, program.buffers[root].kind, root, offset});
   last_writers_.emplace_back();
@@ -352,8 +356,9 @@ Access Emitter::through_alias(const Access& access, const std::string& what) {
   const auto key = std::make_tuple(root, root_offset, span);
   auto it = aliases_.find(key);
   if (it == aliases_.end()) {
+    const int64_t start = fault::planted(fault::Fault::AliasOffset) && root_offset > 0 ? root_offset - 1 : root_offset;
     DramBuffer alias{unique_name(program.buffers[root].name + "." + what), program.buffers[root].dtype, {span},
-                     program.buffers[root].kind, root, root_offset};
+                     program.buffers[root].kind, root, start};
     program.buffers.push_back(std::move(alias));
     last_writers_.emplace_back();
     readers_.emplace_back();

@@ -4,6 +4,7 @@
 // it may leave holes, and the footprint it reports is the one that runs.
 
 #include <spool/lower/spad_alloc.hpp>
+#include <spool/support/fault.hpp>
 
 #include <algorithm>
 #include <numeric>
@@ -72,6 +73,8 @@ int64_t allocate_kernel_spad(npu::Kernel& kernel) {
   }
   const SpadPlacement placement = place_spad(requests);
   for (size_t i = 0; i < used.size(); ++i) kernel.spad[used[i]].offset = placement.offsets[i];
+  if (fault::planted(fault::Fault::SpadOverlap) && used.size() >= 2)
+    kernel.spad[used[1]].offset = kernel.spad[used[0]].offset;
   return placement.footprint;
 }
 

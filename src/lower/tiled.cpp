@@ -7,6 +7,7 @@
 #include <spool/npu/verify.hpp>
 
 #include <spool/support/error.hpp>
+#include <spool/support/fault.hpp>
 
 #include <algorithm>
 #include <tuple>
@@ -193,7 +194,10 @@ class TiledKernel {
   }
 
   void work(const Affine& r, const Affine& c, const Affine& slot) {
-    const Extent re = ragged(TR_, l_.rows, r, RT_), ce = ragged(TC_, l_.cols, c, CT_);
+    Extent re = ragged(TR_, l_.rows, r, RT_);
+    const Extent ce = ragged(TC_, l_.cols, c, CT_);
+    if (fault::planted(fault::Fault::TileOffByOne))
+      for (Affine& option : re.options) option = option + Affine::of(-1);
     VecBuilder vb(s_.info.kind, re, ce);
     std::vector<int> values;
     for (size_t i = 0; i < s_.inputs.size(); ++i) {

@@ -18,6 +18,8 @@
 
 #include "tiled.hpp"
 
+#include <spool/support/fault.hpp>
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -93,7 +95,9 @@ void emit_sort(Emitter& em, const std::string& name, const Access& in, const Acc
                               {vb.op(VecOp::CmpLt, ScalarType::I1, {px, x}),
                                vb.op(VecOp::And, ScalarType::I1,
                                      {vb.op(VecOp::CmpEq, ScalarType::I1, {x, px}),
-                                      vb.op(VecOp::CmpLt, ScalarType::I1, {idx, pi})})});
+                                      fault::planted(fault::Fault::TopkTie)
+                                          ? vb.op(VecOp::CmpLt, ScalarType::I1, {pi, idx})
+                                          : vb.op(VecOp::CmpLt, ScalarType::I1, {idx, pi})})});
       // The lower lane of a pair keeps the earlier element in blocks of
       // `size` that run forward (even blocks) and the later one in blocks
       // that run backward; the upper lane the other.
@@ -154,8 +158,15 @@ void emit_rounds(Emitter& em, const std::string& name, const Access& in, const A
                                          vb.op(VecOp::CmpNe, ScalarType::I1, {m, m})})});
       const int hit = vb.op(VecOp::And, ScalarType::I1,
                             {attains, vb.op(VecOp::CmpEq, ScalarType::I1, {taken, vb.constant(ScalarType::I1, 0.0)})});
-      const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, neg_col, vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), none})});
-      const int idx = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), vb.op(VecOp::ReduceMax, ScalarType::I64, {cand})});
+      int idx = -1;
+      if (fault::planted(fault::Fault::TopkTie)) {
+        // The highest index attaining the maximum.
+        const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, col, vb.constant(ScalarType::I64, -1.0)});
+        idx = vb.op(VecOp::ReduceMax, ScalarType::I64, {cand});
+      } else {
+        const int cand = vb.op(VecOp::Select, ScalarType::I64, {hit, neg_col, vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), none})});
+        idx = vb.op(VecOp::Sub, ScalarType::I64, {vb.constant(ScalarType::I64, 0.0), vb.op(VecOp::ReduceMax, ScalarType::I64, {cand})});
+      }
       out.push_back(idx);
       taken = vb.op(VecOp::Or, ScalarType::I1, {taken, vb.op(VecOp::CmpEq, ScalarType::I1, {col, idx})});
     }

@@ -9,6 +9,7 @@
 
 #include <spool/roll/roll.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/fault.hpp>
 
 #include <algorithm>
 #include <map>
@@ -111,7 +112,11 @@ void unroll_loop(Graph& g, const Loop& loop) {
           values[p] = resolve(g, next_state, position, values_in(k - 1));
           break;
         }
-        case Op::LoopInput: values[p] = node.inputs[static_cast<size_t>(k)]; break;
+        case Op::LoopInput: {
+          const bool previous = fault::planted(fault::Fault::UnrollPreviousSource) && k > 0;
+          values[p] = node.inputs[static_cast<size_t>(previous ? k - 1 : k)];
+          break;
+        }
         case Op::LoopInputStatic: values[p] = node.inputs[0]; break;
         default: {
           EdgeList inputs;

@@ -12,6 +12,7 @@
 #include <spool/sim/sim.hpp>
 
 #include <spool/support/error.hpp>
+#include <spool/support/fault.hpp>
 
 #include <fmt/format.h>
 
@@ -108,6 +109,7 @@ class Functional {
       ss[4 - nd + i] = d.spad_strides[i];
       if (d.indirect()) is[4 - nd + i] = d.index_strides[i];
     }
+    if (fault::planted(fault::Fault::DmaStoreDropsRow) && !d.load && nd >= 2 && dims[4 - nd] > 1) --dims[4 - nd];
     const double* index = d.indirect() ? at(d.index) : nullptr;
     // An indirect transfer adds index_scale * (the index value) to each element's DRAM offset.
     auto indexed = [&](int64_t ii) {
@@ -116,6 +118,8 @@ class Functional {
         fail("kernel '{}': op '{}' on '@{}': index {} (element {} of %{}) is out of range [0, {})", k_->name,
              d.load ? "dma.load" : "dma.store", p_.buffers[d.dram].name, x, d.index.offset.eval(v) + ii,
              k_->spad[d.index.buffer].name, d.index_limit);
+      if (fault::planted(fault::Fault::GatherNextRow))
+        return (static_cast<int64_t>(x) + 1) % d.index_limit * d.index_scale;
       return static_cast<int64_t>(x) * d.index_scale;
     };
     for (int64_t a = 0; a < dims[0]; ++a)
@@ -141,7 +145,8 @@ class Functional {
     const DType ctype = k_->spad[mm.c.buffer].dtype;
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
-        float acc = mm.accumulate ? static_cast<float>(c[i * mm.c.ld + j]) : 0.0f;
+        const bool drop = fault::planted(fault::Fault::SystolicDropsK);
+        float acc = mm.accumulate && !drop ? static_cast<float>(c[i * mm.c.ld + j]) : 0.0f;
         for (int64_t p = 0; p < k; ++p) {
           const double x = mm.trans_a ? a[p * mm.a.ld + i] : a[i * mm.a.ld + p];
           const double y = mm.trans_b ? b[j * mm.b.ld + p] : b[p * mm.b.ld + j];
@@ -159,7 +164,7 @@ class Functional {
   double unary(const VecInstr& in, double x) {
     const float f = static_cast<float>(x);
     switch (in.op) {
-      case VecOp::Exp: return std::exp(f);
+      case VecOp::Exp: return fault::planted(fault::Fault::VectorExp) ? std::exp2(f) : std::exp(f);
       case VecOp::Log: return std::log(f);
       case VecOp::Exp2: return std::exp2(f);
       case VecOp::Log2: return std::log2(f);
