@@ -12,6 +12,10 @@
 
 #include "support/allclose.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 using namespace spool;
 
 namespace {
@@ -137,6 +141,52 @@ TEST_CASE("reduce, softmax and the norms equal their composites") {
   output("copy_ref", x.transpose(0, 1));
   output("copy", kernel(Op::Copy, {x.transpose(0, 1)}, NoAttr{}));
   check_pairs(g);
+}
+
+// The same kernels against loops written here in double precision, so the
+// kernels are checked against something other than the composites the
+// interpreter builds them from.
+TEST_CASE("softmax, rms_norm and layer_norm kernels equal direct loops") {
+  constexpr int64_t R = 6, C = 24;
+  Graph g;
+  const Tensor x = input(g, "x", DType::F32, {R, C});
+  const Tensor w = weight(g, "w", DType::F32, {C});
+  const Tensor b = weight(g, "b", DType::F32, {C});
+  output("sm", kernel(Op::Softmax, {x}, AxisAttr{1}));
+  output("rms", kernel(Op::RmsNorm, {x, w}, NormAttr{1e-6, false}));
+  output("rms1", kernel(Op::RmsNorm, {x, w}, NormAttr{1e-6, true}));
+  output("ln", kernel(Op::LayerNorm, {x, w, b}, NormAttr{1e-5, false}));
+  const interp::Env in = interp::random_inputs(g, 11, 5);
+  const auto out = interp::run(g, in);
+  const std::vector<float> xv = in.at("x").to_f32(), wv = in.at("w").to_f32(), bv = in.at("b").to_f32();
+  std::vector<double> sm(R * C), rms(R * C), rms1(R * C), ln(R * C);
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = xv.data() + r * C;
+    double mx = -INFINITY, sum = 0, sq = 0, mean = 0, var = 0;
+    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, double(row[c]));
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(double(row[c]) - mx);
+    for (int64_t c = 0; c < C; ++c) sq += double(row[c]) * row[c], mean += row[c];
+    mean /= C;
+    for (int64_t c = 0; c < C; ++c) var += (row[c] - mean) * (row[c] - mean);
+    var /= C;
+    const double inv_rms = 1 / std::sqrt(sq / C + 1e-6), inv_std = 1 / std::sqrt(var + 1e-5);
+    for (int64_t c = 0; c < C; ++c) {
+      sm[r * C + c] = std::exp(double(row[c]) - mx) / sum;
+      rms[r * C + c] = row[c] * inv_rms * wv[c];
+      rms1[r * C + c] = row[c] * inv_rms * (1.0 + wv[c]);
+      ln[r * C + c] = (row[c] - mean) * inv_std * wv[c] + bv[c];
+    }
+  }
+  auto values = [](const interp::HostTensor& t) {
+    const std::vector<float> f = t.to_f32();
+    return std::vector<double>(f.begin(), f.end());
+  };
+  // f32 kernels against double loops: a few f32 roundings per element.
+  const test::Tolerance tol{.atol = 1e-6, .rtol = 1e-5};
+  CHECK(test::allclose(values(out.at("sm")), sm, tol, {R, C}));
+  CHECK(test::allclose(values(out.at("rms")), rms, tol, {R, C}));
+  CHECK(test::allclose(values(out.at("rms1")), rms1, tol, {R, C}));
+  CHECK(test::allclose(values(out.at("ln")), ln, tol, {R, C}));
 }
 
 TEST_CASE("kernels are type-checked and round-trip through the text form") {
