@@ -40,6 +40,7 @@ bool is_elementwise(Op op) {
     case OpClass::Gather:
     case OpClass::Scatter:
     case OpClass::TopK:
+    case OpClass::Grouped:
     case OpClass::Kernel:
     case OpClass::LoopMarker:
       return false;

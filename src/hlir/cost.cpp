@@ -183,6 +183,10 @@ double HlirCost::node_cost(const EGraph& graph, NodeId n) const {
     case spool::OpClass::TopK:
       vector_ops = in_elements(0) * (1 + std::log2(1.0 + static_cast<double>(std::get<spool::TopKAttr>(attr).k)));
       break;
+    case spool::OpClass::Grouped:
+      // Every row against its group's matrix; each matrix read once (traffic above).
+      flops = 2 * elements(out.type) * static_cast<double>(data_of(graph, node.children[0]).type.shape.back());
+      break;
     case spool::OpClass::Kernel:
       switch (op) {
         case spool::Op::Fused:

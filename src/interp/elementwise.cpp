@@ -127,6 +127,7 @@ Scalar apply(Op op, std::span<const Scalar> args, DType cast_to) {
     case OpClass::Gather:
     case OpClass::Scatter:
     case OpClass::TopK:
+    case OpClass::Grouped:
     case OpClass::Kernel:
     case OpClass::LoopMarker: break;
   }

@@ -176,6 +176,32 @@ HostTensor eval_scatter_add(const HostTensor& data, const HostTensor& indices, c
   return out;
 }
 
+// rows [R, K] in G consecutive groups of counts[g] rows; out[r] = rows[r] . w[g]^T
+// as nn::matmul computes it (each product rounded to the dtype, the sum once).
+HostTensor eval_grouped_matmul(const HostTensor& rows, const HostTensor& w, const HostTensor& counts) {
+  const int64_t R = rows.shape()[0], K = rows.shape()[1], G = w.shape()[0], N = w.shape()[1];
+  int64_t total = 0;
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t c = counts.get_int(g);
+    if (c < 0) fail("grouped_matmul: group {} has {} rows", g, c);
+    total += c;
+    if (total > R) break;
+  }
+  if (total > R) fail("grouped_matmul: the group counts sum to more than the {} rows", R);
+  if (total < R) fail("grouped_matmul: the group counts sum to {}, not to the {} rows", total, R);
+  HostTensor out(rows.dtype(), {R, N});
+  int64_t r = 0;
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t end = r + counts.get_int(g); r < end; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += round_to_float(rows.dtype(), rows.get(r * K + k) * w.get((g * N + n) * K + k));
+        out.set(r * N + n, acc);
+      }
+  return out;
+}
+
 HostTensor eval_topk(const HostTensor& x, int64_t k, const Shape& out_shape) {
   HostTensor out(DType::I64, out_shape);
   const int64_t n = x.shape().back();
@@ -261,6 +287,7 @@ HostTensor eval_node(const Node& node, const std::vector<HostTensor>& in, const 
     case Op::Gather: return eval_gather(in[0], in[1], std::get<AxisAttr>(node.attr).axis);
     case Op::ScatterAdd: return eval_scatter_add(in[0], in[1], in[2], std::get<AxisAttr>(node.attr).axis);
     case Op::TopK: return eval_topk(in[0], std::get<TopKAttr>(node.attr).k, node.shape);
+    case Op::GroupedMatmul: return eval_grouped_matmul(in[0], in[1], in[2]);
     case Op::LoopStart:
     case Op::LoopEnd:
     case Op::LoopInput:

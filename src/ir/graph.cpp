@@ -75,6 +75,7 @@ void expect_operand_dtype(Op op, DType dtype) {
     case Op::Cast:
     case Op::Gather:
     case Op::ScatterAdd:
+    case Op::GroupedMatmul:
     case Op::Input:
     case Op::Weight:
     case Op::Constant:
@@ -189,6 +190,19 @@ TensorType infer_type(Op op, const std::vector<TensorType>& in, const Attr& attr
       Shape shape = in[0].shape;
       shape.back() = k;
       return {DType::I64, shape};
+    }
+    case OpClass::Grouped: {
+      const TensorType &rows = in[0], &w = in[1], &counts = in[2];
+      if (!is_float(rows.dtype)) fail("grouped_matmul: rows must be floating, got {}", dtype_name(rows.dtype));
+      expect_same_dtype(op, rows, w, "rows", "w");
+      expect_index_dtype(op, counts.dtype);
+      if (rows.shape.size() != 2 || w.shape.size() != 3 || counts.shape.size() != 1)
+        fail("grouped_matmul: expects rows [R, K], w [G, N, K] and counts [G], got {}, {} and {}",
+             shape_str(rows.shape), shape_str(w.shape), shape_str(counts.shape));
+      if (w.shape[2] != rows.shape[1] || w.shape[0] != counts.shape[0])
+        fail("grouped_matmul: rows {}, w {} and counts {} disagree (w must be [G, N, K] for rows [R, K], counts [G])",
+             shape_str(rows.shape), shape_str(w.shape), shape_str(counts.shape));
+      return {rows.dtype, {rows.shape[0], w.shape[1]}};
     }
     case OpClass::Kernel: return infer_kernel_type(op, in, attr);
     case OpClass::LoopMarker: {

@@ -22,6 +22,7 @@ bool program_op_allowed(Op op) {
     case OpClass::Gather:
     case OpClass::Scatter:
     case OpClass::TopK:
+    case OpClass::Grouped:
     case OpClass::Kernel:
     case OpClass::LoopMarker: return false;
   }

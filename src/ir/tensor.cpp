@@ -319,5 +319,8 @@ Tensor scatter_add(const Tensor& data, const Tensor& indices, const Tensor& src,
 }
 
 Tensor topk_indices(const Tensor& x, int64_t k) { return add_node(Op::TopK, {x}, TopKAttr{k}); }
+Tensor grouped_matmul(const Tensor& rows, const Tensor& w, const Tensor& counts) {
+  return add_node(Op::GroupedMatmul, {rows, w, counts}, NoAttr{});
+}
 
 }  // namespace spool

@@ -151,10 +151,10 @@ int KernelBuilder::spad(std::string name, DType dtype, int64_t elements, int slo
   return static_cast<int>(kernel_.spad.size()) - 1;
 }
 
-int KernelBuilder::loop_begin(std::string name, int64_t trips) {
+int KernelBuilder::loop_begin(std::string name, int64_t trips, std::optional<npu::DynamicTrips> dynamic) {
   const int var = static_cast<int>(kernel_.loop_vars.size());
   kernel_.loop_vars.push_back(std::move(name));
-  open_.push_back(LoopOp{var, trips, {}});
+  open_.push_back(LoopOp{var, trips, {}, std::move(dynamic)});
   return var;
 }
 

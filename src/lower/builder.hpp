@@ -69,7 +69,8 @@ class KernelBuilder {
  public:
   explicit KernelBuilder(std::string name) { kernel_.name = std::move(name); }
   int spad(std::string name, DType dtype, int64_t elements, int slots);
-  int loop_begin(std::string name, int64_t trips);
+  // A loop of `trips` trips, or at most that many read at run time (`dynamic`).
+  int loop_begin(std::string name, int64_t trips, std::optional<npu::DynamicTrips> dynamic = std::nullopt);
   void loop_end();
   void emit(Stmt s);
   // Closes the kernel and places its scratchpad buffers; `footprint` gets the allocator's result.

@@ -70,6 +70,7 @@ void Lowering::lower_node(NodeId id) {
       return lower_reduce(id, r);
     }
     case OpClass::TopK: return lower_topk(id);
+    case OpClass::Grouped: return lower_grouped(id);
     case OpClass::Gather:
       return gather_by_dma(n.shape, std::get<AxisAttr>(n.attr).axis) ? lower_indexing(id) : lower_gather(id);
     case OpClass::Scatter: return lower_indexing(id);

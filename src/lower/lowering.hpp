@@ -13,6 +13,7 @@
 //   lower_rows.cpp         ops along one axis of each row: softmax, norms, top-k
 //   lower_indexing.cpp     gather and scatter_add
 //   lower_gemm.cpp         GEMMs with their prologues, epilogue and a fused softmax
+//   lower_grouped.cpp      grouped_matmul: one pass over the groups, run-time row counts
 
 #include "builder.hpp"
 
@@ -90,6 +91,7 @@ class Lowering {
   void lower_reduce(NodeId id, const ReduceAttr& r);
   void lower_rows(NodeId id);
   void lower_topk(NodeId id);
+  void lower_grouped(NodeId id);
   void lower_indexing(NodeId id);
   bool gather_into_gemm(NodeId id) const;
   void lower_gather(NodeId id);

@@ -55,14 +55,19 @@ Tensor llama4_moe_block(const Llama4Config& c, const Tensor& x, const std::strin
   const RoutedPairs pairs = route_pairs(x, sigmoid_topk_routing(logits, c.top_k));
   // The router score scales the expert's input, not its output.
   const Tensor rows = pairs.rows * pairs.weights.cast(pairs.rows.dtype()).unsqueeze(1);
-  const ExpertBlocks blocks =
-      expert_blocks(rows, pairs.experts, c.experts, choose_expert_block(pairs.experts.dim(0), c.experts));
-  const Tensor gate_up =
-      expert_matmul(blocks.rows, w("experts.gate_up_proj", {c.experts, c.hidden, 2 * c.ffn}), blocks.experts);
-  const std::vector<Tensor> halves = gate_up.chunk(2, -1);
-  const Tensor act = nn::swiglu(halves[0], halves[1]);
-  const Tensor down =
-      pair_rows(expert_matmul(act, w("experts.down_proj", {c.experts, c.ffn, c.hidden}), blocks.experts), blocks);
+  const Tensor gate_up_w = w("experts.gate_up_proj", {c.experts, c.hidden, 2 * c.ffn});
+  const Tensor down_w = w("experts.down_proj", {c.experts, c.ffn, c.hidden});
+  Tensor down;
+  if (grouped_experts(pairs.experts.dim(0), c.experts)) {
+    // Prefill: each expert's matrices once for its rows ([E, in, out] read as [E, out, in]).
+    const Tensor counts = expert_counts(pairs.experts, c.experts);
+    const std::vector<Tensor> halves = grouped_matmul(rows, gate_up_w.transpose(1, 2), counts).chunk(2, -1);
+    down = grouped_matmul(nn::swiglu(halves[0], halves[1]), down_w.transpose(1, 2), counts);
+  } else {
+    const ExpertBlocks blocks = expert_blocks(rows, pairs.experts, c.experts, 1);
+    const std::vector<Tensor> halves = expert_matmul(blocks.rows, gate_up_w, blocks.experts).chunk(2, -1);
+    down = expert_matmul(nn::swiglu(halves[0], halves[1]), down_w, blocks.experts);
+  }
   return gated_mlp(x, prefix + "shared_expert.", c.ffn) + combine_pairs(down, pairs, /*weighted=*/false);
 }
 

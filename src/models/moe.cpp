@@ -223,9 +223,28 @@ Tensor expert_matmul(const Tensor& rows, const Tensor& w, const Tensor& experts)
   return nn::bmm(x, per_block).reshape({rows.dim(0), w.dim(2)});
 }
 
+bool grouped_experts(int64_t pairs, int64_t experts) { return choose_expert_block(pairs, experts) > 1; }
+
+Tensor expert_counts(const Tensor& experts, int64_t num_experts) {
+  if (experts.rank() != 1 || num_experts < 1)
+    fail("expert_counts: expert ids must be [pairs] over at least one expert, got {} over {}",
+         shape_str(experts.shape()), num_experts);
+  const int64_t pairs = experts.dim(0);
+  return equal(experts.reshape({1, pairs}).expand({num_experts, pairs}),
+               iota(experts.graph(), {num_experts, pairs}, 0, experts.dtype()))
+      .cast(DType::I64)
+      .sum(1);
+}
+
 Tensor swiglu_experts(const RoutedPairs& pairs, const Tensor& gate_w, const Tensor& up_w, const Tensor& down_w) {
   if (gate_w.rank() != 3) fail("swiglu_experts: expert weights must be [experts, ffn, hidden], got {}", shape_str(gate_w.shape()));
   const int64_t experts = gate_w.dim(0);
+  if (grouped_experts(pairs.experts.dim(0), experts)) {
+    const Tensor counts = expert_counts(pairs.experts, experts);
+    const Tensor gate = grouped_matmul(pairs.rows, gate_w, counts);
+    const Tensor up = grouped_matmul(pairs.rows, up_w, counts);
+    return grouped_matmul(nn::swiglu(gate, up), down_w, counts);
+  }
   const ExpertBlocks blocks =
       expert_blocks(pairs.rows, pairs.experts, experts, choose_expert_block(pairs.experts.dim(0), experts));
   const Tensor gate = expert_linear(blocks.rows, gate_w, blocks.experts);

@@ -145,7 +145,7 @@ Affine Affine::operator*(int64_t factor) const {
 }
 
 bool operator==(const LoopOp& a, const LoopOp& b) {
-  return a.var == b.var && a.trips == b.trips && a.body == b.body;
+  return a.var == b.var && a.trips == b.trips && a.body == b.body && a.dynamic == b.dynamic;
 }
 bool operator==(const Stmt& a, const Stmt& b) { return a.node == b.node; }
 
@@ -168,6 +168,7 @@ void collect_uses(const std::vector<Stmt>& body, int& counter, std::vector<std::
   for (const Stmt& stmt : body) {
     const int here = counter++;
     if (const auto* loop = std::get_if<LoopOp>(&stmt.node)) {
+      if (loop->dynamic) use(loop->dynamic->count.buffer, here, here);
       // Every buffer used in the loop is live across the whole loop.
       std::vector<std::pair<int, int>> inner(range.size(), {-1, -1});
       collect_uses(loop->body, counter, inner);

@@ -367,6 +367,18 @@ class Parser {
       if (start != 0) error("loops start at 0");
       expect("..");
       loop.trips = integer();
+      if (accept_word("count")) {
+        DynamicTrips d;
+        d.count = spad_head();
+        expect("[");
+        d.count.offset = affine();
+        expect("]");
+        expect("/");
+        d.divisor = integer();
+        expect_word("nominal");
+        d.nominal = integer();
+        loop.dynamic = std::move(d);
+      }
       loop.var = static_cast<int>(kernel_->loop_vars.size());
       kernel_->loop_vars.push_back(var);
       expect("{");
@@ -450,6 +462,9 @@ class Parser {
           m.trans_a = true;
         } else if (accept_word("tb")) {
           m.trans_b = true;
+        } else if (accept_word("on")) {
+          m.array = static_cast<int>(integer());
+          if (m.array < 0) error("an array number is not negative");
         } else {
           break;
         }

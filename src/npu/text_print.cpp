@@ -107,7 +107,11 @@ class Printer {
   void stmt(const Stmt& s) {
     indent();
     if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
-      out_ += fmt::format("for {} in 0..{} {{\n", kernel_->loop_vars.at(loop->var), loop->trips);
+      out_ += fmt::format("for {} in 0..{}", kernel_->loop_vars.at(loop->var), loop->trips);
+      if (const auto& d = loop->dynamic)
+        out_ += fmt::format(" count {}[{}] / {} nominal {}", ref_head(d->count), affine(d->count.offset), d->divisor,
+                            d->nominal);
+      out_ += " {\n";
       ++depth_;
       for (const Stmt& inner : loop->body) stmt(inner);
       --depth_;
@@ -134,6 +138,7 @@ class Printer {
                           compute_ref(mm->b));
       if (mm->trans_a) out_ += " ta";
       if (mm->trans_b) out_ += " tb";
+      if (mm->array >= 0) out_ += fmt::format(" on {}", mm->array);
       out_ += "\n";
     } else if (const auto* vec = std::get_if<VectorOp>(&s.node)) {
       out_ += fmt::format("vector \"{}\" [{}, {}] {{\n", vec->label, extent(vec->rows), extent(vec->cols));

@@ -247,6 +247,7 @@ class Verifier {
         if (std::find(scope_.begin(), scope_.end(), loop->var) != scope_.end())
           kerror("loop variable '{}' is reused by a nested loop", k_->loop_vars[loop->var]);
         if (loop->trips < 1) kerror("loop '{}' has {} trips", k_->loop_vars[loop->var], loop->trips);
+        if (loop->dynamic) check_dynamic_trips(*loop);
         scope_.push_back(loop->var);
         body(loop->body);
         scope_.pop_back();
@@ -258,6 +259,21 @@ class Verifier {
         check_vector(*vec);
       }
     }
+  }
+
+  // A trip count read at run time: an integer element in bounds, read in the
+  // enclosing loops' scope; a positive divisor; a nominal count within the bound.
+  void check_dynamic_trips(const LoopOp& loop) {
+    const DynamicTrips& d = *loop.dynamic;
+    const std::string& var = k_->loop_vars[loop.var];
+    if (d.divisor < 1) kerror("loop '{}' divides its count by {}", var, d.divisor);
+    if (d.nominal < 0 || d.nominal > loop.trips)
+      kerror("loop '{}' has nominal trips {} outside [0, {}]", var, d.nominal, loop.trips);
+    if (!valid_spad(d.count, "for")) return;
+    const SpadBuffer& b = k_->spad[d.count.buffer];
+    if (b.dtype != DType::I32 && b.dtype != DType::I64)
+      kerror("loop '{}' reads its count from %{} of dtype {} (i32 or i64)", var, b.name, dtype_name(b.dtype));
+    spad_bounds(d.count, "for", {}, [](const int64_t*) { return int64_t{0}; });
   }
 
   void check_dma(const DmaOp& d) {

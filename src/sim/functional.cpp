@@ -73,7 +73,14 @@ class Functional {
   void body(const std::vector<Stmt>& stmts) {
     for (const Stmt& s : stmts) {
       if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
-        for (int64_t i = 0; i < loop->trips; ++i) {
+        int64_t trips = loop->trips;
+        if (loop->dynamic) {
+          // ceil(count / divisor), clamped to [0, trips].
+          const double count = *at(loop->dynamic->count);
+          const double chunks = std::ceil(count / static_cast<double>(loop->dynamic->divisor));
+          trips = chunks <= 0 ? 0 : std::min(trips, static_cast<int64_t>(std::min(chunks, double(trips))));
+        }
+        for (int64_t i = 0; i < trips; ++i) {
           vars_[loop->var] = i;
           body(loop->body);
         }

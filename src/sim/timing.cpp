@@ -214,8 +214,20 @@ const Stmt* TimingSim::next_stmt(Core& core) {
     if (f.index < f.body->size()) {
       const Stmt& s = (*f.body)[f.index++];
       if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
+        int64_t trips = loop->trips;
+        if (loop->dynamic) {
+          // A timing-only run has no values: the nominal count, once the
+          // count has arrived (the core reads it before it loops).
+          trips = loop->dynamic->nominal;
+          const int64_t at = loop->dynamic->count.offset.eval(core.vars.data());
+          SlotState& slot = slot_of(core, loop->dynamic->count);
+          const Box box = make_interval(at, at + 1);
+          core.issue = std::max(core.issue, read_ready(slot, box));
+          record_read(slot, box, core.issue);
+        }
+        if (trips == 0) continue;
         core.vars[loop->var] = 0;
-        core.stack.push_back(Frame{&loop->body, 0, loop->var, loop->trips});
+        core.stack.push_back(Frame{&loop->body, 0, loop->var, trips});
         continue;
       }
       return &s;

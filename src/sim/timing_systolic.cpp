@@ -77,6 +77,8 @@ void TimingSim::matmul(Core& core, const MatmulOp& mm) {
     }
     return pl;
   };
+  // A step that names its array runs there (unless it continues a chain).
+  if (bound < 0 && mm.array >= 0) bound = mm.array % static_cast<int>(core.arrays.size());
   int chosen = bound;
   Plan plan{};
   if (chosen >= 0) {

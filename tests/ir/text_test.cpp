@@ -46,6 +46,10 @@ Graph every_op_graph() {
   const Tensor gathered = gather(x, ids % 4.0 , 2);
   const Tensor scattered = scatter_add(x, ids % 4.0, gathered, 2);
   const Tensor top = topk_indices(s, 2);
+  // grouped matmul: rows [3, 4] in groups of the i64 counts [2]
+  const Tensor grouped = grouped_matmul(x.slice(0, 0, 1).reshape({3, 4}), w.reshape({1, 3, 4}).expand({2, 3, 4}),
+                                        top.slice(0, 0, 1).reshape({2}));
+  output("grouped", grouped);
   const Tensor counted = iota(g, {2, 3}, 1, DType::I32) + 2.0;
   output("s", s);
   output("scattered", scattered.slice(0, 0, 1));

@@ -18,7 +18,7 @@ enum class AttrKind : uint8_t { None, Name, Scalar, Axis, DType, TopK, Loop, Pro
 
 // The family that drives shape and dtype inference.
 enum class OpClass : uint8_t {
-  Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK, Kernel, LoopMarker
+  Source, Unary, Cast, Binary, Compare, Select, Reduce, Gather, Scatter, TopK, Grouped, Kernel, LoopMarker
 };
 
 // The arity of an op that takes any positive number of inputs.

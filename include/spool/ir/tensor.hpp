@@ -115,6 +115,9 @@ Tensor where(const Tensor& cond, const Tensor& a, double b);
 Tensor gather(const Tensor& data, const Tensor& indices, int64_t axis);
 Tensor scatter_add(const Tensor& data, const Tensor& indices, const Tensor& src, int64_t axis);
 Tensor topk_indices(const Tensor& x, int64_t k);  // along the last axis
+// rows [R, K] in consecutive groups of counts[g] rows (counts [G], summing to
+// R), each times its group's w[g] [N, K] transposed: [R, N] (ops.def).
+Tensor grouped_matmul(const Tensor& rows, const Tensor& w, const Tensor& counts);
 
 // numpy broadcasting of two shapes, or spool::Error naming `op`.
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);

@@ -9,33 +9,31 @@
 // gathered ([P, hidden]). Because the pairs are sorted, equal expert ids form
 // contiguous runs: each run is one expert's GEMM over its routed tokens.
 //
-// Expert blocks (expert_blocks). Each run is padded to a multiple of a block
-// of B rows, so that every block of B rows belongs to one expert; each
-// expert projection is then a batched GEMM over the blocks whose right
-// operand is the block's expert matrix:
-//     y[b] = x[b] · W[e_b]ᵀ   as   bmm(x[NB,B,in], gather(W[E,out,in], e, axis 0)ᵀ)
-// The number of blocks is static: NB = floor((P + n·(B-1)) / B) with
-// n = min(E, P) the most experts that can be routed to, which bounds
-// Σ_e ceil(count_e / B) whatever the routing; blocks past the used ones
-// belong to the last expert. Padding rows repeat a pair's row (their results
-// are never read back). Block offsets come from the expert counts (a compare
-// and a sum over [E, P]) and exclusive prefix sums over the E experts, all
-// exact small integers in f32. With B = 1 there is no padding and the blocks
-// are the pairs themselves (no dispatch is built).
+// Prefill (grouped_experts: at least two pairs per expert). The runs are
+// the groups of a grouped_matmul (ops.def): each expert projection is
+//     y = grouped_matmul(rows [P, in], W [E, out, in], counts [E])
+// with the counts from a compare and a sum over [E, P]. The lowering reads
+// each expert's matrix once and streams exactly its rows through it (the
+// counts are read at run time), so nothing is padded: 2·P·in·out FLOPs and
+// E expert matrices per projection (qwen3-30B-A3B prefill of 512 tokens:
+// P = 4096 rows against 128 matrices). Extra work is the TopK over P keys,
+// each pair's place in the sorted order (a prefix count over the tokens,
+// [T, T] · [T, E], not a second sort), the gather of the pairs' rows, and
+// the combine: each token gathers its k rows from the sorted order and
+// adds them. Everything moves rows by gathers: a scatter-add runs one
+// read-add-write round trip per index on the NPU.
 //
-// Cost: an expert matrix is read once per block, NB times in all, instead of
-// once per pair (P times): on qwen3-30B-A3B prefill of 512 tokens (P = 4096,
-// E = 128) B = 128 reads 159 expert matrices per projection, not 4096. The
-// padded GEMMs do 2·NB·B·in·out FLOPs against the active 2·P·in·out;
-// choose_expert_block picks B so that the blocks stay memory-bound. Extra
-// work is the TopK over P keys, each pair's place in the sorted order (a
-// prefix count over the tokens, [T, T] · [T, E], not a second sort), the
-// dispatch (a gather of the NB·B block rows and the gather back of the P
-// pairs' rows), and the combine: each token gathers its k rows from the
-// sorted order and adds them. Everything moves rows by gathers: a
-// scatter-add runs one read-add-write round trip per index on the NPU. In
-// decode (T = 1, P = k < E) B = 1, exactly the k routed experts are read,
-// and the one token sums its pairs in sorted order.
+// Decode (T = 1, P = k < E): one expert matrix per pair, a batched GEMM
+// whose right operand is gathered by expert id (the lowering reads it by
+// indirect DMA): exactly the k routed experts are read, and the one token
+// sums its pairs in sorted order.
+//
+// Expert blocks (expert_blocks) generalise the decode form: runs padded to
+// blocks of B rows, each block a batched GEMM against its expert's matrix,
+// NB = floor((P + n·(B-1)) / B) blocks for n = min(E, P); with B = 1 they
+// are the pairs themselves. The models use B = 1 only; B > 1 stays as a
+// tested static-shape alternative (each matrix read once per block, rows
+// padded).
 
 #include <spool/ir/tensor.hpp>
 
@@ -107,7 +105,18 @@ Tensor expert_linear(const Tensor& rows, const Tensor& w, const Tensor& experts)
 // The same for w [E, in, out] (llama4's fused layout): y[r] = rows[r] · w[e(r)].
 Tensor expert_matmul(const Tensor& rows, const Tensor& w, const Tensor& experts);
 
-// The routed experts of a SwiGLU MoE over expert blocks (choose_expert_block):
+// Whether P routed pairs over E experts run the experts as grouped matmuls
+// (prefill: at least two pairs per expert; see below) rather than one
+// expert matrix per pair (decode, B = 1).
+bool grouped_experts(int64_t pairs, int64_t experts);
+// How many of the sorted pairs each expert has: i64 [E] (a compare and a
+// sum over [E, P]).
+Tensor expert_counts(const Tensor& experts, int64_t num_experts);
+
+// The routed experts of a SwiGLU MoE: in prefill (grouped_experts) one
+// grouped_matmul per projection over the pairs sorted by expert, with the
+// expert counts as the groups, so each expert's matrix is read once for its
+// rows and no row is padded; in decode one expert matrix per pair (B = 1):
 // y[p] = down_e(silu(gate_e(x_p)) * up_e(x_p)) for the pair's expert e, with
 // linear-layout weights gate/up [E, ffn, hidden] and down [E, hidden, ffn];
 // [P, hidden] in the pairs' order.

@@ -157,6 +157,9 @@ struct MatmulOp {
   bool accumulate = false;
   bool trans_a = false;
   bool trans_b = false;
+  // The array the step runs on (modulo the core's arrays), as a VLIW bundle
+  // names its matrix unit; -1: the array where it can start first.
+  int array = -1;
   bool operator==(const MatmulOp&) const = default;
 };
 
@@ -211,11 +214,24 @@ struct WaitOp {
   bool operator==(const WaitOp&) const = default;
 };
 
+// A trip count read at run time: ceil(value / divisor), clamped to
+// [0, LoopOp::trips], where value is the integer at `count` (a scratchpad
+// element written earlier, e.g. a group's row count). LoopOp::trips is then
+// the bound the verifier checks every access against, and `nominal` the
+// count a timing-only run (which has no values) assumes.
+struct DynamicTrips {
+  SpadRef count;
+  int64_t divisor = 1;
+  int64_t nominal = 0;
+  bool operator==(const DynamicTrips&) const = default;
+};
+
 struct Stmt;
 struct LoopOp {
   int var = -1;  // loop variable id, index into Kernel::loop_vars
   int64_t trips = 0;
   std::vector<Stmt> body;
+  std::optional<DynamicTrips> dynamic;  // trips read at run time (trips is then the bound)
 };
 bool operator==(const LoopOp& a, const LoopOp& b);
 
