@@ -49,6 +49,10 @@ struct GroupedShape {
   int64_t blocks = 0;  // ceil(R / B): the most blocks a group can have
   bool w_nk = true;   // W[g] stored [N, K] (k contiguous); else [K, N]
   bool prefetch_across = false;
+  // Steps W is loaded ahead when prefetched across groups: two when a group
+  // has two steps or more, so a step's stores (which wait for its arrays)
+  // never hold the DMA engine up in front of the tile two steps on.
+  int64_t distance = 1;
 };
 
 class GroupedKernel {
@@ -68,7 +72,7 @@ class GroupedKernel {
     rem_ = kb_.spad("rem", DType::I64, 1, 2);
     idx_ = kb_.spad("idx", DType::I64, s_.B, 2);
     a_ = kb_.spad("A", dt, s_.B * s_.K, 2);
-    w_buf_ = kb_.spad("W", dt, wtile, 2);
+    w_buf_ = kb_.spad("W", dt, wtile, static_cast<int>(s_.distance + 1));
     w2_ = kb_.spad("W2", dt, wtile, 1);
     c_ = kb_.spad("C", DType::F32, s_.B * s_.TN, 2);
     if (out_.dtype != DType::F32) o_ = kb_.spad("O", out_.dtype, s_.B * s_.TN, 2);
@@ -79,7 +83,8 @@ class GroupedKernel {
     prologue();
     if (s_.prefetch_across) {
       // The last group is peeled: its last step has no next step to prefetch.
-      for (int64_t kt = 0; kt < s_.KT; ++kt) load_step(Affine::of(0), kt);
+      for (int64_t t = 0; t < s_.distance; ++t)
+        for (int64_t kt = 0; kt < s_.KT; ++kt) load_step(Affine::of(t), kt);
       prepare(Affine::of(0));
       if (s_.G > 1) {
         const int g = kb_.loop_begin("g", s_.G - 1);
@@ -221,7 +226,7 @@ class GroupedKernel {
         // Each column half keeps its array, so a tile streams all the chunks
         // once loaded (an array's queue full of 8-row steps would otherwise
         // spill chunks to the other array, which then loads the tile too).
-        mm.array = static_cast<int>(h);
+        mm.array = static_cast<int>(h % em_.config.systolic.arrays);
         kb_.emit(Stmt{std::move(mm)});
         kb_.loop_end();
       }
@@ -263,15 +268,18 @@ class GroupedKernel {
     // Step t = g * NT + nt uses W slot t and C slot t.
     auto at = [&](const Affine& nt) { return g * s_.NT + nt; };
     if (s_.prefetch_across) {
-      // W[g][nt] was loaded a step ahead; this step loads the next one.
-      const int64_t trips = last_group ? s_.NT - 1 : s_.NT;
+      // W[g][nt] was loaded `distance` steps ahead; this step loads the one
+      // that far on. The last group's last steps have none to load.
+      const int64_t trips = last_group ? s_.NT - s_.distance : s_.NT;
       if (trips > 0) {
         const int nt = kb_.loop_begin("nt", trips);
         const Affine t = at(Affine::var(nt));
-        step(g, Affine::var(nt), w_buf_, t, t, [&](int64_t kt) { load_step(t + Affine::of(1), kt); });
+        step(g, Affine::var(nt), w_buf_, t, t, [&](int64_t kt) { load_step(t + Affine::of(s_.distance), kt); });
         kb_.loop_end();
       }
-      if (last_group) step(g, Affine::of(s_.NT - 1), w_buf_, at(Affine::of(s_.NT - 1)), at(Affine::of(s_.NT - 1)));
+      if (last_group)
+        for (int64_t nt = s_.NT - s_.distance; nt < s_.NT; ++nt)
+          step(g, Affine::of(nt), w_buf_, at(Affine::of(nt)), at(Affine::of(nt)));
     } else {
       pipelined(
           kb_, "nt", s_.NT, [&](const Affine& nt) { load_w(g, nt, at(nt), w_buf_); },
@@ -344,9 +352,15 @@ void Lowering::lower_grouped(NodeId id) {
   // One tile of N columns, tiles of all the arrays' width, or (a ragged N)
   // tiles of one array's width.
   s.TN = s.N <= wide ? s.N : s.N % wide == 0 ? wide : cols;
+  // Wider steps where W's rows are short: a step's stores and its W piece
+  // are a few DMA descriptors whatever its width, so up to 1 MiB of W per
+  // step keeps their setup small against the step's transfer.
+  while (s.TN % wide == 0 && s.N % (2 * s.TN) == 0 && 2 * s.TN * s.K * dtype_bytes(rows.dtype) <= (int64_t{1} << 20))
+    s.TN *= 2;
   s.NT = ceil_div(s.N, s.TN);
   // W as one dense [G*N, K] matrix: the next step's tile is the next TN rows.
   s.prefetch_across = s.w_nk && s.N % s.TN == 0 && w.strides[1] == s.K && w.strides[0] == s.N * s.K;
+  s.distance = s.prefetch_across && s.NT >= 2 ? 2 : 1;
   const std::string kernel = em_.unique_name(name);
   // Blocks of B rows, a power of two: at most 512, no more than R needs.
   int64_t first_block = kChunk;

@@ -266,9 +266,17 @@ Tensor combine_pairs(const Tensor& y, const RoutedPairs& pairs, bool weighted) {
   const Tensor by_token = one_token ? y : gather(y, pairs.position.reshape({count, 1}).expand({count, hidden}), 0);
   const Tensor weights = pairs.weights.cast(y.dtype());  // rounded to the rows' dtype, as they are combined
   const Tensor w = one_token ? weights : gather(weights, pairs.position, 0);
-  const Tensor contribution = (weighted ? by_token * w.unsqueeze(1) : by_token).reshape({tokens, k, hidden});
-  Tensor out = contribution.slice(1, 0, 1).reshape({tokens, hidden});
-  for (int64_t j = 1; j < k; ++j) out = out + contribution.slice(1, j, j + 1).reshape({tokens, hidden});
+  // Choice j of every token, weighted: an elementwise chain over [tokens,
+  // hidden] reading k row-strided views, which fuses into one pass (a
+  // weighted [P, hidden] product first would be a pass of its own).
+  const Tensor rows = by_token.reshape({tokens, k, hidden});
+  const Tensor wk = w.reshape({tokens, k});
+  auto choice = [&](int64_t j) {
+    const Tensor r = rows.slice(1, j, j + 1).reshape({tokens, hidden});
+    return weighted ? r * wk.slice(1, j, j + 1) : r;
+  };
+  Tensor out = choice(0);
+  for (int64_t j = 1; j < k; ++j) out = out + choice(j);
   return out;
 }
 

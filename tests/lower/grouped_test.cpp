@@ -10,7 +10,6 @@
 
 #include <spool/npu/text.hpp>
 
-#include <fstream>
 #include <numeric>
 
 using namespace spool;
@@ -108,7 +107,6 @@ TEST_CASE("grouped_matmul: each group's matrix is read once, and timing assumes 
   const target::NpuConfig config = target::load_config("tpuv3");
   const lower::Lowered lowered = lower::to_npu(g, config, timed(config));
   const sim::Report report = sim::run(lowered.program, config);
-  { std::ofstream f("/tmp/grouped.npu"); f << npu::print(lowered.program); }
   const int64_t weight_bytes = G * N * K * 2;
   CHECK(report.dram_read_bytes >= weight_bytes);
   CHECK(report.dram_read_bytes < weight_bytes + 3 * R * K * 2);  // the rows, read once per group's step at most
