@@ -363,24 +363,37 @@ void Lowering::lower_grouped(NodeId id) {
   s.distance = s.prefetch_across && s.NT >= 2 ? 2 : 1;
   const std::string kernel = em_.unique_name(name);
   // Blocks of B rows, a power of two: at most 512, no more than R needs.
+  // When even 8-row blocks do not fit, W is loaded one step ahead instead
+  // of two, then in narrower steps (long rows of K: deepseek-v3 in f32).
   int64_t first_block = kChunk;
   while (first_block < 512 && first_block < s.R) first_block *= 2;
-  for (int64_t b = first_block;; b = std::max(kChunk, b / 2)) {
-    s.B = b;
-    s.blocks = ceil_div(s.R, s.B);
-    int64_t footprint = 0;
-    Kernel k = GroupedKernel(em_, kernel, rows, w, counts, out, s).build(footprint);
-    if (footprint <= em_.budget) {
-      em_.add_kernels({std::move(k)}, KernelInfo{kernel, "grouped_gemm", false, 0,
-                                                  fmt::format("rows {} n{} k{}", s.B, s.TN, s.TK), 1},
-                      footprint);
-      break;
+  int64_t smallest = -1;
+  for (;;) {
+    for (int64_t b = first_block;; b /= 2) {
+      s.B = b;
+      s.blocks = ceil_div(s.R, s.B);
+      int64_t footprint = 0;
+      Kernel k = GroupedKernel(em_, kernel, rows, w, counts, out, s).build(footprint);
+      if (footprint <= em_.budget) {
+        em_.add_kernels({std::move(k)}, KernelInfo{kernel, "grouped_gemm", false, 0,
+                                                    fmt::format("rows {} n{} k{}", s.B, s.TN, s.TK), 1},
+                        footprint);
+        values_[id.value] = out;
+        return;
+      }
+      if (smallest < 0 || footprint < smallest) smallest = footprint;
+      if (b == kChunk) break;
     }
-    if (b == kChunk)
-      fail("lower: {}: a block of {} rows needs {} bytes of scratchpad, the budget is {}", name, b, footprint,
+    if (s.distance > 1) {
+      s.distance = 1;
+    } else if (s.TN > cols && s.TN % 2 == 0 && s.N % (s.TN / 2) == 0) {
+      s.TN /= 2;
+      s.NT = ceil_div(s.N, s.TN);
+    } else {
+      fail("lower: {}: the smallest grouped tile needs {} bytes of scratchpad, the budget is {}", name, smallest,
            em_.budget);
+    }
   }
-  values_[id.value] = out;
 }
 
 }  // namespace spool::lower::detail

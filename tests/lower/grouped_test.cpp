@@ -38,7 +38,7 @@ Graph grouped_graph(const Case& c) {
 }
 
 // The interpreter's and the simulator's y on random rows and weights and the case's counts.
-Outputs run_case(const Case& c, const std::string& config_name) {
+Outputs run_case(const Case& c, const std::string& config_name, int64_t spad_budget = 0) {
   const Graph g = grouped_graph(c);
   const target::NpuConfig config = target::load_config(config_name);
   interp::Env env = interp::random_inputs(g, 7);
@@ -47,7 +47,9 @@ Outputs run_case(const Case& c, const std::string& config_name) {
   env.at("counts") = counts;
   Outputs out;
   out.expected = interp::run(g, env);
-  lower::Lowered lowered = lower::to_npu(g, config, timed(config));
+  lower::LowerOptions options;
+  options.spad_budget = spad_budget;
+  lower::Lowered lowered = lower::to_npu(g, config, timed(config, options));
   auto reparsed = npu::parse(npu::print(lowered.program));
   REQUIRE_MESSAGE(reparsed.ok(), reparsed.error().render());
   CHECK(reparsed.value() == lowered.program);
@@ -81,6 +83,14 @@ TEST_CASE("grouped_matmul: column tiles spanning both arrays, ragged, and W read
   CHECK(run_case(Case{96, 300, {5, 12, 0, 30}}, "tpuv3").within(1e-5));   // 128-wide tiles, the last of 44
   CHECK(run_case(Case{96, 72, {5, 12, 0, 30}, DType::F32, DType::I64, true}, "tpuv3").within(1e-5));
   CHECK(run_case(Case{96, 512, {5, 12, 0, 30}, DType::BF16, DType::I64, true}, "tpuv3").within(1e-2));
+}
+
+TEST_CASE("grouped_matmul: a small scratchpad gets narrower steps loaded one ahead, or a clear error") {
+  // 1024 columns of K = 512 f32: two steps of 512 need three 1 MiB W slots;
+  // 2.5 MiB leaves room for two slots of 256-column steps.
+  CHECK(run_case(Case{512, 1024, {5, 12, 0, 30}}, "tpuv3", 2621440).within(1e-5));
+  CHECK_THROWS_WITH_AS(run_case(Case{512, 1024, {5, 12, 0, 30}}, "tpuv3", 65536),
+                       doctest::Contains("the smallest grouped tile needs"), Error);
 }
 
 TEST_CASE("grouped_matmul: counts that do not partition the rows are an error") {
