@@ -4,6 +4,7 @@
 
 #include <spool/ir/text.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -405,6 +406,12 @@ class Parser {
     const int64_t value = integer();
     if (value < 0 || value >= std::numeric_limits<uint32_t>::max() / 2)
       throw ParseError(loc, fmt::format("node id {} is out of range", value));
+    // Ids may be sparse, but the graph holds a slot for every id below the
+    // largest: bounded by the text's size, a short text cannot claim gigabytes.
+    const int64_t bound = std::max<int64_t>(int64_t{1} << 16, 64 * static_cast<int64_t>(text_.size()));
+    if (value >= bound)
+      throw ParseError(loc, fmt::format("node id {} is out of range (a text of {} bytes has ids below {})", value,
+                                        text_.size(), bound));
     return NodeId{static_cast<uint32_t>(value)};
   }
 
