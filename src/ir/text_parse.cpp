@@ -505,7 +505,8 @@ class Parser {
     ++pos_;
     std::string out;
     while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\n') {
-      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) ++pos_;
+      // Not even an escaped newline: the printers write one as it is.
+      if (text_[pos_] == '\\' && pos_ + 1 < text_.size() && text_[pos_ + 1] != '\n') ++pos_;
       out += text_[pos_++];
     }
     if (pos_ >= text_.size() || text_[pos_] != '"') throw ParseError(loc, "unterminated string");

@@ -189,6 +189,9 @@ TEST_CASE("parse errors carry file:line:col and say what is wrong") {
   CHECK(parse_error("graph g {\n  %0 = input {name=\"x\"} : f32[2]\n} trailing") ==
         "bad.hlir:3:3: error: unexpected 'trailing' after the graph");
   CHECK(parse_error("graph g {\n  %0 = input {name=\"x : f32[2]\n}") == "bad.hlir:2:20: error: unterminated string");
+  // Found by fuzz_hlir: a name holding an escaped newline printed as a text
+  // that no longer parses.
+  CHECK(parse_error("graph g {\n  %0 = input {name=\"x\\\n\"} : f32[2]\n}") == "bad.hlir:2:20: error: unterminated string");
   CHECK(parse_error("graph g {\n  %99999999999999999999 = input {name=\"x\"} : f32[2]\n}") ==
         "bad.hlir:2:4: error: integer out of range");
   // Found by fuzz_hlir: a short text asked for a slot per id up to this one.
