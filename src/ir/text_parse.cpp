@@ -4,6 +4,7 @@
 
 #include <spool/ir/text.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -405,6 +406,12 @@ class Parser {
     const int64_t value = integer();
     if (value < 0 || value >= std::numeric_limits<uint32_t>::max() / 2)
       throw ParseError(loc, fmt::format("node id {} is out of range", value));
+    // Ids may be sparse, but the graph holds a slot for every id below the
+    // largest: bounded by the text's size, a short text cannot claim gigabytes.
+    const int64_t bound = std::max<int64_t>(int64_t{1} << 16, 64 * static_cast<int64_t>(text_.size()));
+    if (value >= bound)
+      throw ParseError(loc, fmt::format("node id {} is out of range (a text of {} bytes has ids below {})", value,
+                                        text_.size(), bound));
     return NodeId{static_cast<uint32_t>(value)};
   }
 
@@ -498,7 +505,8 @@ class Parser {
     ++pos_;
     std::string out;
     while (pos_ < text_.size() && text_[pos_] != '"' && text_[pos_] != '\n') {
-      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) ++pos_;
+      // Not even an escaped newline: the printers write one as it is.
+      if (text_[pos_] == '\\' && pos_ + 1 < text_.size() && text_[pos_ + 1] != '\n') ++pos_;
       out += text_[pos_++];
     }
     if (pos_ >= text_.size() || text_[pos_] != '"') throw ParseError(loc, "unterminated string");

@@ -113,7 +113,7 @@ HfConfig HfConfig::read(const std::string& path) {
   const std::vector<char> bytes = read_bytes(path);
   try {
     return HfConfig(json::parse(bytes.begin(), bytes.end()), path);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     fail("{}: invalid JSON: {}", path, e.what());
   }
 }
@@ -277,7 +277,7 @@ Checkpoint read_safetensors(const std::string& path) {
   json header;
   try {
     header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_size));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     fail("{}: invalid header JSON: {}", path, e.what());
   }
   if (!header.is_object()) fail("{}: the header must be a JSON object", path);
@@ -371,7 +371,7 @@ Checkpoint read_checkpoint(const std::string& dir) {
   json index;
   try {
     index = json::parse(bytes.begin(), bytes.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     fail("{}: invalid JSON: {}", index_path, e.what());
   }
   if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())

@@ -4,6 +4,7 @@
 #include <spool/support/error.hpp>
 #include <spool/support/npy.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fstream>
@@ -90,9 +91,12 @@ NpyArray read_npy(const std::string& path) {
   const uint64_t available = file_size - static_cast<uint64_t>(in.tellg());
   const uint64_t element = element_size(array.descr, path);
   uint64_t bytes = element;
+  // A zero dimension means no data, however large the other dimensions are.
+  if (std::find(array.shape.begin(), array.shape.end(), 0) != array.shape.end()) bytes = 0;
   for (int64_t d : array.shape) {
+    if (bytes == 0) break;
     const uint64_t next = bytes * static_cast<uint64_t>(d);
-    if (d != 0 && (next / static_cast<uint64_t>(d) != bytes || next > available))
+    if (next / static_cast<uint64_t>(d) != bytes || next > available)
       fail("{}: truncated npy data (shape {} needs more than the file's {} data bytes)", path, shape, available);
     bytes = next;
   }

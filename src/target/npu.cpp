@@ -118,7 +118,7 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number too large
     r.error(fmt::format("invalid JSON: {}", e.what()));
   }
   if (!root.is_object()) r.error("the config must be a JSON object");

@@ -193,8 +193,14 @@ TEST_CASE("parse errors carry file:line:col and say what is wrong") {
   CHECK(parse_error("graph g {\n  %0 = input {name=\"x\"} : f32[2]\n} trailing") ==
         "bad.hlir:3:3: error: unexpected 'trailing' after the graph");
   CHECK(parse_error("graph g {\n  %0 = input {name=\"x : f32[2]\n}") == "bad.hlir:2:20: error: unterminated string");
+  // Found by fuzz_hlir: a name holding an escaped newline printed as a text
+  // that no longer parses.
+  CHECK(parse_error("graph g {\n  %0 = input {name=\"x\\\n\"} : f32[2]\n}") == "bad.hlir:2:20: error: unterminated string");
   CHECK(parse_error("graph g {\n  %99999999999999999999 = input {name=\"x\"} : f32[2]\n}") ==
         "bad.hlir:2:4: error: integer out of range");
+  // Found by fuzz_hlir: a short text asked for a slot per id up to this one.
+  CHECK(parse_error("graph g {\n  %666666635 = input {name=\"x\"} : f32[2]\n}") ==
+        "bad.hlir:2:4: error: node id 666666635 is out of range (a text of 52 bytes has ids below 65536)");
 }
 
 TEST_CASE("the parser survives arbitrary mutations of a valid text") {

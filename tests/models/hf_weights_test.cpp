@@ -353,6 +353,22 @@ TEST_CASE("safetensors: byte ranges must tile the data; huge shapes do not wrap"
   CHECK(error() == path + ": tensor 'a': shape [4294967296,4294967296,64] has too many elements");
 }
 
+TEST_CASE("a number too large for a double is invalid JSON naming the file") {
+  // Found by fuzz_hf_config and fuzz_safetensors: the JSON library reports it
+  // as out_of_range, not as a parse error.
+  const std::string config = std::string(SPOOL_BINARY_DIR) + "/big_number_config.json";
+  std::ofstream(config) << R"({"model_type": "llama", "rope_theta": 1e999})";
+  CHECK_THROWS_WITH_AS(HfConfig::read(config), doctest::Contains((config + ": invalid JSON: ").c_str()), Error);
+  const std::string weights = std::string(SPOOL_BINARY_DIR) + "/big_number.safetensors";
+  const std::string header = R"({"a": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})";
+  {
+    std::ofstream out(weights, std::ios::binary);
+    for (int b = 0; b < 8; ++b) out.put(static_cast<char>((header.size() >> (8 * b)) & 0xff));
+    out << header << std::string(4, '\0');
+  }
+  CHECK_THROWS_WITH_AS(read_safetensors(weights), doctest::Contains((weights + ": invalid header JSON: ").c_str()), Error);
+}
+
 TEST_CASE("the real sizes are the checkpoints' published config.json files") {
   const LlamaConfig llama = llama_config_from_hf(published_config("llama-3-8b"));
   CHECK(llama.hidden == 4096);

@@ -154,6 +154,9 @@ TEST_CASE("config: errors name the key path") {
 
   CHECK_THROWS_WITH_AS(target::parse_config("{\"name\": ", "cut.json"),
                        doctest::Contains("cut.json: invalid JSON: "), spool::Error);
+  // A number too large for a double (found by fuzz_npu_config).
+  CHECK_THROWS_WITH_AS(target::parse_config("{\"name\": 1e999}", "big.json"),
+                       doctest::Contains("big.json: invalid JSON: "), spool::Error);
   CHECK_THROWS_WITH_AS(target::load_config("no_such_npu"), doctest::Contains("unknown NPU config 'no_such_npu'"),
                        spool::Error);
 }

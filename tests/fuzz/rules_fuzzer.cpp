@@ -2,7 +2,7 @@
 // rule file, compiled against the HLIR language with the shipped appliers,
 // and, when they compile, run on a small graph. Every outcome must be a
 // result or a spool::Error diagnostic: no crash, hang or sanitizer report.
-// Built only by Clang (tests/rules/CMakeLists.txt); seed it with rules/*.rules.
+// Seeded with rules/*.rules and the test suites' rule files.
 
 #include <spool/hlir/language.hpp>
 #include <spool/nn/nn.hpp>
