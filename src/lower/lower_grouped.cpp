@@ -170,15 +170,21 @@ class GroupedKernel {
       vb.store(ref(idx_, j * kChunk, g, kChunk), vb.op(VecOp::Select, ScalarType::I64, {valid, row, last}));
       kb_.emit(vb.done());
     }
-    Stmt s = dma(true, rows_.buffer, Affine::of(rows_.offset), {0, rows_.strides[1]}, ref(a_, j * (kChunk * s_.K), g),
-                 {s_.K, 1}, {Extent::of(kChunk), Extent::of(s_.K)}, kLoadTag);
+    kb_.emit(by_rows(dma(true, rows_.buffer, Affine::of(rows_.offset), {0, rows_.strides[1]},
+                         ref(a_, j * (kChunk * s_.K), g), {s_.K, 1}, {Extent::of(kChunk), Extent::of(s_.K)}, kLoadTag),
+                     g, j, rows_.strides[0]));
+    kb_.loop_end();
+  }
+
+  // A chunk's DMA moving row idx{g}[j*8 + i] of DRAM (rows `row_stride`
+  // elements apart) for its row i.
+  Stmt by_rows(Stmt s, const Affine& g, const Affine& j, int64_t row_stride) const {
     DmaOp& d = std::get<DmaOp>(s.node);
     d.index = ref(idx_, j * kChunk, g);
     d.index_strides = {1, 0};
-    d.index_scale = rows_.strides[0];
+    d.index_scale = row_stride;
     d.index_limit = s_.R;
-    kb_.emit(std::move(s));
-    kb_.loop_end();
+    return s;
   }
 
   // All of K for column tile nt of W[g] into `buffer` (slot `slot`).
@@ -241,14 +247,9 @@ class GroupedKernel {
       from = ref(o_, j * (kChunk * s_.TN), cslot, s_.TN);
     }
     from.ld = 0;  // a DMA ref: its strides say the layout
-    Stmt s = dma(false, out_.buffer, Affine::of(out_.offset) + nt * (s_.TN * out_.strides[1]), {0, out_.strides[1]},
-                 from, {s_.TN, 1}, {Extent::of(kChunk), n_tile}, kStoreTag);
-    DmaOp& d = std::get<DmaOp>(s.node);
-    d.index = ref(idx_, j * kChunk, g);
-    d.index_strides = {1, 0};
-    d.index_scale = out_.strides[0];
-    d.index_limit = s_.R;
-    kb_.emit(std::move(s));
+    kb_.emit(by_rows(dma(false, out_.buffer, Affine::of(out_.offset) + nt * (s_.TN * out_.strides[1]),
+                         {0, out_.strides[1]}, from, {s_.TN, 1}, {Extent::of(kChunk), n_tile}, kStoreTag),
+                     g, j, out_.strides[0]));
     kb_.loop_end();
   }
 
