@@ -79,61 +79,67 @@ std::optional<ClassId> softmax_kernel(EGraph& g, HlirLanguage& lang, const Match
   return add_kernel(g, lang, Op::Softmax, AxisAttr{axis}, {g.find(x)});
 }
 
+namespace {
+
+// What the norm kernels' patterns share: x floating with at least two axes,
+// normalised over its last (n elements), the mean's 1/n a constant, eps a
+// floating constant. nullopt: the match is not a norm over the last axis.
+struct LastAxisNorm {
+  Shape full, reduced;  // x's shape, and without its last axis
+  int64_t n = 0;
+  NormAttr attr;
+};
+std::optional<LastAxisNorm> last_axis_norm(EGraph& g, HlirLanguage& lang, const MatchView& m, ClassId x, ClassId inv,
+                                           ClassId eps) {
+  const ClassData& xd = data(g, x);
+  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
+  LastAxisNorm out;
+  out.full = xd.type.shape;
+  if (!axis_attr || !is_float(xd.type.dtype) || out.full.size() < 2 ||
+      axis_attr->axis != static_cast<int64_t>(out.full.size()) - 1)
+    return std::nullopt;
+  out.n = out.full.back();
+  if (!is_constant(g, inv, 1.0 / static_cast<double>(out.n))) return std::nullopt;
+  const ClassData& ed = data(g, eps);
+  if (!ed.constant || !is_float(ed.constant->dtype)) return std::nullopt;
+  out.reduced.assign(out.full.begin(), out.full.end() - 1);
+  out.attr.eps = ed.constant->f;  // already rounded to the dtype: rounding it again is exact
+  if (fault::planted(fault::Fault::ApplierConstant)) out.attr.eps += 1.0;
+  return out;
+}
+
+}  // namespace
+
 // rms-norm-kernel ?r ?x ?w ?inv ?eps ?axis ?vb ?vk ?vw: nn::rms_norm(x, w, eps)
 // with w read as is (gemma's `1 + w` is then the class computing it).
 std::optional<ClassId> rms_norm_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m) {
-  const ClassId x = m.args[1], w = m.args[2], inv = m.args[3], eps = m.args[4];
-  const ClassData& xd = data(g, x);
-  const ClassData& wd = data(g, w);
-  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
-  const Shape& full = xd.type.shape;
-  if (!axis_attr || !is_float(xd.type.dtype) || full.size() < 2 ||
-      axis_attr->axis != static_cast<int64_t>(full.size()) - 1)
+  const ClassId x = m.args[1], w = m.args[2];
+  const std::optional<LastAxisNorm> norm = last_axis_norm(g, lang, m, x, m.args[3], m.args[4]);
+  if (!norm || data(g, w).type != TensorType{data(g, x).type.dtype, {norm->n}}) return std::nullopt;
+  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), norm->reduced,
+                            norm->full.size() - 1, norm->full) ||
+      view_of(lang, m.attr_args[3]) != parameter_broadcast(norm->n, norm->full))
     return std::nullopt;
-  const int64_t n = full.back();
-  if (wd.type != TensorType{xd.type.dtype, {n}}) return std::nullopt;
-  if (!is_constant(g, inv, 1.0 / static_cast<double>(n))) return std::nullopt;
-  const ClassData& ed = data(g, eps);
-  if (!ed.constant || !is_float(ed.constant->dtype)) return std::nullopt;
-  Shape reduced(full.begin(), full.end() - 1);
-  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), reduced, full.size() - 1,
-                            full) ||
-      view_of(lang, m.attr_args[3]) != parameter_broadcast(n, full))
-    return std::nullopt;
-  NormAttr attr;
-  attr.eps = ed.constant->f;  // already rounded to the dtype: rounding it again is exact
-  if (fault::planted(fault::Fault::ApplierConstant)) attr.eps += 1.0;
-  return add_kernel(g, lang, Op::RmsNorm, attr, {g.find(x), g.find(w)});
+  return add_kernel(g, lang, Op::RmsNorm, norm->attr, {g.find(x), g.find(w)});
 }
 
 // layer-norm-kernel ?r ?x ?w ?b ?inv ?eps ?axis ?v1 ?v2 ?v3 ?v4 ?vw ?vb:
 // nn::layer_norm(x, w, b, eps).
 std::optional<ClassId> layer_norm_kernel(EGraph& g, HlirLanguage& lang, const MatchView& m) {
-  const ClassId x = m.args[1], w = m.args[2], b = m.args[3], inv = m.args[4], eps = m.args[5];
-  const ClassData& xd = data(g, x);
-  const auto* axis_attr = std::get_if<AxisAttr>(&attr_of(lang, m.attr_args[0]));
-  const Shape& full = xd.type.shape;
-  if (!axis_attr || !is_float(xd.type.dtype) || full.size() < 2 ||
-      axis_attr->axis != static_cast<int64_t>(full.size()) - 1)
-    return std::nullopt;
-  const int64_t n = full.back();
-  const TensorType param{xd.type.dtype, {n}};
+  const ClassId x = m.args[1], w = m.args[2], b = m.args[3];
+  const std::optional<LastAxisNorm> norm = last_axis_norm(g, lang, m, x, m.args[4], m.args[5]);
+  if (!norm) return std::nullopt;
+  const TensorType param{data(g, x).type.dtype, {norm->n}};
   if (data(g, w).type != param || data(g, b).type != param) return std::nullopt;
-  if (!is_constant(g, inv, 1.0 / static_cast<double>(n))) return std::nullopt;
-  const ClassData& ed = data(g, eps);
-  if (!ed.constant || !is_float(ed.constant->dtype)) return std::nullopt;
-  Shape reduced(full.begin(), full.end() - 1);
+  const Shape& full = norm->full;
   const size_t a = full.size() - 1;
   // attr_args: axis, v1 (recip broadcast), v2 (variance keepdim), v3 (neg mean broadcast), v4 (mean keepdim), vw, vb
-  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), reduced, a, full) ||
-      !is_keepdim_broadcast(view_of(lang, m.attr_args[4]), view_of(lang, m.attr_args[3]), reduced, a, full) ||
-      view_of(lang, m.attr_args[5]) != parameter_broadcast(n, full) ||
-      view_of(lang, m.attr_args[6]) != parameter_broadcast(n, full))
+  if (!is_keepdim_broadcast(view_of(lang, m.attr_args[2]), view_of(lang, m.attr_args[1]), norm->reduced, a, full) ||
+      !is_keepdim_broadcast(view_of(lang, m.attr_args[4]), view_of(lang, m.attr_args[3]), norm->reduced, a, full) ||
+      view_of(lang, m.attr_args[5]) != parameter_broadcast(norm->n, full) ||
+      view_of(lang, m.attr_args[6]) != parameter_broadcast(norm->n, full))
     return std::nullopt;
-  NormAttr attr;
-  attr.eps = ed.constant->f;
-  if (fault::planted(fault::Fault::ApplierConstant)) attr.eps += 1.0;
-  return add_kernel(g, lang, Op::LayerNorm, attr, {g.find(x), g.find(w), g.find(b)});
+  return add_kernel(g, lang, Op::LayerNorm, norm->attr, {g.find(x), g.find(w), g.find(b)});
 }
 
 // half-softmax ?r ?x, half-rms-norm ?r ?x ?w, half-layer-norm ?r ?x ?w ?b for (cast[?t] (K[?k] (cast[?f] ?x) ...)), K a

@@ -82,7 +82,7 @@ class GroupedKernel {
     kb_.emit(Stmt{WaitOp{kLoadTag}});
     prologue();
     if (s_.prefetch_across) {
-      // The last group is peeled: its last step has no next step to prefetch.
+      // The last group is peeled: its last `distance` steps have nothing to prefetch.
       for (int64_t t = 0; t < s_.distance; ++t)
         for (int64_t kt = 0; kt < s_.KT; ++kt) load_step(Affine::of(t), kt);
       prepare(Affine::of(0));
@@ -105,6 +105,10 @@ class GroupedKernel {
   static SpadRef ref(int buffer, Affine offset = Affine::of(0), Affine slot = Affine::of(0), int64_t ld = 0) {
     return SpadRef{buffer, std::move(slot), std::move(offset), ld};
   }
+  // One element (or a row of them) at `offset`, as a vector step reads it.
+  static SpadRef element(int buffer, Affine offset = Affine::of(0), Affine slot = Affine::of(0)) {
+    return ref(buffer, std::move(offset), std::move(slot), 1);
+  }
   ScalarType it() const { return value_type(counts_.dtype); }
 
   // offset[g] = sum of the counts before g, over[g] = max(count[g] - B, 0),
@@ -112,17 +116,17 @@ class GroupedKernel {
   void prologue() {
     {
       VecBuilder vb("group offsets", Extent::of(s_.G), Extent::of(s_.G));
-      const int all = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), ref(cnt_, Affine::of(0), Affine::of(0), 1), LoadBroadcast::Col)});
-      const int mine = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), ref(cnt_, Affine::of(0), Affine::of(0), 1), LoadBroadcast::Row)});
+      const int all = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), element(cnt_), LoadBroadcast::Col)});
+      const int mine = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), element(cnt_), LoadBroadcast::Row)});
       const int r = vb.op(VecOp::Cast, ScalarType::I64, {vb.iota(false)});
       const int q = vb.op(VecOp::Cast, ScalarType::I64, {vb.iota(true)});
       const int before = vb.op(VecOp::CmpLt, ScalarType::I1, {q, r});
       const int zero = vb.constant(ScalarType::I64, 0);
       const int part = vb.op(VecOp::Select, ScalarType::I64, {before, all, zero});
-      vb.store(ref(off_, Affine::of(0), Affine::of(0), 1), vb.op(VecOp::ReduceSum, ScalarType::I64, {part}));
+      vb.store(element(off_), vb.op(VecOp::ReduceSum, ScalarType::I64, {part}));
       const int over = vb.op(VecOp::Max, ScalarType::I64,
                              {vb.op(VecOp::Sub, ScalarType::I64, {mine, vb.constant(ScalarType::I64, double(s_.B))}), zero});
-      vb.store(ref(over_, Affine::of(0), Affine::of(0), 1), over);
+      vb.store(element(over_), over);
       kb_.emit(vb.done());
     }
     VecBuilder vb("positions", Extent::of(s_.blocks * s_.B / kChunk), Extent::of(kChunk));
@@ -138,13 +142,13 @@ class GroupedKernel {
   // row `first` of the group (position[first] holds first).
   void block_rows(const Affine& g, const Affine& first) {
     VecBuilder vb("block rows", Extent::of(1), Extent::of(1));
-    const int count = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), ref(cnt_, g, Affine::of(0), 1), LoadBroadcast::Row)});
-    const int p = vb.load(ScalarType::I64, ref(pos_, first, Affine::of(0), 1), LoadBroadcast::Row);
+    const int count = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), element(cnt_, g), LoadBroadcast::Row)});
+    const int p = vb.load(ScalarType::I64, element(pos_, first), LoadBroadcast::Row);
     const int left = vb.op(VecOp::Sub, ScalarType::I64, {count, p});
     const int clamped = vb.op(VecOp::Min, ScalarType::I64,
                               {vb.op(VecOp::Max, ScalarType::I64, {left, vb.constant(ScalarType::I64, 0)}),
                                vb.constant(ScalarType::I64, double(s_.B))});
-    vb.store(ref(rem_, Affine::of(0), g, 1), clamped);
+    vb.store(element(rem_, Affine::of(0), g), clamped);
     kb_.emit(vb.done());
   }
 
@@ -161,8 +165,8 @@ class GroupedKernel {
     {
       VecBuilder vb("row indices", Extent::of(1), Extent::of(kChunk));
       const int p = vb.load(ScalarType::I64, ref(pos_, first + j * kChunk, Affine::of(0), kChunk), LoadBroadcast::Full);
-      const int count = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), ref(cnt_, g, Affine::of(0), 1), LoadBroadcast::Row)});
-      const int start = vb.load(ScalarType::I64, ref(off_, g, Affine::of(0), 1), LoadBroadcast::Row);
+      const int count = vb.op(VecOp::Cast, ScalarType::I64, {vb.load(it(), element(cnt_, g), LoadBroadcast::Row)});
+      const int start = vb.load(ScalarType::I64, element(off_, g), LoadBroadcast::Row);
       const int last = vb.op(VecOp::Sub, ScalarType::I64,
                              {vb.op(VecOp::Add, ScalarType::I64, {start, count}), vb.constant(ScalarType::I64, 1)});
       const int row = vb.op(VecOp::Add, ScalarType::I64, {start, p});
