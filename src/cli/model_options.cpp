@@ -67,6 +67,10 @@ void add_model_options(CLI::App* cmd, models::ModelOptions& options) {
   cmd->add_option("--dtype", options.dtype,
                   "Weights, activations and KV cache: bf16 or f32 (default: bf16 real, as served; f32 tiny)")
       ->check(CLI::IsMember({"bf16", "f32"}));
+  cmd->add_option("--logits", options.logits,
+                  "Prefill: the logits of the last token only, or of all tokens (default: last real, as served; "
+                  "all tiny)")
+      ->check(CLI::IsMember({"last", "all"}));
 }
 
 std::string read_file(const std::string& path) {

@@ -162,6 +162,11 @@ interp::Env source_values(const RunOptions& options, const models::ModelRef& ref
   return inputs;
 }
 
+bool has_logits(const Graph& graph) {
+  const auto& outputs = graph.outputs();
+  return std::any_of(outputs.begin(), outputs.end(), [](const auto& o) { return o.name == "logits"; });
+}
+
 // Layers as the weight names count them (`model.layers.N.`, `encoder.layer.N.`), or 1.
 int64_t count_layers(const Graph& graph) {
   int64_t layers = 0;
@@ -340,6 +345,7 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
     j["layers"] = count_layers(built.graph);
     j["seq"] = phase.seq;
     j["context"] = phase.context;
+    if (has_logits(built.graph)) j["logits"] = phase.last_token_logits ? "last" : "all";
     j["config"] = config.name;
     j["size"] = options.weights_dir.empty() ? options.model_options.size : "weights";
     j["mode"] = timing_only ? "timing" : "functional";
@@ -415,7 +421,10 @@ void run(const RunOptions& options) {
     std::printf("phase      decode, %lld token after %lld cached\n", static_cast<long long>(phase.seq),
                 static_cast<long long>(phase.context));
   else
-    std::printf("seq        %lld tokens, prefill\n", static_cast<long long>(phase.seq));
+    std::printf("seq        %lld tokens, prefill%s\n", static_cast<long long>(phase.seq),
+                !has_logits(built.graph)     ? ""
+                : phase.last_token_logits ? ", logits of the last token (as served)"
+                                          : ", logits of every token");
   std::printf("hlir       %zu nodes, built in %.1f ms\n", built.graph.num_live(), build_ms);
   int64_t weight_bytes = 0;
   std::set<std::string> weight_dtypes;

@@ -107,12 +107,14 @@ Tensor gated_mlp(const Tensor& x, const std::string& prefix, int64_t ffn, Activa
   return nn::linear(act, model_weight(g, x.dtype(), prefix + "down_proj.weight", {hidden, ffn}));
 }
 
-void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t vocab, double rms_eps, bool tied,
-                    bool norm_unit_offset) {
+void finish_decoder(const Tensor& x, const Phase& phase, const Tensor& embedding_table, int64_t vocab, double rms_eps,
+                    bool tied, bool norm_unit_offset) {
   Graph& g = x.graph();
   const int64_t hidden = x.dim(-1);
+  // The norm is per row, so norming the last row alone gives that row's value.
+  const Tensor rows = phase.last_token_logits ? x.slice(0, x.dim(0) - 1, x.dim(0)) : x;
   const Tensor normed =
-      nn::rms_norm(x, model_weight(g, x.dtype(), "model.norm.weight", {hidden}), rms_eps, norm_unit_offset);
+      nn::rms_norm(rows, model_weight(g, x.dtype(), "model.norm.weight", {hidden}), rms_eps, norm_unit_offset);
   const Tensor head = tied ? embedding_table : model_weight(g, x.dtype(), "lm_head.weight", {vocab, hidden});
   output("logits", nn::linear(normed, head));
 }

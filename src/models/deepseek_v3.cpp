@@ -87,7 +87,7 @@ Graph build_deepseek_v3(const DeepseekV3Config& c, const Phase& phase) {
                                          : deepseek_v3_moe_block(c, h2, prefix + "mlp.");
     });
   }
-  finish_decoder(x, table, c.vocab, c.rms_eps, /*tied=*/false);
+  finish_decoder(x, phase, table, c.vocab, c.rms_eps, /*tied=*/false);
   return g;
 }
 

@@ -43,7 +43,7 @@ Graph build_gemma(const GemmaConfig& c, const Phase& phase) {
     x = x + gated_mlp(norm(x, prefix + "post_attention_layernorm.weight"), prefix + "mlp.", c.ffn,
                       Activation::GeluTanh);
   }
-  finish_decoder(x, table, c.vocab, c.rms_eps, /*tied=*/true, /*norm_unit_offset=*/true);
+  finish_decoder(x, phase, table, c.vocab, c.rms_eps, /*tied=*/true, /*norm_unit_offset=*/true);
   return g;
 }
 

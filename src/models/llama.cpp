@@ -55,7 +55,7 @@ Graph build_llama(const LlamaConfig& c, const Phase& phase) {
   const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) x = layer(c, x, start.rope, phase, fmt::format("model.layers.{}.", i), i);
-  finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
+  finish_decoder(x, phase, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
   return g;
 }
 

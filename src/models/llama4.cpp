@@ -85,7 +85,7 @@ Graph build_llama4(const Llama4Config& c, const Phase& phase) {
                          : gated_mlp(h2, prefix + "feed_forward.", c.ffn_dense);
     });
   }
-  finish_decoder(x, table, c.vocab, c.rms_eps, /*tied=*/false);
+  finish_decoder(x, phase, table, c.vocab, c.rms_eps, /*tied=*/false);
   return g;
 }
 

@@ -37,7 +37,7 @@ Graph build_qwen3(const Qwen3Config& c, const Phase& phase) {
       return gated_mlp(h2, prefix + "mlp.", c.ffn);
     });
   }
-  finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
+  finish_decoder(x, phase, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
   return g;
 }
 

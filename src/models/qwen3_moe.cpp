@@ -64,7 +64,7 @@ Graph build_qwen3_moe(const Qwen3MoeConfig& c, const Phase& phase) {
       return c.is_sparse(i) ? qwen3_moe_block(c, h2, prefix + "mlp.") : gated_mlp(h2, prefix + "mlp.", c.ffn);
     });
   }
-  finish_decoder(x, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
+  finish_decoder(x, phase, table, c.vocab, c.rms_eps, c.tie_word_embeddings);
   return g;
 }
 

@@ -74,7 +74,14 @@ Phase resolve_phase(const ModelOptions& options) {
   const int64_t fallback = options.size == "real" ? kRealDefaultTokens : kTinyDefaultTokens;
   if (options.phase == "prefill") {
     if (options.context != 0) fail("--context is the KV cache length of a decode step; a prefill starts with none");
-    return Phase::prefill(options.seq != 0 ? options.seq : fallback);
+    Phase phase = Phase::prefill(options.seq != 0 ? options.seq : fallback);
+    if (options.logits.empty())
+      phase.last_token_logits = options.size == "real";
+    else if (options.logits == "last" || options.logits == "all")
+      phase.last_token_logits = options.logits == "last";
+    else
+      fail("unknown --logits '{}' (expected last or all)", options.logits);
+    return phase;
   }
   if (options.phase == "decode") {
     if (options.seq != 0 && options.seq != 1)

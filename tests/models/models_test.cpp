@@ -230,4 +230,41 @@ TEST_CASE("phase options") {
   options.context = 3;
   CHECK_THROWS_WITH(resolve_phase(options),
                     "--context is the KV cache length of a decode step; a prefill starts with none");
+  // A real prefill computes the logits a server samples from (the last
+  // token's); a tiny one all, for the checks; --logits chooses.
+  options = ModelOptions{};
+  CHECK(!resolve_phase(options).last_token_logits);
+  options.size = "real";
+  CHECK(resolve_phase(options).last_token_logits);
+  options.logits = "all";
+  CHECK(!resolve_phase(options).last_token_logits);
+  options.size = "tiny";
+  options.logits = "last";
+  CHECK(resolve_phase(options).last_token_logits);
+  options.logits = "first";
+  CHECK_THROWS_WITH(resolve_phase(options), "unknown --logits 'first' (expected last or all)");
+}
+
+TEST_CASE("a prefill's last-token logits are the last row of its logits of every token") {
+  const std::vector<int64_t> prompt = {11, 2, 200, 37, 5, 64};
+  for (const char* name : kDecoders) {
+    INFO("model " << std::string(name));
+    ModelOptions options;
+    options.seq = static_cast<int64_t>(prompt.size());
+    const auto all = run_with_tokens(find_model(name).entry->build(options), prompt);
+    options.logits = "last";
+    const Graph last_graph = find_model(name).entry->build(options);
+    const auto last = run_with_tokens(last_graph, prompt);
+    REQUIRE(last.at("logits").shape() == Shape{1, all.at("logits").shape()[1]});
+    // The same ops on the same row: equal to the bit.
+    const HostTensor expected = last_row(all.at("logits"));
+    for (int64_t j = 0; j < expected.size(); ++j) CHECK(last.at("logits").get(j) == expected.get(j));
+    // The caches are the prefill's either way.
+    CHECK(last.at("cache_key.0").shape() == all.at("cache_key.0").shape());
+    // The LM head reads one row.
+    bool one_row_head = false;
+    for (const NodeId id : last_graph.live_ids())
+      one_row_head = one_row_head || (last_graph.node(id).shape == Shape{1, all.at("logits").shape()[1]});
+    CHECK(one_row_head);
+  }
 }

@@ -40,6 +40,12 @@ namespace spool::models {
 struct Phase {
   int64_t seq = 8;
   int64_t context = 0;
+  // Logits of the last token only: a serving prefill needs nothing else to
+  // sample the first new token (Hugging Face's generate passes
+  // logits_to_keep=1, vLLM computes the rows it samples), so its LM head is
+  // a [1, hidden] x [hidden, vocab] product rather than a [seq, ...] one.
+  // A decode step has one token either way.
+  bool last_token_logits = false;
 
   static Phase prefill(int64_t seq) { return {seq, 0}; }
   static Phase decode(int64_t context) { return {1, context}; }
@@ -102,8 +108,9 @@ Tensor residual_layer(const Tensor& x, const AttentionShape& attention, double r
                       const std::function<Tensor(const Tensor&)>& mlp);
 
 // Final RMSNorm ("model.norm.weight") and the LM head: "lm_head.weight", or
-// the embedding table itself when the embeddings are tied. Outputs "logits".
-void finish_decoder(const Tensor& x, const Tensor& embedding_table, int64_t vocab, double rms_eps, bool tied,
-                    bool norm_unit_offset = false);
+// the embedding table itself when the embeddings are tied. Outputs "logits":
+// [seq, vocab], or [1, vocab] for the last token when the phase asks so.
+void finish_decoder(const Tensor& x, const Phase& phase, const Tensor& embedding_table, int64_t vocab, double rms_eps,
+                    bool tied, bool norm_unit_offset = false);
 
 }  // namespace spool::models

@@ -19,6 +19,7 @@ struct ModelOptions {
   int64_t seq = 0;                  // prefill tokens; 0: the default (8 tiny, 512 real)
   int64_t context = 0;              // decode: KV cache length; 0: the default (8 tiny, 512 real)
   std::string dtype;                // "bf16" or "f32"; empty: bf16 real (as served), f32 tiny
+  std::string logits;               // prefill: "last" or "all" tokens' logits; empty: last real (as served), all tiny
 };
 
 // The dtype `options` asks for, with the default filled in.
