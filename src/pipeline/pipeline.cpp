@@ -119,7 +119,11 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const targ
   return check;
 }
 
-std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+// GiB from 1 GiB up, MiB below (a small program's footprint is not "0.00 GiB").
+std::string gib(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
+  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 // The footprint against the capacity; fails when it does not fit, unless ignored.
 Memory check_memory(const npu::DramFootprint& footprint, const target::NpuConfig& config, bool ignore, bool final) {
@@ -144,17 +148,27 @@ Memory check_memory(const npu::DramFootprint& footprint, const target::NpuConfig
   return m;
 }
 
-// What the graph's sources and outputs take in DRAM whatever the program.
+// What the graph's sources and outputs take in DRAM whatever the program: a
+// lower bound, so that nothing that fits is refused. An output with the name
+// and type of an input (a KV cache) may be that input updated in place, so
+// it is not counted twice here; the footprint of the lowered program, checked
+// again before simulating, says whether it was.
 npu::DramFootprint graph_footprint(const Graph& graph) {
   npu::DramFootprint f;
+  std::map<std::string, TensorType, std::less<>> inputs;
   for (const NodeId id : graph.live_ids()) {
     const Node& node = graph.node(id);
     const int64_t bytes = num_elements(node.shape) * dtype_bytes(node.dtype);
     if (node.op == Op::Weight) f.weight_bytes += bytes;
-    if (node.op == Op::Input) f.input_bytes += bytes;
+    if (node.op == Op::Input) {
+      f.input_bytes += bytes;
+      inputs.emplace(std::get<NameAttr>(node.attr).name, TensorType{node.dtype, node.shape});
+    }
   }
   for (const Output& output : graph.outputs()) {
     const TensorType type = graph.edge_type(output.edge);
+    const auto input = inputs.find(output.name);
+    if (input != inputs.end() && input->second == type) continue;
     f.output_bytes += num_elements(type.shape) * dtype_bytes(type.dtype);
   }
   return f;
