@@ -36,9 +36,10 @@ DType model_dtype(const std::string& name, std::string_view what) {
   fail("{}: unknown dtype '{}' (expected bf16 or f32)", what, name);
 }
 
-DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta) {
+DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta,
+                           const nn::RopeScaling& rope_scaling) {
   const Tensor tokens = input(graph, "tokens", DType::I64, {phase.seq});
-  return {tokens, nn::rope_tables(graph, phase.seq, head_dim, rope_theta, phase.context)};
+  return {tokens, nn::rope_tables(graph, phase.seq, head_dim, rope_theta, phase.context, rope_scaling)};
 }
 
 Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTables& rope, const Phase& phase,

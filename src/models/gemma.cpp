@@ -22,14 +22,15 @@ AttentionShape GemmaConfig::attention() const { return {hidden, heads, kv_heads,
 
 std::string GemmaConfig::describe() const {
   return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, GeGLU FFN {}, vocab {}, tied embeddings",
-                     layers, hidden, heads, kv_heads, head_dim, ffn, vocab);
+                     layers, hidden, heads, kv_heads, head_dim, ffn, vocab) +
+         nn::describe(rope_scaling);
 }
 
 Graph build_gemma(const GemmaConfig& c, const Phase& phase) {
   c.validate();
   phase.validate("gemma");
   Graph g("gemma");
-  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta, c.rope_scaling);
   const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   // Hugging Face multiplies by sqrt(hidden) rounded to the activation dtype.
   Tensor x = nn::embedding(start.tokens, table) * std::sqrt(static_cast<double>(c.hidden));

@@ -70,7 +70,68 @@ struct CommonKeys {
   int64_t hidden, ffn, heads, kv_heads, head_dim, layers, vocab;
   double rms_eps, rope_theta;
   bool tie;
+  nn::RopeScaling rope_scaling;
 };
+
+// `rope_scaling` as Hugging Face's rope_config_validation and
+// ROPE_INIT_FUNCTIONS read it: rope_type (or the older "type") default,
+// linear, llama3 or yarn, with that type's keys; any other type or key is
+// an error.
+nn::RopeScaling read_rope_scaling(const HfConfig& c) {
+  using Kind = nn::RopeScaling::Kind;
+  nn::RopeScaling s;
+  if (!c.has("rope_scaling")) return s;
+  const HfConfig r = c.object("rope_scaling");
+  const std::string type = r.string_or("rope_type", r.string_or("type", ""));
+  if (r.has("rope_type") && r.has("type") && r.string_or("type", "") != type)
+    fail("{}: rope_type \"{}\" and type \"{}\" differ", r.path(), type, r.string_or("type", ""));
+  if (type.empty()) fail("{}: missing key 'rope_type'", r.path());
+  if (type == "default") {
+    r.reject_unknown_keys("default RoPE");
+    return s;
+  }
+  if (type != "linear" && type != "llama3" && type != "yarn")
+    fail("{}: unsupported rope_type \"{}\" (spool knows default, linear, llama3 and yarn)", r.path(), type);
+  s.factor = r.number("factor");
+  if (type == "linear") {
+    s.kind = Kind::Linear;
+  } else if (type == "llama3") {
+    s.kind = Kind::Llama3;
+    s.low_freq_factor = r.number("low_freq_factor");
+    s.high_freq_factor = r.number("high_freq_factor");
+    s.original_max_position_embeddings = r.integer("original_max_position_embeddings");
+  } else {
+    s.kind = Kind::Yarn;
+    // The pretrained context: rope_scaling's, else the model's.
+    const int64_t max_positions = c.integer_or("max_position_embeddings", 0);
+    s.original_max_position_embeddings = r.integer_or("original_max_position_embeddings", max_positions);
+    if (s.original_max_position_embeddings < 1)
+      fail("{}: yarn needs original_max_position_embeddings (or max_position_embeddings in {})", r.path(), c.path());
+    // Newer Hugging Face versions take the factor as max_position_embeddings /
+    // original_max_position_embeddings when both are given; where the two
+    // readings differ the checkpoint is ambiguous.
+    if (r.has("original_max_position_embeddings") && max_positions > 0 &&
+        static_cast<double>(max_positions) / static_cast<double>(s.original_max_position_embeddings) != s.factor)
+      fail("{}: factor {} is not max_position_embeddings / original_max_position_embeddings = {} / {}; Hugging Face "
+           "versions read this differently",
+           r.path(), s.factor, max_positions, s.original_max_position_embeddings);
+    s.beta_fast = r.number_or("beta_fast", 32.0);
+    s.beta_slow = r.number_or("beta_slow", 1.0);
+    s.truncate = r.boolean_or("truncate", true);
+    s.attention_factor = r.has("attention_factor")
+                             ? r.number("attention_factor")
+                             : nn::yarn_attention_factor(s.factor, r.number_or("mscale", 0.0),
+                                                         r.number_or("mscale_all_dim", 0.0));
+  }
+  r.ignore({"rope_type", "type"});
+  r.reject_unknown_keys(type + " RoPE scaling");
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", r.path(), e.what());
+  }
+  return s;
+}
 
 // `tie_default`: what Hugging Face's config class of the family assumes when
 // config.json has no tie_word_embeddings (Gemma ties; Llama and Qwen3 do not).
@@ -86,7 +147,7 @@ CommonKeys read_common(const HfConfig& c, std::string_view model, bool head_dim_
   k.rms_eps = c.number("rms_norm_eps");
   k.rope_theta = c.number("rope_theta");
   k.tie = c.boolean_or("tie_word_embeddings", tie_default);
-  c.expect_one_of("rope_scaling", {}, fmt::format("spool's {} has no RoPE scaling", model));
+  k.rope_scaling = read_rope_scaling(c);
   c.expect_one_of("attention_bias", {false}, fmt::format("spool's {} has no attention bias", model));
   c.expect_one_of("mlp_bias", {false}, fmt::format("spool's {} has no MLP bias", model));
   c.expect_one_of("use_sliding_window", {false}, fmt::format("spool's {} has no sliding window", model));
@@ -160,6 +221,12 @@ std::string HfConfig::string_or(const std::string& key, const std::string& fallb
   return v.get<std::string>();
 }
 
+HfConfig HfConfig::object(const std::string& key) const {
+  const json& v = at(key, "an object");
+  if (!v.is_object()) fail("{}: key '{}' must be an object, got {}", path_, key, v.dump());
+  return HfConfig(v, path_ + ": " + key);
+}
+
 std::vector<int64_t> HfConfig::integers_or(const std::string& key, const std::vector<int64_t>& fallback) const {
   if (!has(key)) return fallback;
   const json& v = json_.at(key);
@@ -205,6 +272,7 @@ void set_common(Config& out, const CommonKeys& k) {
   out.vocab = k.vocab;
   out.rms_eps = k.rms_eps;
   out.rope_theta = k.rope_theta;
+  out.rope_scaling = k.rope_scaling;
   if constexpr (requires { out.tie_word_embeddings; }) out.tie_word_embeddings = k.tie;  // Gemma always ties
 }
 

@@ -39,7 +39,8 @@ AttentionShape LlamaConfig::attention() const { return {hidden, heads, kv_heads,
 
 std::string LlamaConfig::describe() const {
   return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, FFN {}, vocab {}{}", layers, hidden,
-                     heads, kv_heads, head_dim, ffn, vocab, tie_word_embeddings ? ", tied embeddings" : "");
+                     heads, kv_heads, head_dim, ffn, vocab, tie_word_embeddings ? ", tied embeddings" : "") +
+         nn::describe(rope_scaling);
 }
 
 Tensor llama_layer(const LlamaConfig& c, const Tensor& x, const Tensor& cos, const Tensor& sin,
@@ -51,7 +52,7 @@ Graph build_llama(const LlamaConfig& c, const Phase& phase) {
   c.validate();
   phase.validate("llama");
   Graph g("llama");
-  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta, c.rope_scaling);
   const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) x = layer(c, x, start.rope, phase, fmt::format("model.layers.{}.", i), i);

@@ -21,14 +21,15 @@ AttentionShape Qwen3Config::attention() const { return {hidden, heads, kv_heads,
 std::string Qwen3Config::describe() const {
   return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, FFN {}, vocab {}, q/k RMSNorm{}",
                      layers, hidden, heads, kv_heads, head_dim, ffn, vocab,
-                     tie_word_embeddings ? ", tied embeddings" : "");
+                     tie_word_embeddings ? ", tied embeddings" : "") +
+         nn::describe(rope_scaling);
 }
 
 Graph build_qwen3(const Qwen3Config& c, const Phase& phase) {
   c.validate();
   phase.validate("qwen3");
   Graph g("qwen3");
-  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta, c.rope_scaling);
   const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {

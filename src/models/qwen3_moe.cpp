@@ -37,7 +37,8 @@ AttentionShape Qwen3MoeConfig::attention() const { return {hidden, heads, kv_hea
 
 std::string Qwen3MoeConfig::describe() const {
   return fmt::format("{} layers, hidden {}, {} heads, {} KV heads, head dim {}, {} experts top-{} of FFN {}, vocab {}",
-                     layers, hidden, heads, kv_heads, head_dim, experts, top_k, moe_ffn, vocab);
+                     layers, hidden, heads, kv_heads, head_dim, experts, top_k, moe_ffn, vocab) +
+         nn::describe(rope_scaling);
 }
 
 Tensor qwen3_moe_block(const Qwen3MoeConfig& c, const Tensor& x, const std::string& prefix) {
@@ -55,7 +56,7 @@ Graph build_qwen3_moe(const Qwen3MoeConfig& c, const Phase& phase) {
   c.validate();
   phase.validate("qwen3_moe");
   Graph g("qwen3_moe");
-  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta);
+  const DecoderStart start = start_decoder(g, phase, c.head_dim, c.rope_theta, c.rope_scaling);
   const Tensor table = model_weight(g, c.dtype, "model.embed_tokens.weight", {c.vocab, c.hidden});
   Tensor x = nn::embedding(start.tokens, table);
   for (int64_t i = 0; i < c.layers; ++i) {

@@ -3,6 +3,8 @@
 #include <spool/nn/nn.hpp>
 #include <spool/support/error.hpp>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numbers>
 
@@ -165,17 +167,101 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, bool unit_off
   return (normalized * (unit_offset ? wt + 1.0 : wt)).cast(x.dtype());
 }
 
-RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset) {
+void RopeScaling::validate() const {
+  if (kind == Kind::None) return;
+  if (!(factor >= 1.0) || !std::isfinite(factor)) fail("rope scaling: factor must be at least 1, got {}", factor);
+  if (kind == Kind::Linear) return;
+  if (original_max_position_embeddings < 1)
+    fail("rope scaling: original_max_position_embeddings must be positive, got {}", original_max_position_embeddings);
+  if (kind == Kind::Llama3 && !(low_freq_factor > 0.0 && high_freq_factor > low_freq_factor))
+    fail("rope scaling: llama3 needs 0 < low_freq_factor < high_freq_factor, got {} and {}", low_freq_factor,
+         high_freq_factor);
+  if (kind == Kind::Yarn) {
+    if (!(beta_fast > 0.0 && beta_slow > 0.0 && std::isfinite(beta_fast) && std::isfinite(beta_slow)))
+      fail("rope scaling: yarn's beta_fast and beta_slow must be positive, got {} and {}", beta_fast, beta_slow);
+    if (!(attention_factor > 0.0) || !std::isfinite(attention_factor))
+      fail("rope scaling: yarn's attention_factor must be positive, got {}", attention_factor);
+  }
+}
+
+std::string describe(const RopeScaling& s) {
+  switch (s.kind) {
+    case RopeScaling::Kind::None: return "";
+    case RopeScaling::Kind::Linear: return fmt::format(", linear RoPE scaling x{}", s.factor);
+    case RopeScaling::Kind::Llama3:
+      return fmt::format(", llama3 RoPE scaling x{} of {} positions", s.factor, s.original_max_position_embeddings);
+    case RopeScaling::Kind::Yarn:
+      return fmt::format(", yarn RoPE scaling x{} of {} positions (attention factor {:.4g})", s.factor,
+                         s.original_max_position_embeddings, s.attention_factor);
+  }
+  return "";
+}
+
+double yarn_attention_factor(double factor, double mscale, double mscale_all_dim) {
+  auto get_mscale = [&](double m) { return factor <= 1.0 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  if (mscale != 0.0 && mscale_all_dim != 0.0) return get_mscale(mscale) / get_mscale(mscale_all_dim);
+  return get_mscale(1.0);
+}
+
+namespace {
+
+// clamp(x, 0, 1) = -max(-max(x, 0), -1).
+Tensor unit_clamp(const Tensor& x) { return -maximum(-maximum(x, 0.0), -1.0); }
+
+// The scaled inverse frequencies of `scaling` (see RopeScaling): each is
+// inv_freq[i] * ((1 - w) / factor + w), w in [0, 1] the weight of the
+// unscaled frequency.
+Tensor scaled(const Tensor& inv_freq, int64_t head_dim, double theta, const RopeScaling& s) {
+  using Kind = RopeScaling::Kind;
+  if (s.kind == Kind::None || s.factor == 1.0) return inv_freq;
+  if (s.kind == Kind::Linear) return inv_freq * (1.0 / s.factor);
+  Tensor w;
+  const double original = static_cast<double>(s.original_max_position_embeddings);
+  if (s.kind == Kind::Llama3) {
+    // original / wavelength = original * inv_freq / (2 pi): at most
+    // low_freq_factor divides by factor (w = 0), at least high_freq_factor
+    // keeps (w = 1), linear between.
+    const double span = s.high_freq_factor - s.low_freq_factor;
+    w = unit_clamp(inv_freq * (original / (2.0 * std::numbers::pi) / span) - s.low_freq_factor / span);
+  } else {
+    // Dimension pair i of head_dim / 2: kept (extrapolated) below the
+    // ramp's low end, interpolated above its high end.
+    const double d = static_cast<double>(head_dim);
+    auto correction_dim = [&](double rotations) {
+      return d * std::log(original / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+    };
+    double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, d - 1.0);
+    if (low == high) high += 0.001;  // as Hugging Face avoids a zero-width ramp
+    const Tensor ramp = unit_clamp((iota(inv_freq.graph(), {head_dim / 2}, 0, DType::F32) - low) * (1.0 / (high - low)));
+    w = 1.0 - ramp;
+  }
+  return inv_freq * ((1.0 - w) * (1.0 / s.factor) + w);
+}
+
+}  // namespace
+
+RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset,
+                       const RopeScaling& scaling) {
   if (head_dim < 2 || head_dim % 2 != 0) fail("rope: head_dim must be even and positive, got {}", head_dim);
   if (seq < 1) fail("rope: seq must be positive, got {}", seq);
   if (!(theta > 1.0)) fail("rope: theta must be greater than 1, got {}", theta);
+  scaling.validate();
   const int64_t half = head_dim / 2;
   // inv_freq[i] = theta^(-2i/head_dim) = 2^(i * (-2 log2(theta) / head_dim))
-  const Tensor inv_freq =
-      exp2(iota(graph, {half}, 0, DType::F32) * (-2.0 * std::log2(theta) / static_cast<double>(head_dim)));
+  const Tensor inv_freq = scaled(
+      exp2(iota(graph, {half}, 0, DType::F32) * (-2.0 * std::log2(theta) / static_cast<double>(head_dim))), head_dim,
+      theta, scaling);
   const Tensor positions = iota(graph, {seq}, 0, DType::F32) + static_cast<double>(position_offset);
   const Tensor freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0);  // [seq, half]
   const Tensor angles = concat({freqs, freqs}, 1);                       // [seq, head_dim]
+  if (scaling.kind == RopeScaling::Kind::Yarn && scaling.attention_factor != 1.0)
+    return {cos(angles) * scaling.attention_factor, sin(angles) * scaling.attention_factor};
   return {cos(angles), sin(angles)};
 }
 

@@ -2,7 +2,8 @@
 """Generates small Hugging Face model folders and their expected logits.
 
 Models: llama (f32 weights), qwen3_moe (bf16), qwen3 (f16, tied embeddings)
-and gemma (bf16, tied embeddings).
+and gemma (bf16, tied embeddings); llama_rope_llama3 and llama_rope_yarn are
+the llama with the rope_scaling of Llama 3.1 (llama3) and of yarn.
 
 Run with Debian's python3-torch:  /usr/bin/python3 tests/golden/make_model_goldens.py
 It rewrites tests/golden/models/<model>/:
@@ -99,11 +100,61 @@ def rms_norm(x, w, eps, unit_offset=False):
     return (normed * (1.0 + w.float())).to(x.dtype) if unit_offset else w * normed.to(x.dtype)
 
 
-def rope_cos_sin(positions, dim, theta):
+def llama3_inv_freq(inv_freq, rs):
+    """transformers' _compute_llama3_parameters."""
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old_context_len = rs["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_context_len / low, old_context_len / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low) / (high - low)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def yarn_inv_freq(dim, base, rs):
+    """transformers' _compute_yarn_parameters: the inverse frequencies and the attention factor."""
+    factor, original = rs["factor"], rs["original_max_position_embeddings"]
+
+    def get_mscale(scale, mscale=1):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+    attention_factor = rs.get("attention_factor")
+    if attention_factor is None:
+        if rs.get("mscale") and rs.get("mscale_all_dim"):
+            attention_factor = get_mscale(factor, rs["mscale"]) / get_mscale(factor, rs["mscale_all_dim"])
+        else:
+            attention_factor = get_mscale(factor)
+    beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = math.floor(correction_dim(beta_fast)), math.ceil(correction_dim(beta_slow))
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+    extrapolation_factor = 1 - ramp
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation_factor) + (1.0 / pos_freqs) * extrapolation_factor
+    return inv_freq, attention_factor
+
+
+def rope_cos_sin(positions, dim, theta, rope_scaling=None):
+    """LlamaRotaryEmbedding with the rope_scaling types Spool reads (none, llama3, yarn)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    scale = 1.0
+    if rope_scaling is not None and rope_scaling["rope_type"] == "llama3":
+        inv_freq = llama3_inv_freq(inv_freq, rope_scaling)
+    elif rope_scaling is not None and rope_scaling["rope_type"] == "yarn":
+        inv_freq, scale = yarn_inv_freq(dim, theta, rope_scaling)
+    elif rope_scaling is not None:
+        raise ValueError(rope_scaling)
     freqs = positions.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
+    return emb.cos() * scale, emb.sin() * scale
 
 
 def rotate_half(x):
@@ -169,7 +220,8 @@ def forward(cfg, w, tokens, past, kind):
     """Logits [S, vocab] and the new cache for `tokens` after `past` (a list of (k, v) or None)."""
     tokens = torch.tensor(tokens, dtype=torch.int64)
     start = 0 if past is None else past[0][0].shape[1]
-    cos, sin = rope_cos_sin(torch.arange(start, start + len(tokens)), cfg["head_dim"], cfg["rope_theta"])
+    cos, sin = rope_cos_sin(torch.arange(start, start + len(tokens)), cfg["head_dim"], cfg["rope_theta"],
+                            cfg.get("rope_scaling"))
     gemma = kind == "gemma"
     x = F.embedding(tokens, w["model.embed_tokens.weight"])
     if gemma:  # GemmaModel: the normalizer is sqrt(hidden) in the activations' dtype
@@ -236,6 +288,24 @@ def llama_case():
                    (p + "mlp.gate_proj.weight", (f, h)), (p + "mlp.up_proj.weight", (f, h)),
                    (p + "mlp.down_proj.weight", (h, f))]
     return cfg, init_weights(shapes, 1234), "F32"
+
+
+def llama_rope_llama3_case():
+    """The llama with Llama 3.1's RoPE scaling over a short original context, so that
+    the prompt's positions meet scaled low and blended medium frequencies."""
+    cfg, w, dtype = llama_case()
+    cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 16}
+    return cfg, w, dtype
+
+
+def llama_rope_yarn_case():
+    """The llama with yarn scaling (interpolated high dimensions, attention factor from mscale)."""
+    cfg, w, dtype = llama_case()
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32,
+                           "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.0}
+    cfg["max_position_embeddings"] = 128  # = factor x original: every transformers version reads the same factor
+    return cfg, w, dtype
 
 
 def qwen3_moe_case():
@@ -396,13 +466,19 @@ def llama4_block():
     save_block("llama4_moe", tensors)
 
 
-def make(name, case, tokens):
+def make(name, case, tokens, kind=None):
+    kind = kind or name
     cfg, weights, dtype = case()
     w = stored(weights, dtype)  # compute with exactly the values the file holds
-    logits, _, routers = forward(cfg, w, tokens, None, name)
+    logits, _, routers = forward(cfg, w, tokens, None, kind)
+    if cfg.get("rope_scaling"):  # the scaling must matter for these tokens, or the test proves nothing
+        plain = dict(cfg, rope_scaling=None)
+        change = (forward(plain, w, tokens, None, kind)[0] - logits).abs().max().item() / logits.abs().max().item()
+        assert change > 1e-2, f"{name}: RoPE scaling changes the logits by only {change:.3g} of their scale"
+        print(f"{name}: RoPE scaling changes the logits by {change:.3g} of their scale")
     check_routing_margins(cfg, routers, name + " prefill")
-    _, cache, _ = forward(cfg, w, tokens[:-1], None, name)
-    decode_logits, _, routers = forward(cfg, w, tokens[-1:], cache, name)
+    _, cache, _ = forward(cfg, w, tokens[:-1], None, kind)
+    decode_logits, _, routers = forward(cfg, w, tokens[-1:], cache, kind)
     check_routing_margins(cfg, routers, name + " decode")
     gap = (decode_logits[0] - logits[-1]).abs().max().item()
     assert gap < 1e-4, f"{name}: decode with the cache differs from the prefill by {gap}"
@@ -429,5 +505,7 @@ if __name__ == "__main__":
         make("qwen3_moe", qwen3_moe_case, QWEN3_MOE_TOKENS)
         make("qwen3", qwen3_case, QWEN3_TOKENS)
         make("gemma", gemma_case, GEMMA_TOKENS)
+        make("llama_rope_llama3", llama_rope_llama3_case, LLAMA_TOKENS, kind="llama")
+        make("llama_rope_yarn", llama_rope_yarn_case, LLAMA_TOKENS, kind="llama")
         deepseek_v3_block()
         llama4_block()

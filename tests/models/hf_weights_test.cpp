@@ -264,12 +264,36 @@ TEST_CASE("reader diagnostics name the file and the tensor or key") {
     CHECK(load_error(s) == s.dir() + "/config.json: key 'hidden_size' must be an integer, got \"4\"");
   }
   SUBCASE("unsupported feature") {
+    Scratch s("attention_bias");
+    s.config()["attention_bias"] = true;
+    s.write();
+    CHECK(load_error(s) == s.dir() + "/config.json: unsupported value true for key 'attention_bias' (spool's llama has "
+                                     "no attention bias)");
+  }
+  SUBCASE("RoPE scaling: an unknown type, a missing or unknown key, an ambiguous yarn factor") {
     Scratch s("rope_scaling");
+    s.config()["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 8.0}};
+    s.write();
+    const std::string where = s.dir() + "/config.json: rope_scaling: ";
+    CHECK(load_error(s) == where + "unsupported rope_type \"longrope\" (spool knows default, linear, llama3 and yarn)");
     s.config()["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
     s.write();
-    CHECK(load_error(s) == s.dir() +
-                               "/config.json: unsupported value {\"factor\":8.0,\"rope_type\":\"llama3\"} for key "
-                               "'rope_scaling' (spool's llama has no RoPE scaling)");
+    CHECK(load_error(s) == where + "missing key 'low_freq_factor' (a number)");
+    s.config()["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}, {"low_freq_factor", 1.0}};
+    s.write();
+    CHECK(load_error(s) == where +
+                               "unknown key 'low_freq_factor' for a linear RoPE scaling model (spool does not know "
+                               "what it would change)");
+    s.config()["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.5}};
+    s.write();
+    CHECK(load_error(s) == where + "rope scaling: factor must be at least 1, got 0.5");
+    s.config()["max_position_embeddings"] = 1024;
+    s.config()["rope_scaling"] = {
+        {"rope_type", "yarn"}, {"factor", 8.0}, {"original_max_position_embeddings", 256}};
+    s.write();
+    CHECK(load_error(s) == where +
+                               "factor 8 is not max_position_embeddings / original_max_position_embeddings = 1024 / "
+                               "256; Hugging Face versions read this differently");
   }
   SUBCASE("another model type") {
     Scratch s("model_type");

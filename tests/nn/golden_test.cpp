@@ -166,6 +166,23 @@ TEST_CASE("rope and attention match PyTorch") {
     output("sin", tables.sin);
     golden.check(g);
   }
+  {
+    // Linear scaling by 2 puts position 2q where position q was: the
+    // frequencies halve exactly, so the tables agree to the bit.
+    Graph g;
+    const nn::RopeTables plain = nn::rope_tables(g, 4, 8, 10000.0);
+    nn::RopeScaling linear;
+    linear.kind = nn::RopeScaling::Kind::Linear;
+    linear.factor = 2.0;
+    const nn::RopeTables scaled = nn::rope_tables(g, 8, 8, 10000.0, 0, linear);
+    output("plain", plain.cos);
+    output("scaled", scaled.cos);
+    const auto out = interp::run(g, {});
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t j = 0; j < 8; ++j) CHECK(out.at("scaled").get(2 * q * 8 + j) == out.at("plain").get(q * 8 + j));
+    linear.factor = 0.5;
+    CHECK_THROWS_WITH(nn::rope_tables(g, 8, 8, 10000.0, 0, linear), "rope scaling: factor must be at least 1, got 0.5");
+  }
   for (const char* name : {"attention_causal_gqa", "attention_causal_cache", "attention_full"}) {
     Golden golden(name);
     Graph g;

@@ -80,7 +80,8 @@ struct DecoderStart {
   Tensor tokens;
   nn::RopeTables rope;
 };
-DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta);
+DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, double rope_theta,
+                           const nn::RopeScaling& rope_scaling = {});
 
 // Self-attention of layer `layer` on the normalised hidden states h [seq,
 // hidden], weights under `prefix` ("model.layers.3.self_attn."): q/k/v/o

@@ -21,6 +21,7 @@ struct GemmaConfig {
   double rms_eps = 1e-6;
   DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 10000.0;
+  nn::RopeScaling rope_scaling;  // Hugging Face's rope_scaling (none by default)
 
   static GemmaConfig tiny();
   static GemmaConfig gemma_2b();  // 18 layers, hidden 2048, 8 heads, 1 KV head, head dim 256, FFN 16384, vocab 256000

@@ -6,7 +6,8 @@
 // values of the graph's Weight nodes, in the model's dtype: bf16 values of a
 // bf16 model are taken as they are, anything else is rounded once on load. Every problem is a spool::Error naming the file and the key or
 // tensor: a missing, mistyped or unknown config key, an unsupported feature
-// (rope_scaling, attention bias, another activation, ...), a missing, unknown
+// (a RoPE scaling type other than linear, llama3 and yarn, attention bias,
+// another activation, ...), a missing, unknown
 // or mis-shaped tensor, an unsupported dtype, a malformed file.
 //
 // Reading holds every value as a double (interp::HostTensor), so it is meant
@@ -48,6 +49,9 @@ class HfConfig {
   bool boolean_or(const std::string& key, bool fallback) const;
   std::string string_or(const std::string& key, const std::string& fallback) const;
   std::vector<int64_t> integers_or(const std::string& key, const std::vector<int64_t>& fallback) const;
+  // A nested object (e.g. rope_scaling) as a config of its own, whose
+  // errors name "PATH: KEY" and whose unknown keys can be rejected.
+  HfConfig object(const std::string& key) const;
   // The key, when present, must hold one of `allowed` (null counts as absent).
   void expect_one_of(const std::string& key, const std::vector<nlohmann::json>& allowed, std::string_view why) const;
   // Marks keys that do not change the computation (token ids, dtype, ...).

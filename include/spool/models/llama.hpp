@@ -21,6 +21,7 @@ struct LlamaConfig {
   double rms_eps = 1e-5;
   DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 10000.0;
+  nn::RopeScaling rope_scaling;  // Hugging Face's rope_scaling (none by default)
   bool tie_word_embeddings = false;
 
   static LlamaConfig tiny();

@@ -33,6 +33,7 @@ struct Qwen3MoeConfig {
   double rms_eps = 1e-6;
   DType dtype = DType::F32;  // weights, activations and KV cache (bf16 as served)
   double rope_theta = 1000000.0;
+  nn::RopeScaling rope_scaling;  // Hugging Face's rope_scaling (none by default)
   bool tie_word_embeddings = false;
 
   static Qwen3MoeConfig tiny();

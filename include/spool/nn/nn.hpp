@@ -18,6 +18,8 @@
 
 #include <spool/ir/tensor.hpp>
 
+#include <string>
+
 #include <optional>
 #include <vector>
 
@@ -47,12 +49,43 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
 // x / sqrt(mean(x^2) + eps) * w, or * (1 + w) with unit_offset (gemma).
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6, bool unit_offset = false);
 
+// RoPE scaling as Hugging Face's `rope_scaling` defines it (its rope_type),
+// for a context longer than the one a model was pretrained on:
+// - linear: every frequency divided by `factor`;
+// - llama3 (Llama 3.1 and later): frequencies whose wavelength exceeds
+//   original_max_position_embeddings / low_freq_factor divided by
+//   `factor`, those under original_max_position_embeddings /
+//   high_freq_factor kept, and a linear blend of the two between;
+// - yarn (DeepSeek-V3, Qwen at long context): dimension i's frequency is
+//   interpolated (divided by `factor`) or kept along a ramp over the
+//   dimensions between the ones that make beta_fast and beta_slow
+//   rotations over the original context, and cos and sin are multiplied by
+//   `attention_factor`.
+struct RopeScaling {
+  enum class Kind { None, Linear, Llama3, Yarn };
+  Kind kind = Kind::None;
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  int64_t original_max_position_embeddings = 0;           // llama3 and yarn
+  double beta_fast = 32.0, beta_slow = 1.0;               // yarn
+  bool truncate = true;                                   // yarn: the ramp's ends rounded to whole dimensions
+  double attention_factor = 1.0;                          // yarn
+  void validate() const;  // throws spool::Error naming the bad field
+};
+// yarn's default attention factor: get_mscale(factor, mscale) /
+// get_mscale(factor, mscale_all_dim) when both are given (non-zero), else
+// get_mscale(factor), with get_mscale(s, m) = 0.1 m ln(s) + 1 (1 for s <= 1).
+double yarn_attention_factor(double factor, double mscale, double mscale_all_dim);
+// ", llama3 RoPE scaling x8 of 8192 positions" and the like; empty for none.
+std::string describe(const RopeScaling& scaling);
+
 // RoPE tables as in llama: cos and sin of [seq, head_dim], for positions
-// offset .. offset+seq-1, frequencies theta^(-2i/head_dim) repeated twice.
+// offset .. offset+seq-1, frequencies theta^(-2i/head_dim) (scaled) repeated twice.
 struct RopeTables {
   Tensor cos, sin;
 };
-RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset = 0);
+RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta, int64_t position_offset = 0,
+                       const RopeScaling& scaling = {});
 // Rotate-half RoPE: x * cos + rotate_half(x) * sin; x is [..., seq, head_dim],
 // built half by half (x1 c1 + (-x2) s1, x2 c2 + x1 s2: the same ops per element).
 // Tables of another dtype are cast to x's first (Hugging Face's
