@@ -309,7 +309,7 @@ void EGraph::union_classes(ClassId root, ClassId other) {
 
 void EGraph::repair_node(uint32_t n) {
   NodeRec& r = nodes_[n];
-  if (r.dead) return;
+  if (r.dead == kDuplicate) return;
   memo_erase(n);
   ClassId* children = kids_of(r);
   for (size_t i = 0; i < r.arity; ++i) children[i] = find(children[i]);
@@ -322,14 +322,15 @@ void EGraph::repair_node(uint32_t n) {
     return;
   }
   // Congruent to a node already in the hashcons: this one is a duplicate.
-  r.dead = 1;
+  if (r.dead == kPruned) --pruned_;
+  r.dead = kDuplicate;
   merge(nodes_[existing].cls, mine, "congruence");
 }
 
 void EGraph::finish_class(ClassId c) {
   ClassRec& rec = this->rec(c);
   rec.dirty = 0;
-  auto dead = [&](NodeId n) { return nodes_[n.value].dead != 0; };
+  auto dead = [&](NodeId n) { return nodes_[n.value].dead == kDuplicate; };
   std::span<NodeId> nodes = lists_.view(rec.nodes);
   auto end = std::remove_if(nodes.begin(), nodes.end(), dead);
   std::sort(nodes.begin(), end, [&](NodeId x, NodeId y) {
@@ -356,7 +357,7 @@ size_t EGraph::rebuild() {
     if (!analysis_pending_.empty()) {
       todo_nodes_.swap(analysis_pending_);
       for (NodeId n : todo_nodes_) {
-        if (nodes_[n.value].dead) continue;
+        if (nodes_[n.value].dead == kDuplicate) continue;
         const ClassId c = find(nodes_[n.value].cls);
         if (analysis_->remake(*this, c, n)) {
           rec(c).stamp = generation_;
@@ -398,15 +399,16 @@ void EGraph::compact() {
   nodes.reserve(memo_size_);
   size_t children = 0;
   for (const NodeRec& r : nodes_)
-    if (!r.dead && r.arity > 2) children += r.arity;
+    if (r.dead != kDuplicate && r.arity > 2) children += r.arity;
   pool.reserve(children);
   std::vector<uint16_t> origins;
   origins.reserve(memo_size_);
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
     const NodeRec& r = nodes_[n];
-    if (r.dead) continue;
+    if (r.dead == kDuplicate) continue;
     remap[n] = static_cast<uint32_t>(nodes.size());
     nodes.push_back(make_rec(r.op, r.attr, kids_of(r), r.arity, pool));
+    nodes.back().dead = r.dead;  // kLive or kPruned
     nodes.back().cls = find(r.cls);
     origins.push_back(node_origin_[n]);
   }
@@ -487,8 +489,38 @@ std::span<const ClassId> EGraph::classes_with_op(OpId op) const {
                                   op_begin_[op.value + 1] - op_begin_[op.value]);
 }
 
-std::span<const NodeId> EGraph::class_nodes(ClassId c, OpId op) const {
-  const std::span<const NodeId> nodes = lists_.view(rec(c).nodes);
+EGraph::OpNodes EGraph::class_nodes(ClassId c, OpId op) const {
+  const ClassRec& r = rec(find_const(c));
+  if (r.dirty) return OpNodes(lists_.view(r.nodes), this, op);
+  return OpNodes(sorted_class_nodes(c, op), this, op);
+}
+
+size_t EGraph::prune_to_leaves(ClassId c) {
+  c = find(c);
+  ClassRec& r = rec(c);
+  std::span<NodeId> nodes = lists_.view(r.nodes);
+  size_t kept = 0;
+  for (NodeId n : nodes) {
+    if (nodes_[n.value].arity == 0) {
+      nodes[kept++] = n;
+    } else {
+      nodes_[n.value].dead = kPruned;
+      ++pruned_;
+    }
+  }
+  const size_t removed = nodes.size() - kept;
+  if (removed == 0) return 0;
+  // Removing keeps a sorted list sorted; the class's ops and the op index change.
+  r.nodes.size = static_cast<uint32_t>(kept);
+  r.stamp = generation_;
+  index_valid_ = false;
+  return removed;
+}
+
+std::span<const NodeId> EGraph::sorted_class_nodes(ClassId c, OpId op) const {
+  const ClassRec& r = rec(find_const(c));
+  SPOOL_ASSERT(!r.dirty, "sorted_class_nodes() on a class changed since the last rebuild");
+  const std::span<const NodeId> nodes = lists_.view(r.nodes);
   auto lo = std::partition_point(nodes.begin(), nodes.end(),
                                  [&](NodeId n) { return nodes_[n.value].op < op.value; });
   auto hi = std::partition_point(lo, nodes.end(), [&](NodeId n) { return nodes_[n.value].op == op.value; });
@@ -519,7 +551,7 @@ void EGraph::check_invariants() const {
     for (size_t k = 0; k < rec_nodes.size(); ++k) {
       const NodeId n = rec_nodes[k];
       const NodeRec& r = nodes_[n.value];
-      if (r.dead) fail("e-graph invariant: dead node n{} in class c{}", n.value, ci);
+      if (r.dead != kLive) fail("e-graph invariant: dead or pruned node n{} in class c{}", n.value, ci);
       if (find_const(nodes_[n.value].cls) != c)
         fail("e-graph invariant: node n{} listed in c{} but belongs to c{}", n.value, ci,
              find_const(nodes_[n.value].cls).value);
@@ -548,8 +580,22 @@ void EGraph::check_invariants() const {
       if (!why.empty()) fail("e-graph invariant: analysis of c{}: {}", ci, why);
     }
   }
-  if (live_nodes != memo_size_)
-    fail("e-graph invariant: {} nodes in classes but {} in the hashcons", live_nodes, memo_size_);
+  size_t pruned = 0;
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    const NodeRec& r = nodes_[n];
+    if (r.dead != kPruned) continue;
+    ++pruned;
+    const ClassId* children = kids_of(r);
+    for (size_t i = 0; i < r.arity; ++i)
+      if (!is_canonical(children[i]))
+        fail("e-graph invariant: pruned node {} has a non-canonical child c{}", node_str(NodeId{n}), children[i].value);
+    if (memo_find(hash_node(r.op, r.attr, children, r.arity), r.op, r.attr, children, r.arity) != n)
+      fail("e-graph invariant: pruned node {} is not its own hashcons entry", node_str(NodeId{n}));
+  }
+  if (pruned != pruned_) fail("e-graph invariant: {} pruned nodes but the count says {}", pruned, pruned_);
+  if (live_nodes + pruned != memo_size_)
+    fail("e-graph invariant: {} nodes in classes and {} pruned but {} in the hashcons", live_nodes, pruned,
+         memo_size_);
   if (canonical != num_classes_)
     fail("e-graph invariant: {} canonical classes but the count says {}", canonical, num_classes_);
 }
