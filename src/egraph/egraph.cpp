@@ -299,13 +299,25 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   parent_[other.value] = root.value;
   if (analysis_ && analysis_->merge(root, other)) {
     const auto rp = lists_.view(r.parents);
-    analysis_pending_.insert(analysis_pending_.end(), rp.begin(), rp.end());
+    queue_analysis(rp);
     modify_pending_.push_back(root);
   }
   mark_dirty(root);
 }
 
 // ---- rebuild --------------------------------------------------------------------
+
+// A node waits at most once in the analysis queue (egg's UniqueQueue): a
+// class whose data changes many times in one rebuild re-examines each
+// parent once per change it has not yet seen, not once per change.
+void EGraph::queue_analysis(std::span<const NodeId> nodes) {
+  if (analysis_queued_.size() < nodes_.size()) analysis_queued_.resize(nodes_.size(), 0);
+  for (NodeId n : nodes) {
+    if (analysis_queued_[n.value]) continue;
+    analysis_queued_[n.value] = 1;
+    analysis_pending_.push_back(n);
+  }
+}
 
 void EGraph::repair_node(uint32_t n) {
   NodeRec& r = nodes_[n];
@@ -357,12 +369,12 @@ size_t EGraph::rebuild() {
     if (!analysis_pending_.empty()) {
       todo_nodes_.swap(analysis_pending_);
       for (NodeId n : todo_nodes_) {
+        analysis_queued_[n.value] = 0;
         if (nodes_[n.value].dead == kDuplicate) continue;
         const ClassId c = find(nodes_[n.value].cls);
         if (analysis_->remake(*this, c, n)) {
           rec(c).stamp = generation_;
-          const auto parents = lists_.view(rec(c).parents);
-          analysis_pending_.insert(analysis_pending_.end(), parents.begin(), parents.end());
+          queue_analysis(lists_.view(rec(c).parents));
           modify_pending_.push_back(c);
         }
       }
@@ -448,6 +460,7 @@ void EGraph::compact() {
     memo_insert(n, hash_node(r.op, r.attr, kids_of(r), r.arity));
   }
   for (auto* v : {&pending_, &analysis_pending_, &todo_nodes_}) std::vector<NodeId>().swap(*v);
+  std::vector<uint8_t>().swap(analysis_queued_);
   index_valid_ = false;
 }
 
@@ -617,7 +630,7 @@ size_t EGraph::memory_bytes() const {
                                      todo_nodes_.capacity()) * sizeof(NodeId) +
            (modify_pending_.capacity() + dirty_.capacity() + todo_classes_.capacity() +
             canonical_.capacity() + op_classes_.capacity()) * sizeof(ClassId) +
-           op_begin_.capacity() * sizeof(uint32_t);
+           op_begin_.capacity() * sizeof(uint32_t) + analysis_queued_.capacity();
   bytes += lists_.memory_bytes();
   if (analysis_) bytes += analysis_->memory_bytes();
   return bytes;

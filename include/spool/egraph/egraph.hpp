@@ -369,6 +369,7 @@ class EGraph {
   ClassId new_class();
   uint32_t push_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, ClassId c);
   void mark_dirty(ClassId c);
+  void queue_analysis(std::span<const NodeId> nodes);
 
   uint32_t hash_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
   bool same_content(uint32_t node, uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
@@ -408,6 +409,7 @@ class EGraph {
 
   std::vector<NodeId> pending_;           // nodes whose children may be stale
   std::vector<NodeId> analysis_pending_;  // nodes whose children's data changed
+  std::vector<uint8_t> analysis_queued_;  // per node: waiting in analysis_pending_
   std::vector<ClassId> modify_pending_;   // classes whose analysis data is new/changed
   std::vector<ClassId> dirty_;            // classes whose node list must be re-sorted
   std::vector<NodeId> todo_nodes_;  // scratch of rebuild()
