@@ -14,7 +14,8 @@
 //
 //   assoc-add-7       comm/assoc of + on a 7-term sum, simple scheduler, 7 iterations
 //   assoc-add-10      the same on a 10-term sum, to saturation (1,023 classes, 57,012 nodes)
-//   math-suite        the 15 goals of the simplification suite, 100,000-node budget each
+//   math-suite        the 15 goals of the simplification suite, 100,000-node budget each,
+//                     egg's constant folding (with pruning); one line per goal
 //   egg-math          every goal of egg 0.9.5's tests/math.rs with its limits; one line per goal
 //   egg-lambda        every goal of egg 0.9.5's tests/lambda.rs with its limits; one line per goal
 //   hlir-llama-block  one tiny-llama layer (prefill 8) saturated with the shipped
@@ -100,7 +101,7 @@ Measure math_suite(int threads) {
   const auto rules = math::simplify_rules(*L);
   Measure m;
   for (const math::Goal& goal : math::goals()) {
-    auto g = math::make_egraph(*L);
+    auto g = math::make_egraph(*L, /*prune=*/true);  // egg's constant folding
     const ClassId lhs = add_expr(*g, goal.lhs);
     RunnerConfig c;
     c.iter_limit = 30;
@@ -116,6 +117,8 @@ Measure math_suite(int threads) {
     add_run(m, r, *g);
     ++m.goals;
     m.proven += r.stop == StopReason::Goal;
+    m.details.push_back(fmt::format("  {:<22} classes={:>6} class-nodes={:>6} iters={:>2} {}", goal.name, g->num_classes(),
+                                    g->num_class_nodes(), r.iterations, stop_reason_name(r.stop)));
   }
   m.stop = fmt::format("{}/{} goals proven", m.proven, m.goals);
   return m;

@@ -221,7 +221,10 @@ struct Runner::State {
     const size_t rebuild_unions = g.rebuild();
     bool changed = it.unions > 0 || g.num_nodes() != nodes_before || rebuild_unions > 0;
     finish_iteration(it, t_rebuild, Clock::now(), rebuild_unions);
-    if (!changed && cfg.scheduler == SchedulerKind::Backoff) changed = lift_bans(states, iter);
+    // egg's runner asks the backoff scheduler whether it may stop whenever
+    // no action merged anything, even when a guard or an applier added
+    // nodes: the bans are fast-forwarded then, and the run goes on.
+    if (it.unions == 0 && cfg.scheduler == SchedulerKind::Backoff && lift_bans(states, iter)) changed = true;
     if (!stopped && cfg.stop_when && cfg.stop_when(g)) stop(StopReason::Goal);
     return changed;
   }
