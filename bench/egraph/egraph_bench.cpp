@@ -61,11 +61,20 @@ struct Measure {
   size_t nodes = 0, classes = 0, iterations = 0, bytes = 0;
   double total_ms = 0, search_ms = 0, apply_ms = 0, rebuild_ms = 0;
   size_t goals = 0, proven = 0;
+  size_t matches = 0;  // found by the searches (the backoff scheduler's banned searches stop early)
   std::string stop;
   std::vector<std::string> details;  // per-goal lines (egg-math)
 };
 
+size_t matches_of(const RunReport& r) {
+  size_t n = 0;
+  for (const IterationReport& it : r.per_iteration)
+    for (const RuleReport& rule : it.rules) n += rule.matches;
+  return n;
+}
+
 void add_run(Measure& m, const RunReport& r, const EGraph& g) {
+  m.matches += matches_of(r);
   m.nodes += g.num_nodes();
   m.classes += g.num_classes();
   m.iterations += r.iterations;
@@ -109,8 +118,10 @@ Measure math_suite(int threads) {
     c.time_limit_ms = 60'000;
     c.threads = threads;
     c.incremental = false;
+    Vars vars;
+    const Pattern target = parse_pattern(L->language, goal.rhs, vars).take();
     c.stop_when = [&](EGraph& e) {
-      auto rhs = lookup_expr(e, goal.rhs);
+      auto rhs = lookup_ground(e, target);
       return rhs && e.find(*rhs) == e.find(lhs);
     };
     const RunReport r = Runner(c).run(*g, rules);
@@ -135,6 +146,7 @@ Measure egg_math(int threads) {
     m.nodes += r.nodes;
     m.classes += r.classes;
     m.iterations += r.report.iterations;
+    m.matches += matches_of(r.report);
     m.total_ms += r.report.total_ms;
     m.search_ms += r.report.search_ms;
     m.apply_ms += r.report.apply_ms;
@@ -161,6 +173,7 @@ Measure egg_lambda(int threads) {
     m.nodes += r.nodes;
     m.classes += r.classes;
     m.iterations += r.report.iterations;
+    m.matches += matches_of(r.report);
     m.total_ms += r.report.total_ms;
     m.search_ms += r.report.search_ms;
     m.apply_ms += r.report.apply_ms;
@@ -200,6 +213,7 @@ Measure llama_block(int threads) {
     c.incremental = g_incremental;
     const RunReport r = Runner(c).run(*g, sets.value(), spool::rules::schedule_of(file.value()));
     m.iterations += r.iterations;
+    m.matches += matches_of(r);
     m.total_ms += r.total_ms;
     m.search_ms += r.search_ms;
     m.apply_ms += r.apply_ms;
@@ -222,9 +236,9 @@ double peak_rss_mb() {
 void print(const std::string& label, const Measure& m, int repeat) {
   const double per_s = m.total_ms > 0 ? m.nodes / (m.total_ms / 1000.0) : 0.0;
   fmt::print(
-      "{:<30} nodes={:>7} classes={:>6} iters={:>3} best-of-{}={:>9.2f}ms search={:>8.2f}ms apply={:>8.2f}ms "
+      "{:<30} nodes={:>7} classes={:>6} iters={:>3} matches={:>8} best-of-{}={:>9.2f}ms search={:>8.2f}ms apply={:>8.2f}ms "
       "rebuild={:>8.2f}ms nodes/s={:>10.0f} bytes/node={:>6.1f} peak={:>6.1f}MB  ({})\n",
-      label, m.nodes, m.classes, m.iterations, repeat, m.total_ms, m.search_ms, m.apply_ms, m.rebuild_ms, per_s,
+      label, m.nodes, m.classes, m.iterations, m.matches, repeat, m.total_ms, m.search_ms, m.apply_ms, m.rebuild_ms, per_s,
       m.nodes ? static_cast<double>(m.bytes) / m.nodes : 0.0, peak_rss_mb(), m.stop);
   for (const std::string& d : m.details) fmt::print("{}\n", d);
   std::fflush(stdout);

@@ -159,7 +159,7 @@ uint32_t EGraph::memo_find(uint32_t hash, uint16_t op, uint32_t attr, const Clas
 }
 
 void EGraph::memo_insert(uint32_t node, uint32_t hash) {
-  if ((memo_size_ + 1) * 10 > memo_.size() * 7) memo_grow();
+  if ((memo_size_ + 1) * 2 > memo_.size()) memo_grow();  // load at most 1/2: short probe chains
   const size_t mask = memo_.size() - 1;
   size_t i = hash & mask;
   while (memo_[i].node != UINT32_MAX) i = (i + 1) & mask;
@@ -534,6 +534,15 @@ std::span<const NodeId> EGraph::sorted_class_nodes(ClassId c, OpId op) const {
   const ClassRec& r = rec(find_const(c));
   SPOOL_ASSERT(!r.dirty, "sorted_class_nodes() on a class changed since the last rebuild");
   const std::span<const NodeId> nodes = lists_.view(r.nodes);
+  // Most classes hold a few nodes: a scan reads them in order (egg scans
+  // classes of fewer than 50); a large class is binary-searched.
+  if (nodes.size() <= 16) {
+    size_t lo = 0;
+    while (lo < nodes.size() && nodes_[nodes[lo].value].op < op.value) ++lo;
+    size_t hi = lo;
+    while (hi < nodes.size() && nodes_[nodes[hi].value].op == op.value) ++hi;
+    return nodes.subspan(lo, hi - lo);
+  }
   auto lo = std::partition_point(nodes.begin(), nodes.end(),
                                  [&](NodeId n) { return nodes_[n.value].op < op.value; });
   auto hi = std::partition_point(lo, nodes.end(), [&](NodeId n) { return nodes_[n.value].op == op.value; });

@@ -434,7 +434,12 @@ std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const P
   Vars vars;
   Pattern p = parse_pattern(graph.language(), text, vars, options).take();
   if (!p.ground()) fail("lookup_expr: '{}' is not a ground term", text);
-  std::vector<ClassId> scratch(p.nodes.size());
+  return lookup_ground(graph, p);
+}
+
+std::optional<ClassId> lookup_ground(EGraph& graph, const Pattern& p) {
+  if (!p.ground()) fail("lookup_ground: the pattern has variables or attribute patterns");
+  boost::container::small_vector<ClassId, 16> scratch(p.nodes.size());
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const PatternNode& n = p.nodes[i];
     ChildBuf kids;

@@ -349,7 +349,10 @@ struct Runner::State {
     for (const Rule::Action& a : rule.actions)
       if (a.kind == ActionSpec::Kind::Apply) clock_every = 1;
     const Rule::Action* predict = nullptr;
-    if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX)
+    // (Only when the hashcons outgrows the caches: on a small graph the
+    // prediction costs more than the misses it hides.)
+    if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX &&
+        g.num_nodes() > kPrefetchNodes)
       predict = &rule.actions[0];
     for (size_t m = 0; m < matches.size(); ++m) {
       if (predict) {
@@ -406,6 +409,7 @@ struct Runner::State {
   }
 
   static constexpr size_t kRing = 32;
+  static constexpr size_t kPrefetchNodes = 32'768;
   uint32_t ring[kRing] = {};
 
   uint32_t predicted_hash(const Rule::Action& action, const MatchSet& ms, size_t m) {

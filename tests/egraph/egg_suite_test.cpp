@@ -134,7 +134,7 @@ TEST_CASE("egg lambda: every goal proven as in egg, with egg's e-graph sizes") {
   }
 }
 
-TEST_CASE("egg lambda slow: lambda_function_repeat and lambda_fib") {
+TEST_CASE("egg lambda: the long goals, lambda_function_repeat and lambda_fib") {
   auto L = lambda::make_language();
   const auto rules = lambda::rules(*L);
   for (const lambda::Goal& goal : lambda::goals()) {

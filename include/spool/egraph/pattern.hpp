@@ -94,6 +94,9 @@ ClassId add_expr(EGraph& graph, std::string_view text, const ParseOptions& optio
 ClassId add_ground(EGraph& graph, const Pattern& pattern);
 // The class of a ground term if the graph already holds it; never adds.
 std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const ParseOptions& options = {});
+// The same for a ground pattern parsed once (throws spool::Error if it is
+// not ground).
+std::optional<ClassId> lookup_ground(EGraph& graph, const Pattern& pattern);
 
 // Builds `pattern` in the graph with the given variable bindings; `scratch`
 // is reused between calls so instantiation does not allocate once warm.

@@ -255,9 +255,14 @@ EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const 
   for (const std::string& e : goal.extra) add_expr(*g, e);
   const ClassId start = add_expr(*g, goal.start);
   g->rebuild();
+  std::vector<Pattern> targets;
+  for (const std::string& text : goal.goals) {
+    Vars vars;
+    targets.push_back(parse_pattern(lang.language, text, vars).take());
+  }
   auto proven = [&](EGraph& e) {
-    for (const std::string& text : goal.goals) {
-      const auto c = lookup_expr(e, text);
+    for (const Pattern& p : targets) {
+      const auto c = lookup_ground(e, p);
       if (!c || e.find(*c) != e.find(start)) return false;
     }
     return true;
@@ -268,7 +273,10 @@ EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const 
   c.time_limit_ms = goal.time_limit_ms;
   c.scheduler = goal.backoff ? SchedulerKind::Backoff : SchedulerKind::Simple;
   c.threads = threads;
-  c.incremental = false;  // every match every iteration, as egg
+  // Every match every iteration, as egg, where the backoff scheduler
+  // counts them; the simple scheduler builds the same e-graph from new
+  // matches alone.
+  c.incremental = !goal.backoff;
   // math_associate_adds checks its goal after the run (egg's @check), not
   // after every iteration.
   if (!goal.assoc_only) c.stop_when = proven;
