@@ -120,7 +120,14 @@ uint32_t EGraph::push_node(uint16_t op, uint32_t attr, const ClassId* children, 
   nodes_.push_back(make_rec(op, attr, children, arity, pool_));
   nodes_.back().cls = c;
   node_origin_.push_back(static_cast<uint16_t>(origin_));
-  lists_.push(rec(c).nodes, NodeId{n});
+  ClassRec& cr = rec(c);
+  if (cr.nodes.size == 0) {
+    cr.op_min = cr.op_max = op;
+  } else {
+    cr.op_min = std::min(cr.op_min, op);
+    cr.op_max = std::max(cr.op_max, op);
+  }
+  lists_.push(cr.nodes, NodeId{n});
   // Node ids only grow, so a parent list that was sorted stays sorted.
   for (size_t i = 0; i < arity; ++i) lists_.push(rec(children[i]).parents, NodeId{n});
   index_valid_ = false;
@@ -291,6 +298,8 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   // Every parent of `other` now has a non-canonical child.
   const auto op = lists_.view(o.parents);
   pending_.insert(pending_.end(), op.begin(), op.end());
+  r.op_min = std::min(r.op_min, o.op_min);
+  r.op_max = std::max(r.op_max, o.op_max);
   lists_.append(r.nodes, o.nodes);
   lists_.append(r.parents, o.parents);
   lists_.release(o.nodes);
@@ -350,6 +359,10 @@ void EGraph::finish_class(ClassId c) {
     return ox != oy ? ox < oy : x < y;
   });
   rec.nodes.size = static_cast<uint32_t>(end - nodes.begin());
+  if (rec.nodes.size > 0) {
+    rec.op_min = nodes_[nodes.front().value].op;
+    rec.op_max = nodes_[nodes[rec.nodes.size - 1].value].op;
+  }
   std::span<NodeId> parents = lists_.view(rec.parents);
   auto pend = std::remove_if(parents.begin(), parents.end(), dead);
   std::sort(parents.begin(), pend);
@@ -534,6 +547,8 @@ std::span<const NodeId> EGraph::sorted_class_nodes(ClassId c, OpId op) const {
   const ClassRec& r = rec(find_const(c));
   SPOOL_ASSERT(!r.dirty, "sorted_class_nodes() on a class changed since the last rebuild");
   const std::span<const NodeId> nodes = lists_.view(r.nodes);
+  if (op.value < r.op_min || op.value > r.op_max) return {};
+  if (r.op_min == r.op_max) return nodes;  // one op: all of them
   // Most classes hold a few nodes: a scan reads them in order (egg scans
   // classes of fewer than 50); a large class is binary-searched.
   if (nodes.size() <= 16) {
@@ -574,6 +589,8 @@ void EGraph::check_invariants() const {
       const NodeId n = rec_nodes[k];
       const NodeRec& r = nodes_[n.value];
       if (r.dead != kLive) fail("e-graph invariant: dead or pruned node n{} in class c{}", n.value, ci);
+      if (r.op < rec.op_min || r.op > rec.op_max)
+        fail("e-graph invariant: node {} outside the op range of c{}", node_str(n), ci);
       if (find_const(nodes_[n.value].cls) != c)
         fail("e-graph invariant: node n{} listed in c{} but belongs to c{}", n.value, ci,
              find_const(nodes_[n.value].cls).value);

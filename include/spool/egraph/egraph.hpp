@@ -360,6 +360,10 @@ class EGraph {
     ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
     uint32_t id = 0;  // the class owning the slot
     uint32_t stamp = 0;  // the generation of its last change
+    // Every node's op is in [op_min, op_max] (exact after rebuild()): the
+    // matcher answers "no node of this op" or "all of them" without
+    // reading the node records.
+    uint16_t op_min = 0, op_max = 0;
     uint8_t dirty = 0;
   };
   // parent_[c] is c's parent class, or kRoot | slot for a canonical class.
