@@ -21,12 +21,16 @@
 //   hlir-llama-block  one tiny-llama layer (prefill 8) saturated with the shipped
 //                     rules (rules/algebra.rules, rules/loops.rules), each file's schedule
 //
-// The same workloads in egg (the Rust reference) are what the engine is to be
-// compared against: math-suite and egg-math apply every match in every
-// iteration, as egg does (the backoff scheduler bans rules by match count,
-// so finding only new matches would change the e-graph); the assoc lines use
-// the simple scheduler, where incremental matching gives the same e-graph
-// (--full-matching turns it off).
+// The same workloads in egg 0.9.5 (the Rust reference,
+// https://github.com/egraphs-good/egg) are what the engine is to be compared
+// against: each run in a fresh process, the two alternated, best of 16 on
+// both sides. egg-math and egg-lambda end every goal with egg's e-graph
+// (tests/egraph/egg_suite_test.cpp checks each size). Under the backoff
+// scheduler every match is found in every iteration, as egg does (it bans
+// rules by match count, so finding only new matches would change the
+// e-graph); under the simple scheduler (the assoc lines, egg's
+// math_associate_adds) only new matches are, which builds the same e-graph
+// (--full-matching finds all of them in the assoc lines too).
 
 #include <spool/hlir/appliers.hpp>
 #include <spool/hlir/language.hpp>
