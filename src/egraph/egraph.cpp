@@ -120,7 +120,14 @@ uint32_t EGraph::push_node(uint16_t op, uint32_t attr, const ClassId* children, 
   nodes_.push_back(make_rec(op, attr, children, arity, pool_));
   nodes_.back().cls = c;
   node_origin_.push_back(static_cast<uint16_t>(origin_));
-  lists_.push(rec(c).nodes, NodeId{n});
+  ClassRec& cr = rec(c);
+  if (cr.nodes.size == 0) {
+    cr.op_min = cr.op_max = op;
+  } else {
+    cr.op_min = std::min(cr.op_min, op);
+    cr.op_max = std::max(cr.op_max, op);
+  }
+  lists_.push(cr.nodes, NodeId{n});
   // Node ids only grow, so a parent list that was sorted stays sorted.
   for (size_t i = 0; i < arity; ++i) lists_.push(rec(children[i]).parents, NodeId{n});
   index_valid_ = false;
@@ -159,7 +166,7 @@ uint32_t EGraph::memo_find(uint32_t hash, uint16_t op, uint32_t attr, const Clas
 }
 
 void EGraph::memo_insert(uint32_t node, uint32_t hash) {
-  if ((memo_size_ + 1) * 10 > memo_.size() * 7) memo_grow();
+  if ((memo_size_ + 1) * 2 > memo_.size()) memo_grow();  // load at most 1/2: short probe chains
   const size_t mask = memo_.size() - 1;
   size_t i = hash & mask;
   while (memo_[i].node != UINT32_MAX) i = (i + 1) & mask;
@@ -291,6 +298,8 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   // Every parent of `other` now has a non-canonical child.
   const auto op = lists_.view(o.parents);
   pending_.insert(pending_.end(), op.begin(), op.end());
+  r.op_min = std::min(r.op_min, o.op_min);
+  r.op_max = std::max(r.op_max, o.op_max);
   lists_.append(r.nodes, o.nodes);
   lists_.append(r.parents, o.parents);
   lists_.release(o.nodes);
@@ -299,7 +308,7 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   parent_[other.value] = root.value;
   if (analysis_ && analysis_->merge(root, other)) {
     const auto rp = lists_.view(r.parents);
-    analysis_pending_.insert(analysis_pending_.end(), rp.begin(), rp.end());
+    queue_analysis(rp);
     modify_pending_.push_back(root);
   }
   mark_dirty(root);
@@ -307,9 +316,21 @@ void EGraph::union_classes(ClassId root, ClassId other) {
 
 // ---- rebuild --------------------------------------------------------------------
 
+// A node waits at most once in the analysis queue (egg's UniqueQueue): a
+// class whose data changes many times in one rebuild re-examines each
+// parent once per change it has not yet seen, not once per change.
+void EGraph::queue_analysis(std::span<const NodeId> nodes) {
+  if (analysis_queued_.size() < nodes_.size()) analysis_queued_.resize(nodes_.size(), 0);
+  for (NodeId n : nodes) {
+    if (analysis_queued_[n.value]) continue;
+    analysis_queued_[n.value] = 1;
+    analysis_pending_.push_back(n);
+  }
+}
+
 void EGraph::repair_node(uint32_t n) {
   NodeRec& r = nodes_[n];
-  if (r.dead) return;
+  if (r.dead == kDuplicate) return;
   memo_erase(n);
   ClassId* children = kids_of(r);
   for (size_t i = 0; i < r.arity; ++i) children[i] = find(children[i]);
@@ -322,14 +343,15 @@ void EGraph::repair_node(uint32_t n) {
     return;
   }
   // Congruent to a node already in the hashcons: this one is a duplicate.
-  r.dead = 1;
+  if (r.dead == kPruned) --pruned_;
+  r.dead = kDuplicate;
   merge(nodes_[existing].cls, mine, "congruence");
 }
 
 void EGraph::finish_class(ClassId c) {
   ClassRec& rec = this->rec(c);
   rec.dirty = 0;
-  auto dead = [&](NodeId n) { return nodes_[n.value].dead != 0; };
+  auto dead = [&](NodeId n) { return nodes_[n.value].dead == kDuplicate; };
   std::span<NodeId> nodes = lists_.view(rec.nodes);
   auto end = std::remove_if(nodes.begin(), nodes.end(), dead);
   std::sort(nodes.begin(), end, [&](NodeId x, NodeId y) {
@@ -337,6 +359,10 @@ void EGraph::finish_class(ClassId c) {
     return ox != oy ? ox < oy : x < y;
   });
   rec.nodes.size = static_cast<uint32_t>(end - nodes.begin());
+  if (rec.nodes.size > 0) {
+    rec.op_min = nodes_[nodes.front().value].op;
+    rec.op_max = nodes_[nodes[rec.nodes.size - 1].value].op;
+  }
   std::span<NodeId> parents = lists_.view(rec.parents);
   auto pend = std::remove_if(parents.begin(), parents.end(), dead);
   std::sort(parents.begin(), pend);
@@ -356,12 +382,12 @@ size_t EGraph::rebuild() {
     if (!analysis_pending_.empty()) {
       todo_nodes_.swap(analysis_pending_);
       for (NodeId n : todo_nodes_) {
-        if (nodes_[n.value].dead) continue;
+        analysis_queued_[n.value] = 0;
+        if (nodes_[n.value].dead == kDuplicate) continue;
         const ClassId c = find(nodes_[n.value].cls);
         if (analysis_->remake(*this, c, n)) {
           rec(c).stamp = generation_;
-          const auto parents = lists_.view(rec(c).parents);
-          analysis_pending_.insert(analysis_pending_.end(), parents.begin(), parents.end());
+          queue_analysis(lists_.view(rec(c).parents));
           modify_pending_.push_back(c);
         }
       }
@@ -398,15 +424,16 @@ void EGraph::compact() {
   nodes.reserve(memo_size_);
   size_t children = 0;
   for (const NodeRec& r : nodes_)
-    if (!r.dead && r.arity > 2) children += r.arity;
+    if (r.dead != kDuplicate && r.arity > 2) children += r.arity;
   pool.reserve(children);
   std::vector<uint16_t> origins;
   origins.reserve(memo_size_);
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
     const NodeRec& r = nodes_[n];
-    if (r.dead) continue;
+    if (r.dead == kDuplicate) continue;
     remap[n] = static_cast<uint32_t>(nodes.size());
     nodes.push_back(make_rec(r.op, r.attr, kids_of(r), r.arity, pool));
+    nodes.back().dead = r.dead;  // kLive or kPruned
     nodes.back().cls = find(r.cls);
     origins.push_back(node_origin_[n]);
   }
@@ -446,6 +473,7 @@ void EGraph::compact() {
     memo_insert(n, hash_node(r.op, r.attr, kids_of(r), r.arity));
   }
   for (auto* v : {&pending_, &analysis_pending_, &todo_nodes_}) std::vector<NodeId>().swap(*v);
+  std::vector<uint8_t>().swap(analysis_queued_);
   index_valid_ = false;
 }
 
@@ -487,8 +515,49 @@ std::span<const ClassId> EGraph::classes_with_op(OpId op) const {
                                   op_begin_[op.value + 1] - op_begin_[op.value]);
 }
 
-std::span<const NodeId> EGraph::class_nodes(ClassId c, OpId op) const {
-  const std::span<const NodeId> nodes = lists_.view(rec(c).nodes);
+EGraph::OpNodes EGraph::class_nodes(ClassId c, OpId op) const {
+  const ClassRec& r = rec(find_const(c));
+  if (r.dirty) return OpNodes(lists_.view(r.nodes), this, op);
+  return OpNodes(sorted_class_nodes(c, op), this, op);
+}
+
+size_t EGraph::prune_to_leaves(ClassId c) {
+  c = find(c);
+  ClassRec& r = rec(c);
+  std::span<NodeId> nodes = lists_.view(r.nodes);
+  size_t kept = 0;
+  for (NodeId n : nodes) {
+    if (nodes_[n.value].arity == 0) {
+      nodes[kept++] = n;
+    } else {
+      nodes_[n.value].dead = kPruned;
+      ++pruned_;
+    }
+  }
+  const size_t removed = nodes.size() - kept;
+  if (removed == 0) return 0;
+  // Removing keeps a sorted list sorted; the class's ops and the op index change.
+  r.nodes.size = static_cast<uint32_t>(kept);
+  r.stamp = generation_;
+  index_valid_ = false;
+  return removed;
+}
+
+std::span<const NodeId> EGraph::sorted_class_nodes(ClassId c, OpId op) const {
+  const ClassRec& r = rec(find_const(c));
+  SPOOL_ASSERT(!r.dirty, "sorted_class_nodes() on a class changed since the last rebuild");
+  const std::span<const NodeId> nodes = lists_.view(r.nodes);
+  if (op.value < r.op_min || op.value > r.op_max) return {};
+  if (r.op_min == r.op_max) return nodes;  // one op: all of them
+  // Most classes hold a few nodes: a scan reads them in order (egg scans
+  // classes of fewer than 50); a large class is binary-searched.
+  if (nodes.size() <= 16) {
+    size_t lo = 0;
+    while (lo < nodes.size() && nodes_[nodes[lo].value].op < op.value) ++lo;
+    size_t hi = lo;
+    while (hi < nodes.size() && nodes_[nodes[hi].value].op == op.value) ++hi;
+    return nodes.subspan(lo, hi - lo);
+  }
   auto lo = std::partition_point(nodes.begin(), nodes.end(),
                                  [&](NodeId n) { return nodes_[n.value].op < op.value; });
   auto hi = std::partition_point(lo, nodes.end(), [&](NodeId n) { return nodes_[n.value].op == op.value; });
@@ -519,7 +588,9 @@ void EGraph::check_invariants() const {
     for (size_t k = 0; k < rec_nodes.size(); ++k) {
       const NodeId n = rec_nodes[k];
       const NodeRec& r = nodes_[n.value];
-      if (r.dead) fail("e-graph invariant: dead node n{} in class c{}", n.value, ci);
+      if (r.dead != kLive) fail("e-graph invariant: dead or pruned node n{} in class c{}", n.value, ci);
+      if (r.op < rec.op_min || r.op > rec.op_max)
+        fail("e-graph invariant: node {} outside the op range of c{}", node_str(n), ci);
       if (find_const(nodes_[n.value].cls) != c)
         fail("e-graph invariant: node n{} listed in c{} but belongs to c{}", n.value, ci,
              find_const(nodes_[n.value].cls).value);
@@ -548,8 +619,22 @@ void EGraph::check_invariants() const {
       if (!why.empty()) fail("e-graph invariant: analysis of c{}: {}", ci, why);
     }
   }
-  if (live_nodes != memo_size_)
-    fail("e-graph invariant: {} nodes in classes but {} in the hashcons", live_nodes, memo_size_);
+  size_t pruned = 0;
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    const NodeRec& r = nodes_[n];
+    if (r.dead != kPruned) continue;
+    ++pruned;
+    const ClassId* children = kids_of(r);
+    for (size_t i = 0; i < r.arity; ++i)
+      if (!is_canonical(children[i]))
+        fail("e-graph invariant: pruned node {} has a non-canonical child c{}", node_str(NodeId{n}), children[i].value);
+    if (memo_find(hash_node(r.op, r.attr, children, r.arity), r.op, r.attr, children, r.arity) != n)
+      fail("e-graph invariant: pruned node {} is not its own hashcons entry", node_str(NodeId{n}));
+  }
+  if (pruned != pruned_) fail("e-graph invariant: {} pruned nodes but the count says {}", pruned, pruned_);
+  if (live_nodes + pruned != memo_size_)
+    fail("e-graph invariant: {} nodes in classes and {} pruned but {} in the hashcons", live_nodes, pruned,
+         memo_size_);
   if (canonical != num_classes_)
     fail("e-graph invariant: {} canonical classes but the count says {}", canonical, num_classes_);
 }
@@ -571,7 +656,7 @@ size_t EGraph::memory_bytes() const {
                                      todo_nodes_.capacity()) * sizeof(NodeId) +
            (modify_pending_.capacity() + dirty_.capacity() + todo_classes_.capacity() +
             canonical_.capacity() + op_classes_.capacity()) * sizeof(ClassId) +
-           op_begin_.capacity() * sizeof(uint32_t);
+           op_begin_.capacity() * sizeof(uint32_t) + analysis_queued_.capacity();
   bytes += lists_.memory_bytes();
   if (analysis_) bytes += analysis_->memory_bytes();
   return bytes;

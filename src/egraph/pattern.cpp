@@ -434,7 +434,12 @@ std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const P
   Vars vars;
   Pattern p = parse_pattern(graph.language(), text, vars, options).take();
   if (!p.ground()) fail("lookup_expr: '{}' is not a ground term", text);
-  std::vector<ClassId> scratch(p.nodes.size());
+  return lookup_ground(graph, p);
+}
+
+std::optional<ClassId> lookup_ground(EGraph& graph, const Pattern& p) {
+  if (!p.ground()) fail("lookup_ground: the pattern has variables or attribute patterns");
+  boost::container::small_vector<ClassId, 16> scratch(p.nodes.size());
   for (size_t i = 0; i < p.nodes.size(); ++i) {
     const PatternNode& n = p.nodes[i];
     ChildBuf kids;
@@ -554,6 +559,7 @@ class Machine {
 
   // `fresh`: the match so far visits a class changed after `since_`.
   void run(size_t pc, bool fresh) {
+    if (aborted_) return;
     if (pc == q_.program.size()) {
       if (fresh) emit();
       return;
@@ -568,12 +574,13 @@ class Machine {
         for (ClassId c : cands) {
           regs_[in.reg] = c;
           run(pc + 1, fresh || changed(c));
+          if (aborted_) return;
         }
         return;
       }
       case Instr::Kind::Bind: {
         const bool now_fresh = fresh || changed(regs_[in.reg]);
-        for (NodeId n : g_.class_nodes(regs_[in.reg], in.op)) {
+        for (NodeId n : g_.sorted_class_nodes(regs_[in.reg], in.op)) {
           const ENodeRef node = g_.node(n);
           if (!in.any_arity && node.children.size() != in.arity) continue;
           switch (in.attr_kind) {
@@ -590,19 +597,27 @@ class Machine {
           }
           for (uint32_t k = 0; k < in.arity; ++k) regs_[in.other + k] = node.children[k];
           run(pc + 1, now_fresh);
+          if (aborted_) return;
         }
         return;
       }
     }
   }
 
+  // Matches emitted so far; the run aborts once they exceed `cap`.
+  size_t count = 0;
+  size_t cap = SIZE_MAX;
+  bool aborted() const { return aborted_; }
+
  private:
   void emit() {
     out_.classes.push_back(regs_[0]);
     for (uint32_t r : q_.var_reg) out_.classes.push_back(r == kUnset ? ClassId{} : regs_[r]);
     for (uint32_t a = 0; a < q_.num_attr_vars; ++a) out_.attrs.push_back(aregs_[a]);
+    if (++count > cap) aborted_ = true;
   }
 
+  bool aborted_ = false;
   const EGraph& g_;
   const Query& q_;
   MatchSet& out_;
@@ -614,18 +629,37 @@ class Machine {
 }  // namespace
 
 bool search(const EGraph& graph, const Query& query, std::span<const ClassId> candidates, MatchSet& out,
-            const std::atomic<bool>* stop, uint32_t since) {
+            const std::atomic<bool>* stop, uint32_t since, MatchBudget* budget) {
   out.num_vars = static_cast<uint32_t>(query.var_reg.size());
   out.num_attr_vars = query.num_attr_vars;
   boost::container::small_vector<ClassId, 32> regs(query.num_regs);
   boost::container::small_vector<AttrId, 8> aregs(query.num_attr_vars);
   Machine m(graph, query, out, regs.data(), aregs.data(), since);
+  bool complete = true;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (stop && (i & 63) == 0 && stop->load(std::memory_order_relaxed)) return false;
+    if (stop && (i & 63) == 0 && stop->load(std::memory_order_relaxed)) {
+      complete = false;
+      break;
+    }
+    if (budget) {
+      // Over the limit once this search's matches and those of the
+      // finished searches sharing the budget exceed it.
+      const size_t others = budget->found.load(std::memory_order_relaxed);
+      if (others > budget->limit) {
+        complete = false;
+        break;
+      }
+      m.cap = budget->limit - others;
+    }
     regs[0] = candidates[i];
     m.run(0, m.changed(candidates[i]));
+    if (m.aborted()) {
+      complete = false;
+      break;
+    }
   }
-  return true;
+  if (budget) budget->found.fetch_add(m.count, std::memory_order_relaxed);
+  return complete;
 }
 
 }  // namespace spool::egraph

@@ -139,6 +139,10 @@ struct Runner::State {
   std::vector<uint8_t> dropped;
   std::vector<size_t> rule_matches;
   std::vector<uint32_t> since;  // per rule: report only matches newer than this generation
+  // Per rule: the backoff scheduler's ban threshold, shared by the rule's
+  // chunks so its search stops once the rule is over it.
+  std::unique_ptr<MatchBudget[]> budgets;
+  size_t num_budgets = 0;
   std::unique_ptr<tbb::task_arena> arena;
 
   State(const RunnerConfig& c, EGraph& graph, std::span<const RuleSet> s)
@@ -217,7 +221,10 @@ struct Runner::State {
     const size_t rebuild_unions = g.rebuild();
     bool changed = it.unions > 0 || g.num_nodes() != nodes_before || rebuild_unions > 0;
     finish_iteration(it, t_rebuild, Clock::now(), rebuild_unions);
-    if (!changed && cfg.scheduler == SchedulerKind::Backoff) changed = lift_bans(states, iter);
+    // egg's runner asks the backoff scheduler whether it may stop whenever
+    // no action merged anything, even when a guard or an applier added
+    // nodes: the bans are fast-forwarded then, and the run goes on.
+    if (it.unions == 0 && cfg.scheduler == SchedulerKind::Backoff && lift_bans(states, iter)) changed = true;
     if (!stopped && cfg.stop_when && cfg.stop_when(g)) stop(StopReason::Goal);
     return changed;
   }
@@ -230,6 +237,14 @@ struct Runner::State {
     if (cfg.incremental)
       for (size_t r = 0; r < set.rules.size(); ++r)
         if (incremental_ok(set.rules[r])) since[r] = states[r].applied_gen;
+    if (num_budgets < set.rules.size()) {
+      budgets = std::make_unique<MatchBudget[]>(set.rules.size());
+      num_budgets = set.rules.size();
+    }
+    for (size_t r = 0; r < set.rules.size(); ++r) {
+      budgets[r].found.store(0, std::memory_order_relaxed);
+      budgets[r].limit = cfg.scheduler == SchedulerKind::Backoff ? threshold(states[r]) : SIZE_MAX;
+    }
     size_t num_chunks = 0;
     for (size_t r = 0; r < set.rules.size(); ++r) {
       const bool banned = cfg.scheduler == SchedulerKind::Backoff && states[r].banned_until > iter;
@@ -259,7 +274,8 @@ struct Runner::State {
       Chunk& c = chunks[i];
       const auto t0 = Clock::now();
       const Query& q = set.rules[c.rule].query;
-      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out, since[c.rule]);
+      search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out, since[c.rule],
+             &budgets[c.rule]);
       const auto t1 = Clock::now();
       c.ms = ms_between(t0, t1);
       if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
@@ -287,16 +303,18 @@ struct Runner::State {
     for (size_t r = 0; r < set.rules.size(); ++r) it.rules[r].matches = rule_matches[r];
   }
 
+  size_t threshold(const RuleState& st) const { return cfg.match_limit << std::min<size_t>(st.times_banned, 40); }
+
   // The backoff scheduler: bans the rules with too many matches and marks
-  // their matches dropped.
+  // their matches dropped. (The search of such a rule stopped at its
+  // threshold: its match count is only known to be over it.)
   void ban_rules(std::vector<RuleState>& states, size_t iter, IterationReport& it) {
     dropped.assign(states.size(), 0);
     if (cfg.scheduler != SchedulerKind::Backoff) return;
     for (size_t r = 0; r < states.size(); ++r) {
       RuleState& st = states[r];
       if (it.rules[r].banned) continue;
-      const size_t threshold = cfg.match_limit << std::min<size_t>(st.times_banned, 40);
-      if (rule_matches[r] > threshold) {
+      if (rule_matches[r] > threshold(st)) {
         st.banned_until = iter + (cfg.ban_length << std::min<size_t>(st.times_banned, 40));
         ++st.times_banned;
         dropped[r] = 1;
@@ -331,7 +349,10 @@ struct Runner::State {
     for (const Rule::Action& a : rule.actions)
       if (a.kind == ActionSpec::Kind::Apply) clock_every = 1;
     const Rule::Action* predict = nullptr;
-    if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX)
+    // (Only when the hashcons outgrows the caches: on a small graph the
+    // prediction costs more than the misses it hides.)
+    if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX &&
+        g.num_nodes() > kPrefetchNodes)
       predict = &rule.actions[0];
     for (size_t m = 0; m < matches.size(); ++m) {
       if (predict) {
@@ -360,16 +381,18 @@ struct Runner::State {
   }
 
   // An iteration that changed nothing saturates the ruleset only if no rule
-  // is banned: otherwise lift the bans and go on (egg's backoff scheduler
-  // does the same). Returns whether a rule was banned.
+  // is banned: otherwise every ban is shortened by the same number of
+  // iterations so the one ending first ends now, and the run goes on (egg's
+  // backoff scheduler does the same). Returns whether a rule was banned.
   static bool lift_bans(std::vector<RuleState>& states, size_t iter) {
-    bool any_banned = false;
+    size_t first_end = SIZE_MAX;
+    for (const RuleState& st : states)
+      if (st.banned_until > iter) first_end = std::min(first_end, st.banned_until);
+    if (first_end == SIZE_MAX) return false;
+    const size_t delta = first_end - iter;
     for (RuleState& st : states)
-      if (st.banned_until > iter) {
-        any_banned = true;
-        st.banned_until = 0;
-      }
-    return any_banned;
+      if (st.banned_until > iter) st.banned_until -= delta;
+    return true;
   }
 
   void finish_iteration(IterationReport& it, Clock::time_point t_rebuild, Clock::time_point t_end,
@@ -386,6 +409,7 @@ struct Runner::State {
   }
 
   static constexpr size_t kRing = 32;
+  static constexpr size_t kPrefetchNodes = 32'768;
   uint32_t ring[kRing] = {};
 
   uint32_t predicted_hash(const Rule::Action& action, const MatchSet& ms, size_t m) {

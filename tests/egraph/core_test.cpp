@@ -273,3 +273,57 @@ TEST_CASE("dumps list classes and nodes in id order") {
   CHECK(dot.find("subgraph cluster_0") != std::string::npos);
   CHECK(dot.find("n2 -> n0 [lhead=cluster_0") != std::string::npos);
 }
+
+TEST_CASE("a class's nodes by op are exact mid-apply, before rebuild") {
+  Lang L;
+  EGraph e(L.lang);
+  // The older class stays the root of a tie: its `leaf` node (a higher op
+  // than `g`) comes first in the merged list, which is unsorted until
+  // rebuild(). A binary search by op would miss the `g` node.
+  const ClassId x = e.add_leaf(L.leaf, e.attrs().intern_int(1));
+  const ClassId y = e.add(L.g, AttrId{}, std::vector<ClassId>{e.add_leaf(L.a), e.add_leaf(L.b)});
+  REQUIRE(e.rebuild() == 0);
+  e.merge(x, y);
+  REQUIRE_FALSE(e.clean());
+  CHECK(e.class_nodes(x, L.g).size() == 1);
+  CHECK(e.class_nodes(y, L.g).size() == 1);  // any id of the class
+  CHECK(e.class_nodes(x, L.leaf).size() == 1);
+  CHECK(e.class_nodes(x, L.f).empty());
+  CHECK(e.class_nodes(y).size() == 2);
+  // A node added straight into a class (a rewrite's root) is found too.
+  const ClassId z = e.add_leaf(L.c);
+  e.add_to_class(L.f, AttrId{}, std::vector<ClassId>{z}, x);
+  CHECK(e.class_nodes(x, L.f).size() == 1);
+  e.rebuild();
+  CHECK(e.class_nodes(x, L.g).size() == 1);
+  CHECK(e.class_nodes(x, L.f).size() == 1);
+  CHECK(e.sorted_class_nodes(e.find(x), L.g).size() == 1);
+  e.check_invariants();
+}
+
+TEST_CASE("pruning: a pruned node stays in the hashcons, out of its class, and canonical") {
+  Lang L;
+  EGraph e(L.lang);
+  const ClassId a = e.add_leaf(L.a);
+  const ClassId b = e.add_leaf(L.b);
+  const ClassId fa = f_of(e, L.f, a);
+  const ClassId one = e.add_leaf(L.leaf, e.attrs().intern_int(1));
+  e.merge(fa, one);
+  e.rebuild();
+  CHECK(e.prune_to_leaves(fa) == 1);
+  CHECK(e.num_nodes() == 4);
+  CHECK(e.num_class_nodes() == 3);
+  CHECK(e.class_nodes(fa).size() == 1);
+  CHECK(e.class_nodes(fa, L.f).empty());
+  // Adding it again finds its class; merging a into b re-canonicalises it.
+  CHECK(e.find(f_of(e, L.f, a)) == e.find(one));
+  e.merge(a, b);
+  e.rebuild();
+  e.check_invariants();
+  CHECK(e.find(f_of(e, L.f, b)) == e.find(one));
+  CHECK(e.num_pruned() == 1);
+  e.compact();
+  e.check_invariants();
+  CHECK(e.num_pruned() == 1);
+  CHECK(e.find(f_of(e, L.f, b)) == e.find(one));
+}

@@ -183,6 +183,38 @@ TEST_CASE("backoff scheduler bans a rule that matches too much, then lifts the b
   CHECK(g.num_nodes() == 6058);  // 3^8 - 2^9 + 1 ordered splits, plus 8 leaves
 }
 
+TEST_CASE("backoff scheduler: a rule's search stops once it is over its threshold") {
+  auto L = math::make_language();
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    EGraph g(L->language);
+    add_expr(g, math::sum_chain(9));
+    RunnerConfig c = config(SchedulerKind::Backoff, 4, 1'000'000, 60'000);
+    c.match_limit = 40;
+    c.threads = threads;
+    c.incremental = false;
+    const RunReport r = Runner(c).run(g, math::assoc_comm_rules(*L));
+    // Iteration 3 finds far more than 40 matches of each rule (the graph
+    // has hundreds of + nodes); the search of a rule stops at 41 in one
+    // thread, and soon after 41 in several (each chunk stops when the
+    // chunks before it finished over the threshold).
+    bool banned = false;
+    for (const IterationReport& it : r.per_iteration)
+      for (const RuleReport& rule : it.rules) {
+        if (!rule.banned || rule.matches == 0) continue;
+        banned = true;
+        // The threshold doubles with every ban: 40, 80, 160, ...
+        size_t threshold = 40;
+        while (rule.matches > 2 * threshold) threshold *= 2;
+        CHECK(rule.matches > threshold);
+        if (threads == 1) CHECK(rule.matches == threshold + 1);
+        CHECK(rule.matches < threshold + 1 + 2 * 128);
+      }
+    CHECK(banned);
+    g.check_invariants();
+  }
+}
+
 TEST_CASE("schedules: run, repeat, saturate and seq over rulesets") {
   auto L = math::make_language();
   Language& lang = L->language;

@@ -19,6 +19,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <span>
@@ -156,6 +157,13 @@ class EGraph {
   // (ClassIds are stable forever).
   size_t rebuild();
   bool clean() const { return pending_.empty() && analysis_pending_.empty() && modify_pending_.empty() && dirty_.empty(); }
+  // Removes every node with children from the class of `c` (egg's
+  // constant-folding pruning: a class with a known value keeps only its
+  // leaves). Pruned nodes stay in the hashcons, so adding one again finds
+  // this class, and in their children's parent lists, so rebuild() keeps
+  // them canonical; they are never matched or extracted. Returns how many
+  // nodes were pruned.
+  size_t prune_to_leaves(ClassId c);
   // Drops duplicate nodes and renumbers the live ones (requires a clean graph).
   void compact();
   size_t dead_nodes() const { return nodes_.size() - memo_size_; }
@@ -166,12 +174,68 @@ class EGraph {
   ClassId find_const(ClassId c) const;
   bool is_canonical(ClassId c) const { return (parent_[c.value] & kRoot) != 0; }
 
-  // Counts of live (hash-consed) nodes and canonical classes.
+  // Counts of live (hash-consed) nodes and canonical classes. num_nodes()
+  // counts pruned nodes too (they stay in the hashcons, as in egg's memo);
+  // num_class_nodes() only the nodes listed in classes (egg's
+  // total_number_of_nodes).
   size_t num_nodes() const { return memo_size_; }
+  size_t num_class_nodes() const { return memo_size_ - pruned_; }
+  size_t num_pruned() const { return pruned_; }
   size_t num_classes() const { return num_classes_; }
   // Ids handed out so far (some no longer canonical or alive).
   size_t class_id_bound() const { return parent_.size(); }
   size_t node_id_bound() const { return nodes_.size(); }
+
+  // The nodes of one op in one class (see class_nodes(c, op)): a run of the
+  // class's sorted node list, or, in a class changed since the last
+  // rebuild, its whole unsorted list filtered by op. Either way exactly the
+  // nodes with that op.
+  class OpNodes {
+   public:
+    class iterator {
+     public:
+      using value_type = NodeId;
+      using difference_type = std::ptrdiff_t;
+      iterator() = default;
+      iterator(const NodeId* p, const NodeId* end, const EGraph* g, uint16_t op) : p_(p), end_(end), g_(g), op_(op) {
+        skip();
+      }
+      NodeId operator*() const { return *p_; }
+      iterator& operator++() {
+        ++p_;
+        skip();
+        return *this;
+      }
+      iterator operator++(int) {
+        iterator old = *this;
+        ++*this;
+        return old;
+      }
+      bool operator==(const iterator& o) const { return p_ == o.p_; }
+
+     private:
+      void skip() {
+        while (p_ != end_ && g_->nodes_[p_->value].op != op_) ++p_;
+      }
+      const NodeId* p_ = nullptr;
+      const NodeId* end_ = nullptr;
+      const EGraph* g_ = nullptr;
+      uint16_t op_ = 0;
+    };
+    OpNodes(std::span<const NodeId> nodes, const EGraph* g, OpId op) : nodes_(nodes), g_(g), op_(op.value) {}
+    iterator begin() const { return iterator(nodes_.data(), nodes_.data() + nodes_.size(), g_, op_); }
+    iterator end() const {
+      const NodeId* e = nodes_.data() + nodes_.size();
+      return iterator(e, e, g_, op_);
+    }
+    bool empty() const { return begin() == end(); }
+    size_t size() const { return static_cast<size_t>(std::distance(begin(), end())); }
+
+   private:
+    std::span<const NodeId> nodes_;
+    const EGraph* g_;
+    uint16_t op_;
+  };
 
   ENodeRef node(NodeId n) const {
     const NodeRec& r = nodes_[n.value];
@@ -179,13 +243,21 @@ class EGraph {
   }
   // The class a node belongs to (canonical).
   ClassId class_of(NodeId n) const { return find_const(nodes_[n.value].cls); }
-  // Nodes of a canonical class; after rebuild() sorted by (op, node id).
-  // Spans into the graph are valid until the next add/merge/rebuild.
-  std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(rec(c).nodes); }
-  // Nodes having canonical class `c` as a child (may repeat until rebuild()).
-  std::span<const NodeId> class_parents(ClassId c) const { return lists_.view(rec(c).parents); }
-  // The nodes of class `c` with op `op` (requires a clean graph).
-  std::span<const NodeId> class_nodes(ClassId c, OpId op) const;
+  // Nodes of the class of `c` (any id of the class: it is canonicalised);
+  // after rebuild() sorted by (op, node id), between an add/merge and the
+  // next rebuild() in the order they arrived (what a guard or an applier
+  // sees mid-apply: every node of the class, none missing). Spans into the
+  // graph are valid until the next add/merge/rebuild.
+  std::span<const NodeId> class_nodes(ClassId c) const { return lists_.view(rec(find_const(c)).nodes); }
+  // Nodes having the class of `c` as a child (may repeat until rebuild()).
+  std::span<const NodeId> class_parents(ClassId c) const { return lists_.view(rec(find_const(c)).parents); }
+  // The nodes of the class of `c` with op `op`: exact on a clean graph and
+  // mid-apply alike (a class changed since the last rebuild is scanned
+  // whole instead of binary-searched).
+  OpNodes class_nodes(ClassId c, OpId op) const;
+  // The same as a span, for the matcher: only on a class that is sorted
+  // (an assertion fails on a class changed since the last rebuild).
+  std::span<const NodeId> sorted_class_nodes(ClassId c, OpId op) const;
   // Canonical classes in increasing id order (requires a clean graph).
   const std::vector<ClassId>& classes() const;
   // Canonical classes holding at least one node with `op`, increasing ids
@@ -229,11 +301,15 @@ class EGraph {
   struct NodeRec {
     uint16_t op;
     uint8_t arity;
-    uint8_t dead;  // a duplicate found by rebuild(); in no class and not in the hashcons
+    uint8_t dead;  // kLive, kDuplicate or kPruned
     uint32_t attr;
     ClassId cls;
     ClassId kids[2];  // arity > 2: kids[0].value is the offset of the children in pool_
   };
+  // NodeRec::dead: a duplicate found by rebuild() is in no class and not in
+  // the hashcons; a pruned node is in the hashcons and its children's
+  // parent lists but not in its class's node list.
+  static constexpr uint8_t kLive = 0, kDuplicate = 1, kPruned = 2;
   const ClassId* kids_of(const NodeRec& r) const { return r.arity <= 2 ? r.kids : pool_.data() + r.kids[0].value; }
   ClassId* kids_of(NodeRec& r) { return r.arity <= 2 ? r.kids : pool_.data() + r.kids[0].value; }
   NodeRec make_rec(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, std::vector<ClassId>& pool) const {
@@ -284,6 +360,10 @@ class EGraph {
     ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
     uint32_t id = 0;  // the class owning the slot
     uint32_t stamp = 0;  // the generation of its last change
+    // Every node's op is in [op_min, op_max] (exact after rebuild()): the
+    // matcher answers "no node of this op" or "all of them" without
+    // reading the node records.
+    uint16_t op_min = 0, op_max = 0;
     uint8_t dirty = 0;
   };
   // parent_[c] is c's parent class, or kRoot | slot for a canonical class.
@@ -293,6 +373,7 @@ class EGraph {
   ClassId new_class();
   uint32_t push_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, ClassId c);
   void mark_dirty(ClassId c);
+  void queue_analysis(std::span<const NodeId> nodes);
 
   uint32_t hash_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
   bool same_content(uint32_t node, uint16_t op, uint32_t attr, const ClassId* children, size_t arity) const;
@@ -328,9 +409,11 @@ class EGraph {
   };
   std::vector<MemoSlot> memo_;
   size_t memo_size_ = 0;
+  size_t pruned_ = 0;  // nodes in the hashcons but in no class's node list
 
   std::vector<NodeId> pending_;           // nodes whose children may be stale
   std::vector<NodeId> analysis_pending_;  // nodes whose children's data changed
+  std::vector<uint8_t> analysis_queued_;  // per node: waiting in analysis_pending_
   std::vector<ClassId> modify_pending_;   // classes whose analysis data is new/changed
   std::vector<ClassId> dirty_;            // classes whose node list must be re-sorted
   std::vector<NodeId> todo_nodes_;  // scratch of rebuild()

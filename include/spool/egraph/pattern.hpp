@@ -26,6 +26,7 @@
 #include <spool/support/diagnostic.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -93,6 +94,9 @@ ClassId add_expr(EGraph& graph, std::string_view text, const ParseOptions& optio
 ClassId add_ground(EGraph& graph, const Pattern& pattern);
 // The class of a ground term if the graph already holds it; never adds.
 std::optional<ClassId> lookup_expr(EGraph& graph, std::string_view text, const ParseOptions& options = {});
+// The same for a ground pattern parsed once (throws spool::Error if it is
+// not ground).
+std::optional<ClassId> lookup_ground(EGraph& graph, const Pattern& pattern);
 
 // Builds `pattern` in the graph with the given variable bindings; `scratch`
 // is reused between calls so instantiation does not allocate once warm.
@@ -162,8 +166,21 @@ std::span<const ClassId> query_candidates(const EGraph& graph, const Query& quer
 // candidates. With `since` set, only matches that visit at least one class
 // changed after generation `since` are reported (the others were already
 // there at that generation).
+//
+// With a `budget`, the search stops as soon as more than `budget->limit`
+// matches were found by this call and the calls sharing the budget that
+// finished before it (each adds its count to `found` when it returns): the
+// chunks of one rule's candidates share one budget, so a rule over its
+// limit is known to be over it, whatever the number of threads, without
+// finding all its matches. A search that stays within the limit finds every
+// match.
+struct MatchBudget {
+  size_t limit = SIZE_MAX;
+  std::atomic<size_t> found{0};
+  bool exceeded() const { return found.load(std::memory_order_relaxed) > limit; }
+};
 inline constexpr uint32_t kAllMatches = UINT32_MAX;
 bool search(const EGraph& graph, const Query& query, std::span<const ClassId> candidates, MatchSet& out,
-            const std::atomic<bool>* stop = nullptr, uint32_t since = kAllMatches);
+            const std::atomic<bool>* stop = nullptr, uint32_t since = kAllMatches, MatchBudget* budget = nullptr);
 
 }  // namespace spool::egraph

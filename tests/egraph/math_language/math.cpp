@@ -16,6 +16,7 @@ std::unique_ptr<MathLanguage> make_language() {
   m->div = ops.add("/", 2);
   m->pow = ops.add("pow", 2);
   m->d = ops.add("d", 2);
+  m->integral = ops.add("i", 2);
   m->ln = ops.add("ln", 1);
   m->sqrt = ops.add("sqrt", 1);
   m->sin = ops.add("sin", 1);
@@ -77,6 +78,7 @@ void ConstantFold::modify(EGraph& graph, ClassId c) {
   if (!v) return;
   const ClassId k = graph.add_leaf(lang_.num, graph.attrs().intern_float(*v));
   graph.merge(c, k, "constant folding");
+  if (prune_) graph.prune_to_leaves(c);
 }
 
 std::string ConstantFold::check(const EGraph& graph, ClassId c) const {
@@ -92,9 +94,9 @@ std::string ConstantFold::describe(ClassId c) const {
   return v ? fmt::format("= {}", *v) : std::string();
 }
 
-std::unique_ptr<EGraph> make_egraph(MathLanguage& lang) {
+std::unique_ptr<EGraph> make_egraph(MathLanguage& lang, bool prune) {
   auto g = std::make_unique<EGraph>(lang.language);
-  g->set_analysis(std::make_unique<ConstantFold>(lang));
+  g->set_analysis(std::make_unique<ConstantFold>(lang, prune));
   return g;
 }
 
@@ -123,9 +125,11 @@ Registry make_registry(const MathLanguage& lang) {
   r.add_guard("is-sym", [sym](const EGraph& g, const MatchView& m) {
     return !g.class_nodes(m.args[0], sym).empty();
   });
+  // egg: `find(c) != find(x) && (c has a value || c holds a symbol)`.
   r.add_guard("is-const-or-distinct-var", [sym](const EGraph& g, const MatchView& m) {
     const ClassId c = m.args[0], x = m.args[1];
-    return folding(g).constant(c).has_value() || (c != x && !g.class_nodes(c, sym).empty());
+    return g.find_const(c) != g.find_const(x) &&
+           (folding(g).constant(c).has_value() || !g.class_nodes(c, sym).empty());
   });
   return r;
 }
@@ -181,6 +185,107 @@ std::vector<Rule> simplify_rules(MathLanguage& lang) {
   rw("d-ln", "(d ?x (ln ?x))", "(/ 1 ?x)", {nz("?x")});
   rw("d-power", "(d ?x (pow ?f ?g))",
      "(* (pow ?f ?g) (+ (* (d ?x ?f) (/ ?g ?f)) (* (d ?x ?g) (ln ?f))))", {nz("?f"), nz("?g")});
+  return r;
+}
+
+std::vector<Rule> egg_rules(MathLanguage& lang) {
+  std::vector<Rule> r = simplify_rules(lang);
+  const Registry reg = make_registry(lang);
+  Language& L = lang.language;
+  auto rw = [&](std::string name, std::string_view lhs, std::string_view rhs, std::vector<GuardSpec> guards = {}) {
+    r.push_back(rewrite(L, std::move(name), lhs, rhs, &reg, std::move(guards)));
+  };
+  // Integrals (i f x) = the integral of f over x.
+  rw("i-one", "(i 1 ?x)", "?x");
+  rw("i-power-const", "(i (pow ?x ?c) ?x)", "(/ (pow ?x (+ ?c 1)) (+ ?c 1))", {GuardSpec{"is-const", {"?c"}, {}}});
+  rw("i-cos", "(i (cos ?x) ?x)", "(sin ?x)");
+  rw("i-sin", "(i (sin ?x) ?x)", "(* -1 (cos ?x))");
+  rw("i-sum", "(i (+ ?f ?g) ?x)", "(+ (i ?f ?x) (i ?g ?x))");
+  rw("i-dif", "(i (- ?f ?g) ?x)", "(- (i ?f ?x) (i ?g ?x))");
+  rw("i-parts", "(i (* ?a ?b) ?x)", "(- (* ?a (i ?b ?x)) (i (* (d ?x ?a) (i ?b ?x)) ?x))");
+  return r;
+}
+
+const std::vector<EggGoal>& egg_goals() {
+  static const std::vector<EggGoal> g = [] {
+    std::vector<EggGoal> v;
+    auto add = [&](std::string name, std::string start, std::string goal) {
+      EggGoal e;
+      e.name = std::move(name);
+      e.start = std::move(start);
+      e.goals.push_back(std::move(goal));
+      v.push_back(std::move(e));
+      return &v.back();
+    };
+    EggGoal* e = add("math_associate_adds", sum_chain(7), reversed_sum_chain(7));
+    e->iter_limit = 7;
+    e->backoff = false;
+    e->assoc_only = true;
+    add("math_fail", "(+ x y)", "(/ x y)")->provable = false;
+    add("math_simplify_add", "(+ x (+ x (+ x x)))", "(* 4 x)");
+    add("math_powers", "(* (pow 2 x) (pow 2 y))", "(pow 2 (+ x y))");
+    add("math_simplify_const", "(+ 1 (- a (* (- 2 1) a)))", "1");
+    add("math_simplify_root", "(/ 1 (- (/ (+ 1 (sqrt five)) 2) (/ (- 1 (sqrt five)) 2)))", "(/ 1 (sqrt five))")
+        ->node_limit = 75'000;
+    add("math_simplify_factor", "(* (+ x 3) (+ x 1))", "(+ (+ (* x x) (* 4 x)) 3)");
+    add("math_diff_same", "(d x x)", "1");
+    add("math_diff_different", "(d x y)", "0");
+    add("math_diff_simple1", "(d x (+ 1 (* 2 x)))", "2");
+    add("math_diff_simple2", "(d x (+ 1 (* y x)))", "y");
+    add("math_diff_ln", "(d x (ln x))", "(/ 1 x)");
+    add("diff_power_simple", "(d x (pow x 3))", "(* 3 (pow x 2))");
+    e = add("diff_power_harder", "(d x (- (pow x 3) (* 7 (pow x 2))))", "(* x (- (* 3 x) 14))");
+    e->time_limit_ms = 10'000;
+    e->iter_limit = 60;
+    e->node_limit = 100'000;
+    e->extra.push_back("(* x (- (* 3 x) 14))");  // egg's test: "HACK this needs to \"see\" the end expression"
+    add("integ_one", "(i 1 x)", "x");
+    add("integ_sin", "(i (cos x) x)", "(sin x)");
+    add("integ_x", "(i (pow x 1) x)", "(/ (pow x 2) 2)");
+    add("integ_part1", "(i (* x (cos x)) x)", "(+ (* x (sin x)) (cos x))");
+    add("integ_part2", "(i (* (cos x) x) x)", "(+ (* x (sin x)) (cos x))");
+    add("integ_part3", "(i (ln x) x)", "(- (* x (ln x)) x)");
+    return v;
+  }();
+  return g;
+}
+
+EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const Rule> rules, int threads) {
+  std::unique_ptr<EGraph> g = goal.assoc_only ? std::make_unique<EGraph>(lang.language) : make_egraph(lang, true);
+  for (const std::string& e : goal.extra) add_expr(*g, e);
+  const ClassId start = add_expr(*g, goal.start);
+  g->rebuild();
+  std::vector<Pattern> targets;
+  for (const std::string& text : goal.goals) {
+    Vars vars;
+    targets.push_back(parse_pattern(lang.language, text, vars).take());
+  }
+  auto proven = [&](EGraph& e) {
+    for (const Pattern& p : targets) {
+      const auto c = lookup_ground(e, p);
+      if (!c || e.find(*c) != e.find(start)) return false;
+    }
+    return true;
+  };
+  RunnerConfig c;
+  c.iter_limit = goal.iter_limit;
+  c.node_limit = goal.node_limit;
+  c.time_limit_ms = goal.time_limit_ms;
+  c.scheduler = goal.backoff ? SchedulerKind::Backoff : SchedulerKind::Simple;
+  c.threads = threads;
+  // Every match every iteration, as egg, where the backoff scheduler
+  // counts them; the simple scheduler builds the same e-graph from new
+  // matches alone.
+  c.incremental = !goal.backoff;
+  // math_associate_adds checks its goal after the run (egg's @check), not
+  // after every iteration.
+  if (!goal.assoc_only) c.stop_when = proven;
+  EggResult r;
+  r.report = Runner(c).run(*g, rules);
+  r.proven = proven(*g);
+  r.classes = g->num_classes();
+  r.nodes = g->num_nodes();
+  r.class_nodes = g->num_class_nodes();
   return r;
 }
 
