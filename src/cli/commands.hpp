@@ -57,6 +57,12 @@ void add_print_options(CLI::App* cmd, PrintAfter& options);
 // The callback for compile::Options::print_after; empty when no stage is asked for.
 std::function<void(std::string_view, const std::string&)> stage_printer(const PrintAfter& options);
 
+// Rule files given with --rules: parsed, compiled and their inline checks
+// run always, every rule checked on random tensors (rules check) unless
+// `soundness` is false (--no-check-rules). Prints each error, then fails
+// naming the files.
+void check_rule_files(const std::vector<std::string>& files, bool soundness);
+
 void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_rules_command(CLI::App& app);

@@ -25,6 +25,7 @@ struct FuzzCommandOptions {
   std::string model;
   models::ModelOptions model_options;
   std::vector<std::string> rules;
+  bool no_check_rules = false;
   bool no_roll = false;
   size_t genomes = 100;
   uint64_t seed = 1;
@@ -105,13 +106,19 @@ void add_fuzz_command(CLI::App& app) {
   cmd->add_option("--npu", o->npu, "NPU config for --on sim")->capture_default_str();
   cmd->add_option("--tolerance", o->tolerance, "Largest error relative to an output's scale (default 1e-3 sim, 1e-5 interp)")
       ->check(non_negative_real());
-  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules), checked first")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-check-rules", o->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_flag("--no-shrink", o->no_shrink, "Report the first failure without shrinking it");
   cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")
       ->check(count(1024))
       ->capture_default_str();
-  cmd->callback([o] { run_fuzz(*o); });
+  cmd->callback([o] {
+    if (o->no_check_rules && o->rules.empty()) fail("--no-check-rules needs --rules FILE");
+    if (!o->rules.empty()) check_rule_files(o->rules, !o->no_check_rules);
+    run_fuzz(*o);
+  });
 }
 
 }  // namespace spool::cli

@@ -53,6 +53,7 @@ struct RunOptions {
   PrintAfter print;
   size_t search = 0;
   std::vector<std::string> rules;
+  bool no_check_rules = false;
   std::string json_file;
   std::string trace_file;
   size_t top_kernels = 0;
@@ -487,7 +488,9 @@ void add_run_command(CLI::App& app) {
                     "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
-  run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules), checked first")
+      ->check(CLI::ExistingFile);
+  run_cmd->add_flag("--no-check-rules", options->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   run_cmd->add_option("--json", options->json_file, "Write the report as JSON");
   run_cmd->add_option("--trace", options->trace_file, "Write the simulator's Chrome/Perfetto trace");
   run_cmd->add_option("--kernels", options->top_kernels,
@@ -505,13 +508,15 @@ void add_run_command(CLI::App& app) {
     // --interp runs the HLIR on the interpreter alone: options of the
     // compile, the lowering and the simulation would be ignored.
     if (options->interp)
-      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-roll",
+      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-check-rules", "--no-roll",
                                 "--ignore-capacity", "--print-after", "--print-dir"})
         if (run_cmd->count(flag) > 0)
           fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",
                flag);
     if (run_cmd->count("--tokens") > 0 && options->tokens.empty())
       fail("--tokens: the list is empty (expected token ids like 1,2,3)");
+    if (options->no_check_rules && options->rules.empty()) fail("--no-check-rules needs --rules FILE");
+    if (!options->rules.empty()) check_rule_files(options->rules, !options->no_check_rules);
     run(*options);
   });
 }
