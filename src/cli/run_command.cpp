@@ -349,6 +349,14 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
     std::printf("json       written to %s\n", options.json_file.c_str());
   }
   std::fflush(stdout);
+  // A check never passes on values it cannot measure: NaN or infinity in
+  // an output or in the interpreter's reference fails it, even where the two
+  // agree (an all-NaN output matching an all-NaN reference says nothing).
+  if (report.check && !report.check->ok && report.check->non_finite > 0)
+    fail("the check cannot pass: {} values of the simulated outputs or the interpreter's are NaN or infinite "
+         "(first in {}); the largest difference is {:.3g} relative to scale in {}",
+         report.check->non_finite, report.check->non_finite_output, report.check->max_rel_err,
+         report.check->worst_output);
   if (report.check && !report.check->ok)
     fail("the simulated program differs from the interpreter: {} by {:.3g} relative to scale (tolerance {:.0e})",
          report.check->worst_output, report.check->max_rel_err, report.check->tolerance);
