@@ -63,6 +63,13 @@ std::function<void(std::string_view, const std::string&)> stage_printer(const Pr
 // naming the files.
 void check_rule_files(const std::vector<std::string>& files, bool soundness);
 
+// Ctrl-C (and SIGTERM) end the command at once with exit status 130 and one
+// line on standard error: how long it ran, the step under way and the steps
+// completed, with their times. progress_step names the step that begins
+// (the one before it counts as completed); call it from the main thread.
+void install_interrupt_handler();
+void progress_step(std::string_view what);
+
 void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_rules_command(CLI::App& app);

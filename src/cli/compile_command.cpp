@@ -33,6 +33,7 @@ void run_compile(const CompileCommandOptions& o) {
   const models::ModelRef ref = models::find_model(o.model);
   models::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
+  progress_step(fmt::format("build {}", o.model));
   const Graph hlir = ref.entry->build(model_options);
   if (o.check && parameter_count(hlir) > kInterpParameterLimit)
     fail("--check runs the reference interpreter, which holds every value as a double and cannot run {} "
@@ -44,6 +45,7 @@ void run_compile(const CompileCommandOptions& o) {
   if (options.rule_files.empty())
     options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   options.print_after = stage_printer(o.print);
+  progress_step(fmt::format("compile {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Compiled c = compile::run(hlir, options);
   const compile::Report& r = c.report;
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(), model_options.phase.c_str());

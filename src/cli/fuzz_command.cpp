@@ -44,6 +44,7 @@ void run_fuzz(const FuzzCommandOptions& o) {
   model_options.variant = ref.variant;
   if (model_options.size == "real")
     fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);
+  progress_step(fmt::format("build {}", o.model));
   const Graph hlir = ref.entry->build(model_options);
 
   compile::Options options;
@@ -51,9 +52,11 @@ void run_fuzz(const FuzzCommandOptions& o) {
   options.rule_files = o.rules;
   if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   options.threads = o.threads;
+  progress_step(fmt::format("saturate {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Saturated saturated = compile::saturate(hlir, options);
   const search::SearchSpace space = search::search_space(saturated);
 
+  progress_step("run the reference interpreter for the expected outputs");
   const search::Reference reference = search::make_reference(hlir, o.input_seed);
   // The interpreter runs the LLIR with the HLIR's exact semantics; the
   // simulator computes in f32 (bf16/f16 rounded on stores).
@@ -69,6 +72,8 @@ void run_fuzz(const FuzzCommandOptions& o) {
   fo.shrink = !o.no_shrink;
   fo.tolerance = tolerance;
   fo.lowered_config = config;
+  progress_step(fmt::format("check {} random genomes ({} genes with a choice){}", o.genomes,
+                            space.genomes().num_choice_genes(), fo.shrink ? ", then shrink a failure" : ""));
   const search::FuzzReport report = search::fuzz(space, reference, check, fo);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

@@ -409,6 +409,7 @@ void run(const RunOptions& options) {
   const std::vector<int64_t> tokens = options.tokens.empty() ? std::vector<int64_t>{} : parse_tokens(options.tokens);
   const models::Phase phase = phase_of(options, tokens);
 
+  progress_step(fmt::format("build {}", options.model));
   const auto build_start = Clock::now();
   const Built built = build(options, ref, phase);
   const double build_ms = ms_since(build_start);
@@ -451,6 +452,8 @@ void run(const RunOptions& options) {
 
   std::map<std::string, interp::HostTensor> outputs;
   if (options.interp) {
+    progress_step(fmt::format("run the reference interpreter on {} ({} hlir nodes)", options.model,
+                              built.graph.num_live()));
     const interp::Env inputs = source_values(options, ref, built, phase, tokens);
     const auto run_start = Clock::now();
     outputs = interp::run(built.graph, inputs);
@@ -458,9 +461,15 @@ void run(const RunOptions& options) {
                 options.weights_dir.empty() ? fmt::format("seed {}", options.seed).c_str() : "checkpoint weights");
     print_outputs(outputs);
   } else {
+    progress_step(fmt::format("{}{}, lower and simulate {} ({} hlir nodes{})",
+                              options.search > 0 ? "compile, search extractions" : "compile",
+                              options.search > 0 ? fmt::format(" over {} genomes", options.search) : "",
+                              options.model, built.graph.num_live(),
+                              timing_only ? ", timing only" : ", then check against the interpreter"));
     outputs = run_pipeline(options, ref, built, phase, tokens, timing_only, weight_dtypes);
   }
 
+  if (!options.dump_logits.empty() || !options.check_logits.empty()) progress_step("write or check the logits");
   write_or_check_logits(options, outputs, name);
 }
 

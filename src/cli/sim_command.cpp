@@ -78,6 +78,8 @@ void run_workload(const SimOptions& o) {
   }
   pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);
   options.compile.rule_files.push_back(models::default_rules_file());
+  progress_step(fmt::format("compile, lower and simulate {} ({} hlir nodes{})", o.workload, hlir.num_live(),
+                            o.functional ? ", then check against the interpreter" : ""));
   const pipeline::Report report = pipeline::run(hlir, config, options);
   npu::Program program = report.lowered->program;
   program.name = o.workload;
@@ -116,6 +118,7 @@ void run_program_file(const SimOptions& o) {
   sim::Trace trace;
   sim::Options options;
   if (!o.trace_file.empty()) options.trace = &trace;
+  progress_step(fmt::format("simulate the program ({} kernels)", program.kernels.size()));
   const sim::Report report = sim::run(program, config, options);
   std::printf("program file     %s\n", o.workload.c_str());
   std::fputs(report.to_text().c_str(), stdout);

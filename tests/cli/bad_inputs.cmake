@@ -95,3 +95,22 @@ foreach(workload layernorm:4x1 softmax:8x1)
   spool_cli_test(len1_axis_${workload_name}_functional ARGS sim ${workload} --functional
     PASS "check +simulated vs interpreter: .*: ok")
 endforeach()
+
+# ---- Ctrl-C ---------------------------------------------------------------------------
+# A long search interrupted after a second: exit status 130 (not a signal
+# death), the step it was in and the steps it had completed.
+find_program(SPOOL_TIMEOUT timeout)
+if(SPOOL_TIMEOUT)
+  set(interrupt_args --preserve-status -s INT 1 $<TARGET_FILE:spool_cli> run llama --size real --search 1000000)
+  set(defs "")
+  set(argc 1)
+  foreach(arg IN LISTS interrupt_args)
+    list(APPEND defs "-DARG${argc}=${arg}")
+    math(EXPR argc "${argc} + 1")
+  endforeach()
+  add_test(NAME cli_bad_interrupted_search COMMAND ${CMAKE_COMMAND} -DARG0=${SPOOL_TIMEOUT} -DARGC=${argc} ${defs}
+    -DEXIT=130
+    "-DPASS=spool: interrupted \\(Ctrl-C\\) after [0-9.]+s during: compile, search extractions over 1000000 genomes, lower and simulate llama \\(3489 hlir nodes, timing only\\) \\(for [0-9.]+s\\); completed: build llama \\([0-9.]+s\\)"
+    -P ${SPOOL_CLI_EXPECT})
+  set_tests_properties(cli_bad_interrupted_search PROPERTIES TIMEOUT 30)
+endif()

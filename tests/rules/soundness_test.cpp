@@ -35,7 +35,7 @@ TEST_CASE("every shipped rule is sound and every inline check holds") {
     CHECK(!results.empty());
     for (const auto& r : results) {
       INFO(r.rule << ": " << r.detail);
-      if (std::getenv("SPOOL_VERBOSE")) MESSAGE(r.rule << ": " << r.trials << " trials " << r.detail);
+      if (std::getenv("SPOOL_VERBOSE")) MESSAGE(r.rule << ": " << r.trials << " trials, " << r.samples << " samples " << r.detail);
       if (r.rule == "static-input-is-value" || r.rule == "loop-input-same-sources") {
         // Loop markers: defined by roll::unroll, not on tensors.
         CHECK(r.status == rules::SoundnessResult::Status::NotChecked);
