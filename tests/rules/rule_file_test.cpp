@@ -145,6 +145,16 @@ TEST_CASE("constants in patterns must hold their value exactly in their dtype") 
         "bad.rules:1:16: error: bad bool constant '2' (expected true or false)");
   CHECK(error_of("(check c (constant[value=70000 : f16[]]) => (constant[value=1 : f16[]]))") ==
         "bad.rules:1:11: error: constant 70000 is not exactly representable in f16 (it would round to inf)");
+  // The HLIR attribute parser itself refuses them too (any pattern, not only a rule file's).
+  hlir::HlirLanguage hlang;
+  const OpId constant = hlang.op(Op::Constant);
+  CHECK(!hlang.parse_attr(constant, "value=4294967296 : i32[]").has_value());
+  CHECK(!hlang.parse_attr(constant, "value=1e30 : i64[]").has_value());
+  CHECK(!hlang.parse_attr(constant, "value=1.5 : i32[]").has_value());
+  CHECK(!hlang.parse_attr(constant, "value=0.1 : bf16[]").has_value());
+  CHECK(hlang.parse_attr(constant, "value=-2147483648 : i32[]").has_value());
+  CHECK(hlang.parse_attr(constant, "value=0.5 : bf16[]").has_value());
+  CHECK(hlang.parse_attr(constant, "value=inf : f32[]").has_value());
   // In range: parsed (the math language then rejects the op, which is not its own).
   CHECK(error_of("(rewrite a ?x (constant[value=-2147483648 : i32[]]))").find("does not fit") == std::string::npos);
 }
