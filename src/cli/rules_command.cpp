@@ -113,7 +113,10 @@ void add_rules_command(CLI::App& app) {
       "check", "Parse and type-check rule files, run their inline checks, and test every rewrite on random tensors");
   check->add_option("files", options->files, "Rule files")->required()->check(CLI::ExistingFile);
   check->add_option("--seed", options->seed, "Seed of the random tensors")->capture_default_str();
-  check->add_option("--trials", options->trials, "Random samples per rule")->check(count(1'000, 1))->capture_default_str();
+  check->add_option("--trials", options->trials,
+                    "Random instances per rule (per dtype for formula rules), each run on ordinary and special values")
+      ->check(count(256, 1))
+      ->capture_default_str();
   check->callback([options] {
     int errors = 0;
     for (const std::string& file : options->files) {

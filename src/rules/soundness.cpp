@@ -64,8 +64,8 @@ std::vector<int64_t> int_specials(DType dtype) {
   return {0, 1, -1, lo, hi, 2, -2};
 }
 
-// The inputs of special sample `k`: element i of the j-th input takes entry
-// (k * (j + 1) + i) of its dtype's specials, so that a scalar input runs
+// The inputs of special sample `k`: element i of the j-th input (from 1)
+// takes entry (k * j + i) of its dtype's specials, so that a scalar input runs
 // through all of them over the samples and inputs pair up differently.
 // `k` < 0: each element a special value with probability 1/2, drawn from
 // `seed`, otherwise the ordinary value.
@@ -76,19 +76,18 @@ interp::Env special_inputs(const interp::Env& ordinary, int k, uint64_t seed) {
   for (auto& [name, value] : env) {
     ++j;
     const DType dtype = value.dtype();
+    const std::vector<double> floats = is_float(dtype) ? float_specials(dtype) : std::vector<double>{};
+    const std::vector<int64_t> ints = is_integer(dtype) ? int_specials(dtype) : std::vector<int64_t>{};
     for (int64_t i = 0; i < value.size(); ++i) {
       const uint64_t draw = rng();
       if (k < 0 && draw % 2 == 0) continue;
       const uint64_t pick = k < 0 ? draw >> 1 : static_cast<uint64_t>(k * j + i);
-      if (is_float(dtype)) {
-        const std::vector<double> specials = float_specials(dtype);
-        value.set(i, specials[pick % specials.size()]);
-      } else if (dtype == DType::Bool) {
+      if (is_float(dtype))
+        value.set(i, floats[pick % floats.size()]);
+      else if (dtype == DType::Bool)
         value.set_int(i, static_cast<int64_t>(pick % 2));
-      } else {
-        const std::vector<int64_t> specials = int_specials(dtype);
-        value.set_int(i, specials[pick % specials.size()]);
-      }
+      else
+        value.set_int(i, ints[pick % ints.size()]);
     }
   }
   return env;
