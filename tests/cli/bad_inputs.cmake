@@ -89,6 +89,35 @@ spool_cli_test(bad_empty_tokens ARGS run llama --tokens "" --interp EXIT 1 PASS 
 spool_cli_test(bad_interp_with_rules ARGS run llama --interp --rules ${PROJECT_SOURCE_DIR}/rules/default.rules EXIT 1
   PASS "spool: error: --rules does not apply to --interp, which runs the reference interpreter alone")
 
+# ---- malformed checkpoints: every length checked before anything is allocated ---------
+# (tests/cli/inputs/safetensors: a header length of 2^62, data offsets past
+# the end of the file, a shape whose element count wraps; each put next to
+# the golden llama's config.json at configure time.)
+foreach(case huge_header offsets_past_end wrapping_shape)
+  set(dir ${OUT}/bad_safetensors_${case})
+  file(MAKE_DIRECTORY ${dir})
+  file(COPY_FILE ${GOLDEN_MODELS}/llama/config.json ${dir}/config.json)
+  file(COPY_FILE ${CMAKE_CURRENT_SOURCE_DIR}/inputs/safetensors/${case}.safetensors ${dir}/model.safetensors)
+endforeach()
+spool_cli_test(bad_safetensors_huge_header ARGS run llama --weights ${OUT}/bad_safetensors_huge_header --interp EXIT 1
+  PASS "spool: error: .*model.safetensors: header length 4611686018427387904 exceeds the file's 10 bytes")
+spool_cli_test(bad_safetensors_offsets ARGS run llama --weights ${OUT}/bad_safetensors_offsets_past_end --interp EXIT 1
+  PASS "spool: error: .*model.safetensors: tensor 'lm_head.weight': data_offsets \\[0, 1000000000000\\] are outside the 8 data bytes")
+spool_cli_test(bad_safetensors_shape ARGS run llama --weights ${OUT}/bad_safetensors_wrapping_shape --interp EXIT 1
+  PASS "spool: error: .*model.safetensors: tensor 'lm_head.weight': shape \\[1099511627776,1099511627776\\] has too many elements")
+# Malformed npy files (also in CMakeLists.txt's npy_ tests): a negative
+# dimension, a shape whose byte count wraps, a header of 4 GB.
+set(NPY_DIR ${CMAKE_CURRENT_SOURCE_DIR}/inputs)
+spool_cli_test(bad_npy_negative_dim ARGS run llama --check-logits ${NPY_DIR}/negative_dim.npy EXIT 1
+  PASS "spool: error: .*negative_dim.npy: npy shape \\(-3, 256\\) has a dimension '-3' that is not a non-negative integer")
+spool_cli_test(bad_npy_wrapping_shape ARGS run llama --check-logits ${NPY_DIR}/wrapping_shape.npy EXIT 1
+  PASS "spool: error: .*wrapping_shape.npy: truncated npy data")
+spool_cli_test(bad_npy_huge_header ARGS run llama --check-logits ${NPY_DIR}/huge_header.npy EXIT 1
+  PASS "spool: error: .*huge_header.npy: truncated npy header \\(4294967280 bytes declared, the file has 131\\)")
+# An output file that cannot be written is an error, not a silently short file.
+spool_cli_test(bad_full_disk_json ARGS run llama --json /dev/full EXIT 1
+  PASS "spool: error: (failed to write '?/dev/full'?|/dev/full: write failed)")
+
 # ---- internal errors on valid input -------------------------------------------------
 # Norms and softmax over a length-1 axis lower and simulate.
 foreach(workload layernorm:4x1 softmax:8x1)
