@@ -62,6 +62,11 @@ std::function<void(std::string_view, const std::string&)> stage_printer(const Pr
 // `soundness` is false (--no-check-rules). Prints each error, then fails
 // naming the files.
 void check_rule_files(const std::vector<std::string>& files, bool soundness);
+// Runs `body`. With --rules files not checked on tensors (--no-check-rules),
+// an error it throws (a wrong result, or an invariant a wrong rule broke)
+// also names those files and how to check them.
+void with_unchecked_rules_note(const std::vector<std::string>& files, bool unchecked,
+                               const std::function<void()>& body);
 
 // Ctrl-C (and SIGTERM) end the command at once with exit status 130 and one
 // line on standard error: how long it ran, the step under way and the steps

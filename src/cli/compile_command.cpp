@@ -103,7 +103,7 @@ void add_compile_command(CLI::App& app) {
   cmd->callback([o] {
     if (o->no_check_rules && o->rules.empty()) fail("--no-check-rules needs --rules FILE");
     if (!o->rules.empty()) check_rule_files(o->rules, !o->no_check_rules);
-    run_compile(*o);
+    with_unchecked_rules_note(o->rules, o->no_check_rules, [&] { run_compile(*o); });
   });
 }
 

@@ -100,6 +100,18 @@ void check_rule_files(const std::vector<std::string>& files, bool soundness) {
          unsound > 0 ? "; --no-check-rules skips the random-tensor check" : "");
 }
 
+void with_unchecked_rules_note(const std::vector<std::string>& files, bool unchecked,
+                               const std::function<void()>& body) {
+  if (files.empty() || !unchecked) return body();
+  try {
+    body();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}\n  note: the --rules files were not checked on tensors (--no-check-rules); an "
+                            "unsound rule in them can cause this: `spool rules check {}` checks them",
+                            e.what(), fmt::join(files, " ")));
+  }
+}
+
 void add_rules_command(CLI::App& app) {
   CLI::App* rules_cmd = app.add_subcommand("rules", "Work with rule files");
   rules_cmd->require_subcommand(1);

@@ -534,7 +534,7 @@ void add_run_command(CLI::App& app) {
       fail("--tokens: the list is empty (expected token ids like 1,2,3)");
     if (options->no_check_rules && options->rules.empty()) fail("--no-check-rules needs --rules FILE");
     if (!options->rules.empty()) check_rule_files(options->rules, !options->no_check_rules);
-    run(*options);
+    with_unchecked_rules_note(options->rules, options->no_check_rules, [&] { run(*options); });
   });
 }
 

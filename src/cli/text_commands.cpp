@@ -104,7 +104,7 @@ void add_text_commands(CLI::App& app) {
   opt_cmd->callback([opt] {
     if (opt->no_check_rules && opt->rules.empty()) fail("--no-check-rules needs --rules FILE");
     if (!opt->rules.empty()) check_rule_files(opt->rules, !opt->no_check_rules);
-    run_opt(*opt);
+    with_unchecked_rules_note(opt->rules, opt->no_check_rules, [&] { run_opt(*opt); });
   });
 
   auto low = std::make_shared<LowerOptionsCli>();

@@ -71,6 +71,10 @@ spool_cli_test(bad_rules_file_constant ARGS run llama --rules ${BAD_RULES}/wrapp
 # Told not to check on tensors, the functional check still catches the wrong program.
 spool_cli_test(bad_rules_file_unchecked ARGS run llama --rules ${BAD_RULES}/drop_add.rules --no-check-rules EXIT 1
   PASS "spool: error: the simulated program differs from the interpreter: ")
+# Timing only (real shapes), nothing compares values: the wrong rule breaks a
+# loop invariant, and the error names the unchecked files.
+spool_cli_test(bad_rules_file_unchecked_real ARGS run llama --size real --rules ${BAD_RULES}/drop_add.rules --no-check-rules
+  EXIT 1 PASS "spool: error: [^\n]+\n  note: the --rules files were not checked on tensors \\(--no-check-rules\\); an unsound rule in them can cause this: `spool rules check [^`]*drop_add.rules` checks them")
 spool_cli_test(bad_no_check_rules_alone ARGS run llama --no-check-rules EXIT 1
   PASS "spool: error: --no-check-rules needs --rules FILE")
 
