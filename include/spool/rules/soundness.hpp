@@ -9,24 +9,23 @@
 // -0 unequal to +0), or, for a rule declared `:approx`, within the
 // tolerances it declares. The variables take every dtype in turn (bool
 // included) and the inputs ordinary random values and special ones (+-0,
-// +-Inf, NaN, denormals, the largest finite values, integer extremes). A right side that does not
-// type-check, or that computes something else, is unsound; the report keeps
-// the counterexample. Rules with attribute variables, attribute patterns or
-// custom appliers are run instead: a random instance of the left side
-// (variables as inputs, views, fused programs, gemms or reductions;
-// attributes drawn for their op), or a small spool::nn graph with random
-// shapes (softmax, norms, linear layers, attention) in a small e-graph, the rule's actions
-// applied without merging, and each built class compared on random tensors
-// with the class it would be merged into. A rule that never applies to its
-// random instances, and multi-pattern rules, are reported as not checked,
-// never as passing.
+// +-Inf, NaN, denormals, the largest finite values, integer extremes). A
+// right side that does not type-check, or that computes something else, is
+// unsound; the report keeps the counterexample. Rules with guards, attribute
+// variables, attribute patterns or custom appliers are run instead: a random
+// instance of the left side (variables as inputs, views, fused programs,
+// gemms or reductions; attributes drawn for their op), or a small spool::nn
+// graph with random shapes (softmax, norms, linear layers, attention) in a
+// small e-graph, the rule's actions applied without merging, and each built
+// class compared on random tensors with the class it would be merged into.
+// A rule that never applies to its random instances, and multi-pattern
+// rules, are reported as not checked, never as passing.
 
 #include <spool/hlir/language.hpp>
 #include <spool/egraph/runner.hpp>
 #include <spool/rules/rule_file.hpp>
 
 #include <map>
-
 #include <span>
 #include <string>
 #include <vector>
