@@ -57,6 +57,24 @@ void add_print_options(CLI::App* cmd, PrintAfter& options);
 // The callback for compile::Options::print_after; empty when no stage is asked for.
 std::function<void(std::string_view, const std::string&)> stage_printer(const PrintAfter& options);
 
+// Rule files given with --rules: parsed, compiled and their inline checks
+// run always, every rule checked on random tensors (rules check) unless
+// `soundness` is false (--no-check-rules). Prints each error, then fails
+// naming the files.
+void check_rule_files(const std::vector<std::string>& files, bool soundness);
+// Runs `body`. With --rules files not checked on tensors (--no-check-rules),
+// an error it throws (a wrong result, or an invariant a wrong rule broke)
+// also names those files and how to check them.
+void with_unchecked_rules_note(const std::vector<std::string>& files, bool unchecked,
+                               const std::function<void()>& body);
+
+// Ctrl-C (and SIGTERM) end the command at once with exit status 130 and one
+// line on standard error: how long it ran, the step under way and the steps
+// completed, with their times. progress_step names the step that begins
+// (the one before it counts as completed); call it from the main thread.
+void install_interrupt_handler();
+void progress_step(std::string_view what);
+
 void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_rules_command(CLI::App& app);

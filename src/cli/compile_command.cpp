@@ -23,6 +23,7 @@ struct CompileCommandOptions {
   models::ModelOptions model_options;
   bool no_roll = false;
   std::vector<std::string> rules;
+  bool no_check_rules = false;
   bool check = false;
   std::string json;
   PrintAfter print;
@@ -32,6 +33,7 @@ void run_compile(const CompileCommandOptions& o) {
   const models::ModelRef ref = models::find_model(o.model);
   models::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
+  progress_step(fmt::format("build {}", o.model));
   const Graph hlir = ref.entry->build(model_options);
   if (o.check && parameter_count(hlir) > kInterpParameterLimit)
     fail("--check runs the reference interpreter, which holds every value as a double and cannot run {} "
@@ -43,6 +45,7 @@ void run_compile(const CompileCommandOptions& o) {
   if (options.rule_files.empty())
     options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   options.print_after = stage_printer(o.print);
+  progress_step(fmt::format("compile {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Compiled c = compile::run(hlir, options);
   const compile::Report& r = c.report;
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(), model_options.phase.c_str());
@@ -92,10 +95,16 @@ void add_compile_command(CLI::App& app) {
   add_model_options(cmd, o->model_options);
   add_print_options(cmd, o->print);
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
-  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules), checked first")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-check-rules", o->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   cmd->add_option("--json", o->json, "Write the compile report (roll, egraph, compile keys) as JSON");
   cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
-  cmd->callback([o] { run_compile(*o); });
+  cmd->callback([o] {
+    if (o->no_check_rules && o->rules.empty()) fail("--no-check-rules needs --rules FILE");
+    if (!o->rules.empty()) check_rule_files(o->rules, !o->no_check_rules);
+    with_unchecked_rules_note(o->rules, o->no_check_rules, [&] { run_compile(*o); });
+  });
 }
 
 }  // namespace spool::cli

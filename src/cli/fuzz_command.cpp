@@ -25,6 +25,7 @@ struct FuzzCommandOptions {
   std::string model;
   models::ModelOptions model_options;
   std::vector<std::string> rules;
+  bool no_check_rules = false;
   bool no_roll = false;
   size_t genomes = 100;
   uint64_t seed = 1;
@@ -43,6 +44,7 @@ void run_fuzz(const FuzzCommandOptions& o) {
   model_options.variant = ref.variant;
   if (model_options.size == "real")
     fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);
+  progress_step(fmt::format("build {}", o.model));
   const Graph hlir = ref.entry->build(model_options);
 
   compile::Options options;
@@ -50,9 +52,11 @@ void run_fuzz(const FuzzCommandOptions& o) {
   options.rule_files = o.rules;
   if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   options.threads = o.threads;
+  progress_step(fmt::format("saturate {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Saturated saturated = compile::saturate(hlir, options);
   const search::SearchSpace space = search::search_space(saturated);
 
+  progress_step("run the reference interpreter for the expected outputs");
   const search::Reference reference = search::make_reference(hlir, o.input_seed);
   // The interpreter runs the LLIR with the HLIR's exact semantics; the
   // simulator computes in f32 (bf16/f16 rounded on stores).
@@ -68,6 +72,8 @@ void run_fuzz(const FuzzCommandOptions& o) {
   fo.shrink = !o.no_shrink;
   fo.tolerance = tolerance;
   fo.lowered_config = config;
+  progress_step(fmt::format("check {} random genomes ({} genes with a choice){}", o.genomes,
+                            space.genomes().num_choice_genes(), fo.shrink ? ", then shrink a failure" : ""));
   const search::FuzzReport report = search::fuzz(space, reference, check, fo);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -105,13 +111,19 @@ void add_fuzz_command(CLI::App& app) {
   cmd->add_option("--npu", o->npu, "NPU config for --on sim")->capture_default_str();
   cmd->add_option("--tolerance", o->tolerance, "Largest error relative to an output's scale (default 1e-3 sim, 1e-5 interp)")
       ->check(non_negative_real());
-  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  cmd->add_option("--rules", o->rules, "Rule files (default: rules/default.rules), checked first")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--no-check-rules", o->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_flag("--no-shrink", o->no_shrink, "Report the first failure without shrinking it");
   cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")
       ->check(count(1024))
       ->capture_default_str();
-  cmd->callback([o] { run_fuzz(*o); });
+  cmd->callback([o] {
+    if (o->no_check_rules && o->rules.empty()) fail("--no-check-rules needs --rules FILE");
+    if (!o->rules.empty()) check_rule_files(o->rules, !o->no_check_rules);
+    with_unchecked_rules_note(o->rules, o->no_check_rules, [&] { run_fuzz(*o); });
+  });
 }
 
 }  // namespace spool::cli

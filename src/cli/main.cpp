@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
       std::printf("%-24s %-9s %s\n", f.name.data(), f.stage.data(), f.what.data());
   });
 #endif
+  spool::cli::install_interrupt_handler();
   app.parse_complete_callback([&] {
     spdlog::set_level(spdlog::level::from_str(log_level));
 #ifdef SPOOL_FAULT_INJECTION

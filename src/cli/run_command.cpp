@@ -53,6 +53,7 @@ struct RunOptions {
   PrintAfter print;
   size_t search = 0;
   std::vector<std::string> rules;
+  bool no_check_rules = false;
   std::string json_file;
   std::string trace_file;
   size_t top_kernels = 0;
@@ -354,6 +355,14 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
     std::printf("json       written to %s\n", options.json_file.c_str());
   }
   std::fflush(stdout);
+  // A check never passes on values it cannot measure: NaN or infinity in
+  // an output or in the interpreter's reference fails it, even where the two
+  // agree (an all-NaN output matching an all-NaN reference says nothing).
+  if (report.check && !report.check->ok && report.check->non_finite > 0)
+    fail("the check cannot pass: {} values of the simulated outputs or the interpreter's are NaN or infinite "
+         "(first in {}); the largest difference is {:.3g} relative to scale in {}",
+         report.check->non_finite, report.check->non_finite_output, report.check->max_rel_err,
+         report.check->worst_output);
   if (report.check && !report.check->ok)
     fail("the simulated program differs from the interpreter: {} by {:.3g} relative to scale (tolerance {:.0e})",
          report.check->worst_output, report.check->max_rel_err, report.check->tolerance);
@@ -406,6 +415,7 @@ void run(const RunOptions& options) {
   const std::vector<int64_t> tokens = options.tokens.empty() ? std::vector<int64_t>{} : parse_tokens(options.tokens);
   const models::Phase phase = phase_of(options, tokens);
 
+  progress_step(fmt::format("build {}", options.model));
   const auto build_start = Clock::now();
   const Built built = build(options, ref, phase);
   const double build_ms = ms_since(build_start);
@@ -451,6 +461,8 @@ void run(const RunOptions& options) {
 
   std::map<std::string, interp::HostTensor> outputs;
   if (options.interp) {
+    progress_step(fmt::format("run the reference interpreter on {} ({} hlir nodes)", options.model,
+                              built.graph.num_live()));
     const interp::Env inputs = source_values(options, ref, built, phase, tokens);
     const auto run_start = Clock::now();
     outputs = interp::run(built.graph, inputs);
@@ -458,9 +470,15 @@ void run(const RunOptions& options) {
                 options.weights_dir.empty() ? fmt::format("seed {}", options.seed).c_str() : "checkpoint weights");
     print_outputs(outputs);
   } else {
+    progress_step(fmt::format("{}{}, lower and simulate {} ({} hlir nodes{})",
+                              options.search > 0 ? "compile, search extractions" : "compile",
+                              options.search > 0 ? fmt::format(" over {} genomes", options.search) : "",
+                              options.model, built.graph.num_live(),
+                              timing_only ? ", timing only" : ", then check against the interpreter"));
     outputs = run_pipeline(options, ref, built, phase, tokens, timing_only, weight_dtypes);
   }
 
+  if (!options.dump_logits.empty() || !options.check_logits.empty()) progress_step("write or check the logits");
   write_or_check_logits(options, outputs, name);
 }
 
@@ -496,7 +514,9 @@ void add_run_command(CLI::App& app) {
                     "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
-  run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules), checked first")
+      ->check(CLI::ExistingFile);
+  run_cmd->add_flag("--no-check-rules", options->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   run_cmd->add_option("--json", options->json_file, "Write the report as JSON");
   run_cmd->add_option("--trace", options->trace_file, "Write the simulator's Chrome/Perfetto trace");
   run_cmd->add_option("--kernels", options->top_kernels,
@@ -514,14 +534,16 @@ void add_run_command(CLI::App& app) {
     // --interp runs the HLIR on the interpreter alone: options of the
     // compile, the lowering and the simulation would be ignored.
     if (options->interp)
-      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-roll",
+      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-check-rules", "--no-roll",
                                 "--ignore-capacity", "--print-after", "--print-dir"})
         if (run_cmd->count(flag) > 0)
           fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",
                flag);
     if (run_cmd->count("--tokens") > 0 && options->tokens.empty())
       fail("--tokens: the list is empty (expected token ids like 1,2,3)");
-    run(*options);
+    if (options->no_check_rules && options->rules.empty()) fail("--no-check-rules needs --rules FILE");
+    if (!options->rules.empty()) check_rule_files(options->rules, !options->no_check_rules);
+    with_unchecked_rules_note(options->rules, options->no_check_rules, [&] { run(*options); });
   });
 }
 

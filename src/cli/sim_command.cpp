@@ -78,6 +78,8 @@ void run_workload(const SimOptions& o) {
   }
   pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);
   options.compile.rule_files.push_back(models::default_rules_file());
+  progress_step(fmt::format("compile, lower and simulate {} ({} hlir nodes{})", o.workload, hlir.num_live(),
+                            o.functional ? ", then check against the interpreter" : ""));
   const pipeline::Report report = pipeline::run(hlir, config, options);
   npu::Program program = report.lowered->program;
   program.name = o.workload;
@@ -94,6 +96,9 @@ void run_workload(const SimOptions& o) {
     std::printf("check            simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",
                 report.check->max_abs_err, report.check->max_rel_err, report.check->worst_output.c_str(),
                 report.check->ok ? "ok" : "FAILED");
+  if (report.check && report.check->non_finite > 0)
+    std::printf("check            %lld values NaN or infinite (first in %s): NOT FINITE\n",
+                static_cast<long long>(report.check->non_finite), report.check->non_finite_output.c_str());
   if (!o.json_file.empty()) {
     nlohmann::json j = report.to_json();
     j["workload"] = o.workload;
@@ -106,7 +111,12 @@ void run_workload(const SimOptions& o) {
     trace.write_json(out);
     write_file(o.trace_file, out.str());
   }
-  if (report.check && !report.check->ok) fail("the simulated outputs differ from the interpreter's");
+  if (report.check && !report.check->ok)
+    fail("the simulated outputs differ from the interpreter's{}",
+         report.check->non_finite > 0
+             ? fmt::format(" or hold values a check cannot measure ({} NaN or infinite, first in {})",
+                           report.check->non_finite, report.check->non_finite_output)
+             : "");
 }
 
 // An NPU program in its text form (npu/text.hpp), simulated for time.
@@ -116,6 +126,7 @@ void run_program_file(const SimOptions& o) {
   sim::Trace trace;
   sim::Options options;
   if (!o.trace_file.empty()) options.trace = &trace;
+  progress_step(fmt::format("simulate the program ({} kernels)", program.kernels.size()));
   const sim::Report report = sim::run(program, config, options);
   std::printf("program file     %s\n", o.workload.c_str());
   std::fputs(report.to_text().c_str(), stdout);

@@ -33,6 +33,7 @@ struct OptOptions {
   std::string file, output;
   std::vector<std::string> passes{"roll", "saturate", "extract", "unroll"};
   std::vector<std::string> rules;
+  bool no_check_rules = false;
 };
 
 // The passes given must be in pipeline order; roll is optional, and
@@ -94,9 +95,17 @@ void add_text_commands(CLI::App& app) {
   opt_cmd->add_option("file", opt->file, "HLIR text (as --print-after hlir writes it)")->required()->check(CLI::ExistingFile);
   opt_cmd->add_option("--passes", opt->passes, "Passes, in pipeline order: roll, saturate, extract, unroll (default: all)")
       ->delimiter(',');
-  opt_cmd->add_option("--rules", opt->rules, "Rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
+  opt_cmd->add_option("--rules", opt->rules, "Rule files (default: rules/default.rules), checked first")
+      ->check(CLI::ExistingFile);
+  opt_cmd->add_flag("--no-check-rules", opt->no_check_rules,
+                    "Do not check the --rules files on random tensors (they are still parsed, compiled and their "
+                    "checks run)");
   opt_cmd->add_option("-o,--output", opt->output, "Where to write the result (default: standard output)");
-  opt_cmd->callback([opt] { run_opt(*opt); });
+  opt_cmd->callback([opt] {
+    if (opt->no_check_rules && opt->rules.empty()) fail("--no-check-rules needs --rules FILE");
+    if (!opt->rules.empty()) check_rule_files(opt->rules, !opt->no_check_rules);
+    with_unchecked_rules_note(opt->rules, opt->no_check_rules, [&] { run_opt(*opt); });
+  });
 
   auto low = std::make_shared<LowerOptionsCli>();
   CLI::App* lower_cmd = app.add_subcommand("lower", "Lower an LLIR text file to an NPU program and print it");

@@ -136,6 +136,15 @@ egraph::Registry make_registry() {
       return fn(g, analysis->language(), m);
     });
   };
+  // Guards. `integer ?x...`: every argument has an integer dtype (i32, i64),
+  // for identities that hold in wrapping integers but not in IEEE floats.
+  r.add_guard("integer", [](const EGraph& g, const MatchView& m) {
+    for (const ClassId c : m.args) {
+      const ClassData& d = data(g, c);
+      if (!d.ok || !spool::is_integer(d.type.dtype)) return false;
+    }
+    return !m.args.empty();
+  });
   add("fused-op", 2, 0, "apply fused-op ?root ?operand...", fused_op);
   add("fuse-producers", 2, 1, "apply fuse-producers ?root ?program ?input...", fuse_producers);
   add("gemm-from-product", 3, 1, "apply gemm-from-product ?root ?x ?y ?axis", gemm_from_product);

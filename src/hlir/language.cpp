@@ -284,6 +284,15 @@ std::optional<AttrId> HlirLanguage::parse_attr(OpId op, std::string_view text) {
         auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), d);
         if (ec != std::errc() || p != v->data() + v->size()) return std::nullopt;
       }
+      // The value must be the constant's exactly: an integer that would wrap
+      // (or is not an integer) and a float that would round are refused, not
+      // silently changed (rule files name the reason: rules/rule_file.cpp).
+      if (spool::is_integer(type->dtype) || type->dtype == DType::Bool) {
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || std::trunc(d) != d) return std::nullopt;
+        if (spool::wrap_to_int(type->dtype, static_cast<int64_t>(d)) != static_cast<int64_t>(d)) return std::nullopt;
+      } else if (!std::isnan(d) && spool::round_to_float(type->dtype, d) != d) {
+        return std::nullopt;
+      }
       attr = spool::ScalarAttr{Scalar::of(type->dtype, d)};
       break;
     }

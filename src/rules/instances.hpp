@@ -34,8 +34,9 @@ class Sampler {
  public:
   explicit Sampler(uint64_t seed) : rng_(seed) {}
 
-  std::vector<TensorType> draw(size_t count) {
-    const DType common = dtype();
+  std::vector<TensorType> draw(size_t count) { return draw(count, dtype()); }
+  // The same with the common dtype given: the checker runs every dtype in turn.
+  std::vector<TensorType> draw(size_t count, DType common) {
     const Shape base = shape();
     std::vector<TensorType> types(count);
     for (TensorType& t : types) {

@@ -5,6 +5,7 @@
 #include <spool/rules/sexp.hpp>
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,7 +123,51 @@ class FileParser {
     out_.rulesets.push_back({name, form.items[1].loc});
   }
 
+  // Constants in a pattern, `constant[value=V : T[...]]`, must hold V exactly
+  // in T: an integer that does not fit would wrap, a float that is not
+  // representable would round, and the rule would mean another constant.
+  static void check_constants(const Sexp& s) {
+    if (s.is_list()) {
+      for (const Sexp& item : s.items) check_constants(item);
+      return;
+    }
+    if (s.kind != Sexp::Kind::Atom) return;
+    const std::string_view prefix = "constant[value=";
+    const std::string_view text = s.text;
+    if (text.substr(0, prefix.size()) != prefix) return;
+    const size_t colon = text.rfind(" : ");
+    if (colon == std::string_view::npos || colon < prefix.size()) return;  // the pattern parser reports it
+    const std::string_view value = text.substr(prefix.size(), colon - prefix.size());
+    const std::string_view type = text.substr(colon + 3);
+    const std::optional<DType> dtype = parse_dtype(type.substr(0, type.find('[')));
+    if (!dtype) return;
+    const std::string_view name = dtype_name(*dtype);
+    if (*dtype == DType::Bool) {
+      if (value != "true" && value != "false" && value != "0" && value != "1")
+        throw ParseError(s.loc, fmt::format("bad bool constant '{}' (expected true or false)", value));
+      return;
+    }
+    if (is_integer(*dtype)) {
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && end == value.data() + value.size() &&
+                                                   wrap_to_int(*dtype, v) != v))
+        throw ParseError(s.loc, fmt::format("constant {} does not fit in {}", value, name));
+      if (ec != std::errc() || end != value.data() + value.size())
+        throw ParseError(s.loc, fmt::format("bad {} constant '{}' (expected an integer)", name, value));
+      return;
+    }
+    double v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || end != value.data() + value.size())
+      throw ParseError(s.loc, fmt::format("bad {} constant '{}'", name, value));
+    if (!std::isnan(v) && round_to_float(*dtype, v) != v)
+      throw ParseError(s.loc, fmt::format("constant {} is not exactly representable in {} (it would round to {})",
+                                          value, name, round_to_float(*dtype, v)));
+  }
+
   egraph::PatternSpec pattern(const Sexp& s, const std::string& text) {
+    check_constants(s);
     return egraph::PatternSpec{"", text.substr(s.begin, s.end - s.begin), s.loc};
   }
 
@@ -138,7 +183,8 @@ class FileParser {
   // Options after the fixed part of a form: `:ruleset R`, `:when (...)`.
   // `extra` handles any other keyword of the form (returns false if unknown).
   template <typename Extra>
-  std::string options(const Sexp& form, size_t first, std::vector<egraph::GuardSpec>& guards, Extra extra) {
+  std::string options(const Sexp& form, size_t first, std::vector<egraph::GuardSpec>& guards,
+                      std::optional<Approximation>& approx, Extra extra) {
     std::string ruleset_name = "default";
     for (size_t i = first; i < form.items.size(); i += 2) {
       const Sexp& key = form.items[i];
@@ -161,11 +207,41 @@ class FileParser {
           guard.args.push_back(value.items[a].text);
         }
         guards.push_back(std::move(guard));
+      } else if (key.text == ":approx") {
+        if (approx) throw ParseError(key.loc, ":approx is given twice");
+        approx = approximation(value);
       } else if (!extra(key, value)) {
         throw ParseError(key.loc, fmt::format("unknown option '{}'", key.text));
       }
     }
     return ruleset_name;
+  }
+
+  // `(f32 1e-5 bf16 1e-2 ...)`: a relative tolerance per floating dtype.
+  static Approximation approximation(const Sexp& value) {
+    const char* usage = ":approx expects a list of floating dtypes and tolerances, like (f32 1e-5 bf16 1e-2)";
+    if (!value.is_list() || value.items.empty() || value.items.size() % 2 != 0) throw ParseError(value.loc, usage);
+    Approximation approx;
+    approx.loc = value.loc;
+    for (size_t i = 0; i < value.items.size(); i += 2) {
+      const Sexp& d = value.items[i];
+      const Sexp& t = value.items[i + 1];
+      if (d.kind != Sexp::Kind::Atom || t.kind != Sexp::Kind::Atom) throw ParseError(d.loc, usage);
+      const std::optional<DType> dtype = parse_dtype(d.text);
+      if (!dtype || !is_float(*dtype))
+        throw ParseError(d.loc, fmt::format(":approx: '{}' is not a floating dtype (f32, bf16 or f16); integers "
+                                            "and bool are always compared exactly",
+                                            d.text));
+      if (approx.of(*dtype)) throw ParseError(d.loc, fmt::format(":approx: {} is given twice", d.text));
+      double tol = 0;
+      const auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), tol);
+      if (ec != std::errc() || end != t.text.data() + t.text.size() || !std::isfinite(tol) || tol <= 0 || tol >= 1)
+        throw ParseError(t.loc, fmt::format(":approx: bad tolerance '{}' for {} (expected a relative tolerance "
+                                            "greater than 0 and below 1, like 1e-5)",
+                                            t.text, d.text));
+      approx.tolerance.emplace_back(*dtype, tol);
+    }
+    return approx;
   }
 
   void rewrite(const Sexp& form, const std::string& text, bool both_ways) {
@@ -176,8 +252,9 @@ class FileParser {
     egraph::RuleSpec spec;
     spec.name = name;
     spec.loc = form.items[1].loc;
+    std::optional<Approximation> approx;
     const std::string ruleset_name =
-        options(form, 4, spec.guards, [](const Sexp&, const Sexp&) { return false; });
+        options(form, 4, spec.guards, approx, [](const Sexp&, const Sexp&) { return false; });
     spec.lhs.push_back(pattern(form.items[2], text));
     egraph::ActionSpec action;
     action.pattern = pattern(form.items[3], text).text;
@@ -191,11 +268,11 @@ class FileParser {
       reverse.actions[0].pattern = pattern(form.items[2], text).text;
       reverse.actions[0].loc = form.items[2].loc;
       declare_rule(reverse.name, spec.loc);
-      out_.rules.push_back({ruleset_name, std::move(spec)});
-      out_.rules.push_back({ruleset_name, std::move(reverse)});
+      out_.rules.push_back({ruleset_name, std::move(spec), approx});
+      out_.rules.push_back({ruleset_name, std::move(reverse), approx});
       return;
     }
-    out_.rules.push_back({ruleset_name, std::move(spec)});
+    out_.rules.push_back({ruleset_name, std::move(spec), approx});
   }
 
   void rule(const Sexp& form, const std::string& text) {
@@ -204,7 +281,8 @@ class FileParser {
     spec.name = name;
     spec.loc = form.items[1].loc;
     bool has_match = false, has_actions = false;
-    const std::string ruleset_name = options(form, 2, spec.guards, [&](const Sexp& key, const Sexp& value) {
+    std::optional<Approximation> approx;
+    const std::string ruleset_name = options(form, 2, spec.guards, approx, [&](const Sexp& key, const Sexp& value) {
       if (key.text == ":match") {
         if (!value.is_list() || value.items.empty())
           throw ParseError(value.loc, ":match expects a list of patterns");
@@ -234,7 +312,7 @@ class FileParser {
     if (!has_match) throw ParseError(form.loc, fmt::format("rule '{}' has no :match", name));
     if (!has_actions) throw ParseError(form.loc, fmt::format("rule '{}' has no :actions", name));
     declare_rule(name, spec.loc);
-    out_.rules.push_back({ruleset_name, std::move(spec)});
+    out_.rules.push_back({ruleset_name, std::move(spec), std::move(approx)});
   }
 
   egraph::ActionSpec action(const Sexp& a, const std::string& text) {
@@ -409,6 +487,13 @@ std::vector<CheckResult> run_checks(const RuleFile& file, std::span<const egraph
     results.push_back(std::move(result));
   }
   return results;
+}
+
+std::map<std::string, Approximation> approximations(const RuleFile& file) {
+  std::map<std::string, Approximation> out;
+  for (const RuleDecl& decl : file.rules)
+    if (decl.approx) out.emplace(decl.spec.name, *decl.approx);
+  return out;
 }
 
 egraph::Schedule schedule_of(const RuleFile& file) {

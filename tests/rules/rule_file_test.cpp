@@ -129,6 +129,67 @@ TEST_CASE("malformed rule files give exact diagnostics") {
   CHECK(error_of("(include \"x.rules)") == "bad.rules:1:10: error: unterminated string");
 }
 
+TEST_CASE("constants in patterns must hold their value exactly in their dtype") {
+  CHECK(error_of("(rewrite a (add ?x (constant[value=4294967296 : i32[]])) ?x)") ==
+        "bad.rules:1:21: error: constant 4294967296 does not fit in i32");
+  CHECK(error_of("(rewrite a ?x (constant[value=99999999999999999999 : i64[]]))") ==
+        "bad.rules:1:16: error: constant 99999999999999999999 does not fit in i64");
+  CHECK(error_of("(rewrite a ?x (constant[value=1.5 : i32[]]))") ==
+        "bad.rules:1:16: error: bad i32 constant '1.5' (expected an integer)");
+  CHECK(error_of("(rewrite a ?x (constant[value=0.1 : f32[]]))") ==
+        "bad.rules:1:16: error: constant 0.1 is not exactly representable in f32 (it would round to "
+        "0.10000000149011612)");
+  CHECK(error_of("(rewrite a ?x (constant[value=1e39 : f32[]]))") ==
+        "bad.rules:1:16: error: constant 1e39 is not exactly representable in f32 (it would round to inf)");
+  CHECK(error_of("(rewrite a ?x (constant[value=2 : bool[]]))") ==
+        "bad.rules:1:16: error: bad bool constant '2' (expected true or false)");
+  CHECK(error_of("(check c (constant[value=70000 : f16[]]) => (constant[value=1 : f16[]]))") ==
+        "bad.rules:1:11: error: constant 70000 is not exactly representable in f16 (it would round to inf)");
+  // The HLIR attribute parser itself refuses them too (any pattern, not only a rule file's).
+  hlir::HlirLanguage hlang;
+  const OpId constant = hlang.op(Op::Constant);
+  CHECK(!hlang.parse_attr(constant, "value=4294967296 : i32[]").has_value());
+  CHECK(!hlang.parse_attr(constant, "value=1e30 : i64[]").has_value());
+  CHECK(!hlang.parse_attr(constant, "value=1.5 : i32[]").has_value());
+  CHECK(!hlang.parse_attr(constant, "value=0.1 : bf16[]").has_value());
+  CHECK(hlang.parse_attr(constant, "value=-2147483648 : i32[]").has_value());
+  CHECK(hlang.parse_attr(constant, "value=0.5 : bf16[]").has_value());
+  CHECK(hlang.parse_attr(constant, "value=inf : f32[]").has_value());
+  // In range: parsed (the math language then rejects the op, which is not its own).
+  CHECK(error_of("(rewrite a ?x (constant[value=-2147483648 : i32[]]))").find("does not fit") == std::string::npos);
+}
+
+TEST_CASE(":approx declares a rule approximate with its tolerances") {
+  Result<rules::RuleFile> file = rules::parse_rule_text(
+      "(birewrite assoc (+ ?a (+ ?b ?c)) (+ (+ ?a ?b) ?c) :approx (f32 1e-6 bf16 1e-2))\n(rewrite b (+ ?a 0) ?a)",
+      "ok.rules");
+  REQUIRE_MESSAGE(file.ok(), file.error().render());
+  REQUIRE(file.value().rules.size() == 3);
+  REQUIRE(file.value().rules[0].approx.has_value());
+  CHECK(file.value().rules[0].approx->of(DType::F32) == 1e-6);
+  CHECK(file.value().rules[0].approx->of(DType::BF16) == 1e-2);
+  CHECK(!file.value().rules[0].approx->of(DType::F16).has_value());
+  CHECK(file.value().rules[1].approx.has_value());  // assoc-rev
+  CHECK(!file.value().rules[2].approx.has_value());
+  const auto approx = rules::approximations(file.value());
+  CHECK(approx.size() == 2);
+  CHECK(approx.count("assoc-rev") == 1);
+
+  CHECK(error_of("(rewrite a ?x ?x :approx 1e-5)") ==
+        "bad.rules:1:26: error: :approx expects a list of floating dtypes and tolerances, like (f32 1e-5 bf16 1e-2)");
+  CHECK(error_of("(rewrite a ?x ?x :approx (i32 1))") ==
+        "bad.rules:1:27: error: :approx: 'i32' is not a floating dtype (f32, bf16 or f16); integers and bool are "
+        "always compared exactly");
+  CHECK(error_of("(rewrite a ?x ?x :approx (f32 -1))") ==
+        "bad.rules:1:31: error: :approx: bad tolerance '-1' for f32 (expected a relative tolerance greater than 0 "
+        "and below 1, like 1e-5)");
+  CHECK(error_of("(rewrite a ?x ?x :approx (f32 nan))").find("bad tolerance 'nan'") != std::string::npos);
+  CHECK(error_of("(rewrite a ?x ?x :approx (f32 1e-5 f32 1e-4))") ==
+        "bad.rules:1:36: error: :approx: f32 is given twice");
+  CHECK(error_of("(rewrite a ?x ?x :approx (f32 1e-5) :approx (f32 1e-4))") ==
+        "bad.rules:1:37: error: :approx is given twice");
+}
+
 TEST_CASE("rules that do not compile name the rule and the place") {
   // Pattern errors come from the pattern reader, at the offending token.
   CHECK(error_of("(rewrite a (+ ?x 0) ?x :when (is-positive ?x))") ==

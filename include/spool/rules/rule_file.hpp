@@ -3,15 +3,22 @@
 //
 //   ; a comment
 //   (ruleset fusion)
-//   (rewrite NAME LHS RHS [:ruleset R] [:when (GUARD ?x ...)]...)
+//   (rewrite NAME LHS RHS [:ruleset R] [:when (GUARD ?x ...)]... [:approx (DTYPE TOL...)])
 //   (birewrite NAME LHS RHS ...)          ; also NAME-rev, right to left
 //   (rule NAME :match (PATTERN | (= ?x PATTERN) ...)
 //              [:when (GUARD ?x ...)]...
 //              :actions ((union ?x PATTERN) | (apply APPLIER ?x ...) ...)
-//              [:ruleset R])
+//              [:ruleset R] [:approx (DTYPE TOL...)])
 //   (include "other.rules")               ; relative to this file
 //   (schedule (seq (saturate (run algebra)) (run fusion 3)))
 //   (check NAME INPUT => EXPECTED)        ; INPUT must become equal to EXPECTED
+//
+// `:approx (f32 1e-5 bf16 1e-2)` declares a rule that is only approximately
+// right in floating point (reassociation, say): the soundness checker
+// compares its sides within those relative tolerances (dtypes not listed
+// exactly) and reports it as approximate; every other rule must be exact.
+// Integer constants in patterns must fit their dtype and float constants be
+// exactly representable in theirs.
 //
 // Patterns are the e-graph's S-expression patterns (`(op[attr] child...)`,
 // `?x` variables, `_` wildcards). Rules without :ruleset go to `default`.
@@ -19,9 +26,11 @@
 
 #include <spool/egraph/rule.hpp>
 #include <spool/egraph/runner.hpp>
+#include <spool/ir/dtype.hpp>
 #include <spool/support/diagnostic.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,9 +39,23 @@
 
 namespace spool::rules {
 
+// The tolerances a rule declared with `:approx`: relative error allowed per
+// floating dtype (a dtype not listed is compared exactly).
+struct Approximation {
+  SourceLoc loc;
+  std::vector<std::pair<DType, double>> tolerance;
+
+  std::optional<double> of(DType dtype) const {
+    for (const auto& [d, tol] : tolerance)
+      if (d == dtype) return tol;
+    return std::nullopt;
+  }
+};
+
 struct RuleDecl {
   std::string ruleset;
   egraph::RuleSpec spec;
+  std::optional<Approximation> approx;
 };
 
 struct CheckDecl {
@@ -62,6 +85,9 @@ struct RuleFile {
 [[nodiscard]] Result<std::vector<egraph::RuleSet>> compile_rules(const RuleFile& file, egraph::Language& language,
                                                                 const egraph::Registry& registry,
                                                                 const egraph::ParseOptions& options = {});
+
+// The approximate rules of `file` by rule name (a birewrite's two rules both).
+std::map<std::string, Approximation> approximations(const RuleFile& file);
 
 // The schedule to run: the file's, or every ruleset saturated in turn.
 egraph::Schedule schedule_of(const RuleFile& file);
