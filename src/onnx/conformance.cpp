@@ -72,7 +72,14 @@ TestResult run_test(const std::string& test_dir, const target::NpuConfig& config
     if (sets.empty()) fail("{}: no test_data_set_N folder", test_dir);
     for (const std::string& set : sets) {
       ImportOptions import_options;
-      import_options.input_values = read_inputs_dir(set);
+      try {
+        import_options.input_values = read_inputs_dir(set);
+      } catch (const std::exception&) {
+        // Data that is not a tensor (a sequence, an optional): the model's
+        // own inputs say what is unsupported, if anything; else the data is bad.
+        import_file(model);
+        throw;
+      }
       const Imported imported = import_file(model, import_options);
       if (!imported_once) result.ops.assign(imported.ops.begin(), imported.ops.end());
       imported_once = true;

@@ -108,7 +108,6 @@ interp::HostTensor tensor_value(const ::onnx::TensorProto& proto, const std::str
     n *= d;
   }
   if (proto.has_segment()) throw Unsupported(fmt::format("{}: not supported: segmented tensors", what), "segment");
-  interp::HostTensor value(*dtype, shape);
   const bool external = proto.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL;
   if (external || proto.has_raw_data()) {
     const std::string raw = external ? external_bytes(proto, base_dir, what) : proto.raw_data();
@@ -116,6 +115,7 @@ interp::HostTensor tensor_value(const ::onnx::TensorProto& proto, const std::str
     if (static_cast<int64_t>(raw.size()) != n * width)
       fail("{}: {} bytes of data for {} {} elements ({} bytes)", what, raw.size(), shape_str(shape),
            onnx_type_name(type), n * width);
+    interp::HostTensor value(*dtype, shape);
     for (int64_t i = 0; i < n; ++i) {
       switch (*dtype) {
         case DType::F32: value.set(i, load<float>(raw, i)); break;
@@ -132,6 +132,11 @@ interp::HostTensor tensor_value(const ::onnx::TensorProto& proto, const std::str
     if (count != n)
       fail("{}: {} holds {} values for {} ({} elements)", what, field, count, shape_str(shape), n);
   };
+  const int64_t stored = *dtype == DType::F32 ? proto.float_data_size()
+                         : *dtype == DType::I64 ? proto.int64_data_size()
+                                                : proto.int32_data_size();
+  expect(stored, *dtype == DType::F32 ? "float_data" : *dtype == DType::I64 ? "int64_data" : "int32_data");
+  interp::HostTensor value(*dtype, shape);
   switch (*dtype) {
     case DType::F32:
       expect(proto.float_data_size(), "float_data");
@@ -445,7 +450,14 @@ Imported import_bytes(const std::string& bytes, const std::string& what, const s
   for (const auto& o : model.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   }
-  if (opset < 0) fail("{}: imports no opset of the default domain (ai.onnx)", what);
+  if (opset < 0) {
+    for (const auto& node : model.graph().node())
+      if (!node.domain().empty() && node.domain() != "ai.onnx")
+        throw Unsupported(fmt::format("{}: not supported: op domain '{}' (only the default domain, ai.onnx)", what,
+                                      node.domain()),
+                          node.domain() + "." + node.op_type());
+    fail("{}: imports no opset of the default domain (ai.onnx)", what);
+  }
   if (opset > kMaxOpset)
     fail("{}: opset {} is newer than Spool's importer reads (ai.onnx opsets {} to {})", what, opset, kMinOpset,
          kMaxOpset);
@@ -504,6 +516,11 @@ Imported import_bytes(const std::string& bytes, const std::string& what, const s
       throw Unsupported(fmt::format("{}: not supported: op domain '{}' (only the default domain, ai.onnx)", node_where,
                                     node.domain()),
                         node.domain() + "." + node.op_type());
+    for (const auto& attr : node.attribute())
+      if (attr.name() == "broadcast" || attr.name() == "consumed_inputs" || attr.name() == "is_test")
+        throw Unsupported(fmt::format("{}: not supported: the legacy attribute '{}' (opsets before 7)", node_where,
+                                      attr.name()),
+                          node.op_type() + ": legacy attribute " + attr.name());
     if (!detail::handlers().contains(node.op_type()))
       throw Unsupported(node_where + ": not supported: Spool's importer has no mapping for this op", node.op_type());
     builder.convert(node, i);

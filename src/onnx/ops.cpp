@@ -452,7 +452,28 @@ Tensor matmul(NodeCtx& c, Tensor a, Tensor b) {
   return y;
 }
 
+// A slice of a 1-D constant (shape arithmetic), computed here: it may be empty.
+bool slice_constant_1d(NodeCtx& c, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                       const std::vector<int64_t>& steps) {
+  if (!c.value(0).constant || c.value(0).shape.size() != 1 || starts.size() != 1 || !is_integer(c.value(0).dtype))
+    return false;
+  const HostTensor& x = *c.value(0).constant;
+  const int64_t dim = x.size(), step = steps.empty() ? 1 : steps[0];
+  if (step != 1) return false;
+  const int64_t s = std::clamp(starts[0] < 0 ? starts[0] + dim : starts[0], int64_t{0}, dim);
+  const int64_t e = std::clamp(ends[0] < 0 ? ends[0] + dim : ends[0], int64_t{0}, dim);
+  std::vector<int64_t> out;
+  for (int64_t i = s; i < e; ++i) out.push_back(x.get_int(i));
+  HostTensor v(x.dtype(), {static_cast<int64_t>(out.size())});
+  for (size_t i = 0; i < out.size(); ++i) v.set_int(static_cast<int64_t>(i), out[i]);
+  c.out_constant(0, v);
+  return true;
+}
+
 void slice(NodeCtx& c) {
+  if (c.opset() >= 10 && c.is_constant(1) && c.is_constant(2) && !c.has_input(3) &&
+      slice_constant_1d(c, c.ints(1, "starts"), c.ints(2, "ends"), c.has_input(4) ? c.ints(4, "steps") : std::vector<int64_t>{}))
+    return;
   Tensor x = c.in(0);
   std::vector<int64_t> starts, ends, axes, steps;
   if (c.opset() < 10) {
@@ -764,6 +785,12 @@ void cumsum(NodeCtx& c) {
   c.out(0, axis == x.rank() - 1 ? y : y.permute(back));
 }
 
+// Output 0 is input 0: a constant stays one.
+void pass_through(NodeCtx& c) {
+  if (c.value(0).constant) c.out_constant(0, *c.value(0).constant);
+  else c.out(0, c.in(0));
+}
+
 std::map<std::string, Handler> make_handlers() {
   std::map<std::string, Handler> h;
   auto binary = [](char op) {
@@ -802,6 +829,12 @@ std::map<std::string, Handler> make_handlers() {
   h["Cos"] = unary_float([](NodeCtx&, const Tensor& x) { return nn::cos(x); });
   h["Tan"] = unary_float([](NodeCtx&, const Tensor& x) { return sin(x) / nn::cos(x); });
   h["Erf"] = unary_float([](NodeCtx&, const Tensor& x) { return erf(x); });
+  h["Round"] = unary_float([](NodeCtx&, const Tensor& x) {
+    // Halves to even.
+    const Tensor f = floor_of(x), d = x - f;
+    const Tensor up = f + 1.0;
+    return where(less_than(d, 0.5), f, where(less_than(0.5, d), up, where(equal(f % 2.0, 0.0), f, up)));
+  });
   h["Floor"] = unary_float([](NodeCtx&, const Tensor& x) { return floor_of(x); });
   h["Ceil"] = unary_float([](NodeCtx&, const Tensor& x) { return -floor_of(-x); });
   h["Softplus"] = unary_float([](NodeCtx&, const Tensor& x) { return nn::log(nn::exp(x) + 1.0); });
@@ -999,11 +1032,22 @@ std::map<std::string, Handler> make_handlers() {
     c.out(0, x);
   };
   h["Concat"] = [](NodeCtx& c) {
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < c.num_inputs(); ++i) {
-      const Tensor t = c.in(i);
-      if (t.numel() > 0) parts.push_back(t);
+    // 1-D integer constants (shape arithmetic), some maybe empty: joined here.
+    bool shape_values = c.num_inputs() > 0;
+    for (size_t i = 0; i < c.num_inputs(); ++i)
+      shape_values = shape_values && c.has_input(i) && c.value(i).constant && c.value(i).shape.size() == 1 &&
+                     c.value(i).dtype == c.value(0).dtype && is_integer(c.value(i).dtype);
+    if (shape_values) {
+      std::vector<int64_t> joined;
+      for (size_t i = 0; i < c.num_inputs(); ++i)
+        for (int64_t k = 0; k < c.value(i).constant->size(); ++k) joined.push_back(c.value(i).constant->get_int(k));
+      HostTensor v(c.value(0).dtype, {static_cast<int64_t>(joined.size())});
+      for (size_t k = 0; k < joined.size(); ++k) v.set_int(static_cast<int64_t>(k), joined[k]);
+      return c.out_constant(0, v);
     }
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < c.num_inputs(); ++i)
+      if (num_elements(c.value(i).shape) > 0) parts.push_back(c.in(i));
     if (parts.empty()) c.unsupported("a concat of empty tensors");
     const int64_t axis = norm_axis(c, c.attr_int("axis", 0), parts[0].rank());
     c.out(0, nn::concat(parts, axis));
@@ -1029,11 +1073,11 @@ std::map<std::string, Handler> make_handlers() {
     c.out(0, x.broadcast_to(broadcast_shapes(x.shape(), target, "Expand")));
   };
   h["Tile"] = tile;
-  h["Identity"] = [](NodeCtx& c) { c.outputs()[0] = c.value(0); };
+  h["Identity"] = pass_through;
   h["Dropout"] = [](NodeCtx& c) {
     if (c.has_input(2) && (!c.is_constant(2) || c.constant(2, "training_mode").get_int(0) != 0))
       c.unsupported("training mode");
-    c.outputs()[0] = c.value(0);
+    pass_through(c);
     if (c.wants_output(1)) {
       HostTensor mask(DType::Bool, c.value(0).shape);
       for (int64_t i = 0; i < mask.size(); ++i) mask.set_int(i, 1);

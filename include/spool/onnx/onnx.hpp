@@ -33,7 +33,7 @@
 namespace spool::onnx {
 
 // The default-domain opsets the importer reads (ai.onnx).
-inline constexpr int64_t kMinOpset = 7;
+inline constexpr int64_t kMinOpset = 1;
 inline constexpr int64_t kMaxOpset = 17;
 
 // A well-formed model that uses something the importer does not support.
