@@ -375,9 +375,18 @@ void Builder::convert(const ::onnx::NodeProto& node, int index) {
            index, node.name().empty() ? "" : " '" + node.name() + "'", node.op_type(), i, name);
     inputs.push_back(&it->second);
   }
-  if (fold(node, index, inputs)) return;
   NodeCtx ctx(*this, node, index, inputs);
-  handlers().at(node.op_type())(ctx);
+  try {
+    if (fold(node, index, inputs)) return;
+    handlers().at(node.op_type())(ctx);
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const Error& e) {
+    // The graph API's own errors (shapes that do not fit an op) get the node.
+    const std::string message = e.what();
+    if (message.starts_with(what_ + ":")) throw;
+    throw Error(ctx.where() + ": " + message);
+  }
   for (size_t i = 0; i < ctx.outputs().size(); ++i) {
     const std::string& name = node.output(static_cast<int>(i));
     if (name.empty()) continue;
