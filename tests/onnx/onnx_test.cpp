@@ -4,6 +4,7 @@
 // the node, its op and the reason.
 
 #include <spool/onnx/onnx.hpp>
+#include <spool/compile/compile.hpp>
 #include <spool/pipeline/pipeline.hpp>
 
 #include <onnx/onnx_pb.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <set>
 #include <variant>
 
 namespace {
@@ -350,3 +352,56 @@ TEST_CASE("malformed: input values that do not match the graph's inputs") {
   CHECK(import_error(mlp().bytes(), options) ==
         "m.onnx: an input value named 'nope' matches no graph input (the model has 1)");
 }
+
+// ---- foreign spellings ---------------------------------------------------------
+
+#ifdef SPOOL_ONNX_NODE_TESTS
+namespace {
+
+// The ops of the kernel-level program the default rules compile the test's model to.
+std::multiset<spool::Op> compiled_ops(const std::string& test, const std::vector<std::string>& rule_files) {
+  const std::string dir = std::string(SPOOL_ONNX_NODE_TESTS) + "/" + test;
+  spool::onnx::ImportOptions options;
+  options.input_values = spool::onnx::read_inputs_dir(dir + "/test_data_set_0");
+  const auto imported = spool::onnx::import_file(dir + "/model.onnx", options);
+  spool::compile::Options compile_options;
+  compile_options.rule_files = rule_files;
+  const spool::Graph program = spool::compile::run(imported.graph, compile_options).program;
+  std::multiset<spool::Op> ops;
+  for (const spool::NodeId id : program.live_ids()) ops.insert(program.node(id).op);
+  return ops;
+}
+
+const std::string kDefaultRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules";
+
+}  // namespace
+
+TEST_CASE("ONNX's expanded softmax compiles to the softmax kernel") {
+  for (const char* test : {"test_softmax_axis_1_expanded", "test_softmax_default_axis_expanded",
+                           "test_softmax_example_expanded", "test_softmax_large_number_expanded",
+                           "test_softmax_axis_0_expanded"}) {
+    INFO(test);
+    const auto ops = compiled_ops(test, {kDefaultRules});
+    CHECK(ops.count(spool::Op::Softmax) == 1);
+    CHECK(ops.count(spool::Op::Reduce) == 0);
+  }
+}
+
+TEST_CASE("ONNX's expanded layer normalization (one-pass variance) compiles to the layer_norm kernel") {
+  for (const char* test : {"test_layer_normalization_default_axis_expanded", "test_layer_normalization_2d_axis1_expanded",
+                           "test_layer_normalization_3d_axis2_epsilon_expanded",
+                           "test_layer_normalization_4d_axis_negative_1_expanded"}) {
+    INFO(test);
+    CHECK(compiled_ops(test, {kDefaultRules}).count(spool::Op::LayerNorm) == 1);
+  }
+  // Without the canonicalising rule, the one-pass variance is not the
+  // composite the layer-norm rule knows: the same schedule minus `canon`.
+  const std::string rules_dir = std::string(SPOOL_SOURCE_DIR) + "/rules/";
+  const std::string without = write("without_canon.rules",
+                                    "(include \"" + rules_dir + "loops.rules\")\n(include \"" + rules_dir +
+                                        "kernels.rules\")\n(include \"" + rules_dir + "norms.rules\")\n"
+                                        "(schedule (seq (saturate (run loops)) (run norms 1) (run half 1) "
+                                        "(run kernels 2) (run fusion 4) (run prologue 2) (run fusion 2)))\n");
+  CHECK(compiled_ops("test_layer_normalization_default_axis_expanded", {without}).count(spool::Op::LayerNorm) == 0);
+}
+#endif
