@@ -112,7 +112,7 @@ interp::HostTensor tensor_value(const ::onnx::TensorProto& proto, const std::str
   if (external || proto.has_raw_data()) {
     const std::string raw = external ? external_bytes(proto, base_dir, what) : proto.raw_data();
     const int64_t width = *dtype == DType::Bool ? 1 : dtype_bytes(*dtype);
-    if (static_cast<int64_t>(raw.size()) != n * width)
+    if (n > static_cast<int64_t>(raw.size()) || static_cast<int64_t>(raw.size()) != n * width)
       fail("{}: {} bytes of data for {} {} elements ({} bytes)", what, raw.size(), shape_str(shape),
            onnx_type_name(type), n * width);
     interp::HostTensor value(*dtype, shape);
@@ -441,12 +441,13 @@ std::pair<DType, Shape> value_type(const ::onnx::ValueInfoProto& info, const std
 Imported import_bytes(const std::string& bytes, const std::string& what, const std::string& base_dir,
                       const ImportOptions& options) {
   ::onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    fail("{}: {} bytes: a model of 2 GiB or more keeps its weights in external data files", what, bytes.size());
   {
     google::protobuf::io::ArrayInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
     google::protobuf::io::CodedInputStream coded(&stream);
     coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
-    if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) || !model.ParseFromCodedStream(&coded) ||
-        !coded.ConsumedEntireMessage())
+    if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
       fail("{}: not an ONNX model (the protobuf does not parse as onnx.ModelProto: truncated or another format)", what);
   }
   if (!model.has_graph()) fail("{}: not an ONNX model (no graph; truncated or another format)", what);

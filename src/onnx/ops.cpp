@@ -665,8 +665,13 @@ void constant_of_shape(NodeCtx& c) {
   HostTensor fill(DType::F32, {1});
   if (const auto* t = c.attr_tensor("value")) fill = tensor_value(*t, c.base_dir(), c.where() + ": attribute 'value'");
   if (fill.size() != 1) c.error("attribute 'value' must hold one element");
-  for (const int64_t d : dims)
+  int64_t elements = 1;
+  for (const int64_t d : dims) {
     if (d < 0) c.error("negative dimension {}", d);
+    if (d > (1 << 24) || (d > 0 && elements > (int64_t{1} << 24) / d))
+      c.unsupported("a constant of more than 2^24 elements ({})", fmt::format("{}", fmt::join(dims, ",")));
+    elements *= d;
+  }
   const Shape shape = to_shape(dims);
   if (num_elements(shape) == 0) c.unsupported("an empty tensor ({})", shape_str(shape));
   HostTensor v(fill.dtype(), shape);
@@ -685,7 +690,9 @@ void range(NodeCtx& c) {
   const DType dtype = s.dtype();
   const double start = s.get(0), limit = l.get(0), delta = d.get(0);
   if (delta == 0) c.error("delta is 0");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  const double count = std::ceil((limit - start) / delta);
+  if (!(count <= static_cast<double>(1 << 24))) c.unsupported("a range of {} elements", count);
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   if (n == 0) c.unsupported("an empty range");
   HostTensor v(dtype, {n});
   for (int64_t i = 0; i < n; ++i) {
@@ -731,8 +738,10 @@ void batch_norm(NodeCtx& c) {
 void one_hot(NodeCtx& c) {
   Tensor idx = c.in(0);
   const HostTensor& depth_t = c.constant(1, "depth");
-  const int64_t depth = is_float(depth_t.dtype()) ? static_cast<int64_t>(depth_t.get(0)) : depth_t.get_int(0);
-  if (depth <= 0) c.unsupported("depth {}", depth);
+  if (depth_t.size() != 1) c.error("depth must hold one value");
+  const double depth_value = is_float(depth_t.dtype()) ? depth_t.get(0) : static_cast<double>(depth_t.get_int(0));
+  if (!(depth_value >= 1 && depth_value <= static_cast<double>(1 << 24))) c.unsupported("depth {}", depth_value);
+  const int64_t depth = static_cast<int64_t>(depth_value);
   const Tensor vals = c.in(2);
   if (vals.numel() != 2) c.error("values must hold [off, on]");
   if (!is_integer(idx.dtype())) {
