@@ -202,11 +202,30 @@ std::pair<Tensor, Shape> axis_last(const Tensor& x, int64_t axis) {
   return {axis == x.rank() - 1 ? x : x.permute(perm), back};
 }
 
-Tensor arg_extreme(NodeCtx& c, const Tensor& x, int64_t axis, bool largest) {
+Tensor take(const Tensor& data, Tensor idx, int64_t axis);
+
+// The index of the largest (smallest) element along the axis, the first of
+// equal ones, or with `last` the last: top-k of the axis read backwards.
+Tensor arg_extreme(NodeCtx& c, const Tensor& x, int64_t axis, bool largest, bool last = false) {
   if (x.dtype() == DType::Bool) c.unsupported("{} of bool", c.op());
-  auto [last, back] = axis_last(x, axis);
-  const Tensor idx = topk_indices(largest ? last : -last, 1);
+  const int64_t n = x.dim(axis);
+  const Tensor reversed_at = iota(c.graph(), {n}, 0, DType::I64) * -1.0 + static_cast<double>(n - 1);
+  const Tensor source = last ? take(x, reversed_at, axis) : x;
+  auto [moved, back] = axis_last(source, axis);
+  Tensor idx = topk_indices(largest ? moved : -moved, 1);
+  if (last) idx = idx * -1.0 + static_cast<double>(n - 1);
   return axis == x.rank() - 1 ? idx : idx.permute(back);
+}
+
+// Mean over several axes, kept as size 1.
+Tensor mean_over(const Tensor& x, const std::vector<int64_t>& axes) {
+  Tensor y = x;
+  int64_t count = 1;
+  for (const int64_t a : axes) {
+    y = y.sum(a, true);
+    count *= x.dim(a);
+  }
+  return y * (1.0 / static_cast<double>(count));
 }
 
 // Softmax-family ops: opsets before 13 coerce the input to 2-D at `axis`.
@@ -837,6 +856,16 @@ std::map<std::string, Handler> make_handlers() {
   h["Sin"] = unary_float([](NodeCtx&, const Tensor& x) { return sin(x); });
   h["Cos"] = unary_float([](NodeCtx&, const Tensor& x) { return nn::cos(x); });
   h["Tan"] = unary_float([](NodeCtx&, const Tensor& x) { return sin(x) / nn::cos(x); });
+  h["Sinh"] = unary_float([](NodeCtx&, const Tensor& x) { return (nn::exp(x) - nn::exp(-x)) * 0.5; });
+  h["Cosh"] = unary_float([](NodeCtx&, const Tensor& x) { return (nn::exp(x) + nn::exp(-x)) * 0.5; });
+  h["Asinh"] = unary_float([](NodeCtx&, const Tensor& x) {
+    // Odd: log(|x| + sqrt(x^2 + 1)) with x's sign, free of cancellation for x < 0.
+    const Tensor ax = absolute(x);
+    const Tensor y = nn::log(ax + sqrt(ax * ax + 1.0));
+    return where(less_than(x, 0.0), -y, y);
+  });
+  h["Acosh"] = unary_float([](NodeCtx&, const Tensor& x) { return nn::log(x + sqrt(x * x - 1.0)); });
+  h["Atanh"] = unary_float([](NodeCtx&, const Tensor& x) { return nn::log((1.0 + x) / (1.0 - x)) * 0.5; });
   h["Erf"] = unary_float([](NodeCtx&, const Tensor& x) { return erf(x); });
   h["Round"] = unary_float([](NodeCtx&, const Tensor& x) {
     // Halves to even.
@@ -976,6 +1005,66 @@ std::map<std::string, Handler> make_handlers() {
     });
   };
   h["LayerNormalization"] = layer_normalization;
+  auto global_pool = [](bool max) {
+    return [max](NodeCtx& c) {
+      Tensor x = c.in(0);
+      c.expect_float(x, "X");
+      if (x.rank() < 3) c.error("X must be [N, C, spatial...], got {}", shape_str(x.shape()));
+      std::vector<int64_t> axes;
+      for (int64_t a = 2; a < x.rank(); ++a) axes.push_back(a);
+      if (max) {
+        for (const int64_t a : axes) x = x.max(a, true);
+        c.out(0, x);
+      } else {
+        c.out(0, mean_over(x, axes));
+      }
+    };
+  };
+  h["GlobalAveragePool"] = global_pool(false);
+  h["GlobalMaxPool"] = global_pool(true);
+  h["MeanVarianceNormalization"] = [](NodeCtx& c) {
+    // The op's function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9).
+    const Tensor x = c.in(0);
+    c.expect_float(x, "X");
+    std::vector<int64_t> axes = c.has_attr("axes") ? c.attr_ints("axes") : std::vector<int64_t>{0, 2, 3};
+    for (int64_t& a : axes) a = norm_axis(c, a, x.rank());
+    const Tensor mean = mean_over(x, axes);
+    const Tensor variance = mean_over(x * x, axes) - mean * mean;
+    c.out(0, (x - mean) / (sqrt(variance) + 1e-9));
+  };
+  h["EyeLike"] = [](NodeCtx& c) {
+    const Value& v = c.value(0);
+    if (v.shape.size() != 2) c.error("input must be 2-D, got {}", shape_str(v.shape));
+    const DType dtype = c.has_attr("dtype") ? cast_target(c, static_cast<int>(c.attr_int("dtype", 1))) : v.dtype;
+    const int64_t k = c.attr_int("k", 0);
+    HostTensor eye(dtype, v.shape);
+    for (int64_t i = 0; i < v.shape[0]; ++i) {
+      const int64_t j = i + k;
+      if (j >= 0 && j < v.shape[1]) eye.set(i * v.shape[1] + j, 1.0);
+    }
+    c.out_constant(0, eye);
+  };
+  h["DepthToSpace"] = [](NodeCtx& c) {
+    const Tensor x = c.in(0);
+    const int64_t b = c.attr_int("blocksize", 0);
+    if (x.rank() != 4) c.error("input must be [N, C, H, W], got {}", shape_str(x.shape()));
+    const int64_t n = x.dim(0), ch = x.dim(1), h = x.dim(2), w = x.dim(3);
+    if (b <= 0 || ch % (b * b) != 0) c.error("blocksize {} does not divide {} channels in squares", b, ch);
+    const std::string mode = c.attr_string("mode", "DCR");
+    Tensor y;
+    if (mode == "DCR") y = x.reshape({n, b, b, ch / (b * b), h, w}).permute({0, 3, 4, 1, 5, 2});
+    else if (mode == "CRD") y = x.reshape({n, ch / (b * b), b, b, h, w}).permute({0, 1, 4, 2, 5, 3});
+    else c.error("mode '{}' (DCR or CRD)", mode);
+    c.out(0, y.reshape({n, ch / (b * b), h * b, w * b}));
+  };
+  h["SpaceToDepth"] = [](NodeCtx& c) {
+    const Tensor x = c.in(0);
+    const int64_t b = c.attr_int("blocksize", 0);
+    if (x.rank() != 4) c.error("input must be [N, C, H, W], got {}", shape_str(x.shape()));
+    const int64_t n = x.dim(0), ch = x.dim(1), h = x.dim(2), w = x.dim(3);
+    if (b <= 0 || h % b != 0 || w % b != 0) c.error("blocksize {} does not divide {}x{}", b, h, w);
+    c.out(0, x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4}).reshape({n, ch * b * b, h / b, w / b}));
+  };
   h["BatchNormalization"] = batch_norm;
   h["ReduceSum"] = [](NodeCtx& c) { reduce(c, ReduceKind::Sum); };
   h["ReduceMean"] = [](NodeCtx& c) { reduce(c, ReduceKind::Mean); };
@@ -989,9 +1078,8 @@ std::map<std::string, Handler> make_handlers() {
   auto arg = [](bool largest) {
     return [largest](NodeCtx& c) {
       const Tensor x = c.in(0);
-      if (c.attr_int("select_last_index", 0) != 0) c.unsupported("select_last_index = 1");
       const int64_t axis = norm_axis(c, c.attr_int("axis", 0), x.rank());
-      Tensor idx = arg_extreme(c, x, axis, largest);
+      Tensor idx = arg_extreme(c, x, axis, largest, c.attr_int("select_last_index", 0) != 0);
       if (c.attr_int("keepdims", 1) == 0) idx = idx.squeeze(axis);
       c.out(0, idx);
     };
