@@ -819,6 +819,39 @@ void pass_through(NodeCtx& c) {
   else c.out(0, c.in(0));
 }
 
+// NegativeLogLikelihoodLoss of log-probabilities x [N, C, d...] at
+// target [N, d...], weighted by weight[target] (input `w`, optional),
+// targets equal to ignore_index count as weight 0; reduced by `reduction`.
+Tensor nll_loss(NodeCtx& c, const Tensor& x, const Tensor& target, size_t weight_input) {
+  c.expect_float(x, "input");
+  if (!is_integer(target.dtype())) c.error("target must be i32 or i64");
+  if (x.rank() < 2 || target.rank() != x.rank() - 1) c.error("input {} and target {} do not fit", shape_str(x.shape()), shape_str(target.shape()));
+  const std::string reduction = c.attr_string("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean") c.error("reduction '{}'", reduction);
+  Tensor t = target;
+  std::optional<Tensor> ignored;
+  if (c.has_attr("ignore_index")) {
+    ignored = equal(t, static_cast<double>(c.attr_int("ignore_index", 0)));
+    t = where(*ignored, constant(c.graph(), 0.0, t.dtype(), t.shape()), t);
+  }
+  const Tensor picked = gather(x, t.unsqueeze(1), 1).squeeze(1);
+  std::optional<Tensor> w;
+  if (c.has_input(weight_input)) w = take(c.in(weight_input), t, 0);
+  if (ignored) {
+    const Tensor base = w ? *w : constant(c.graph(), 1.0, x.dtype(), t.shape());
+    w = where(*ignored, constant(c.graph(), 0.0, x.dtype(), t.shape()), base);
+  }
+  const Tensor loss = w ? -(picked * *w) : -picked;
+  if (reduction == "none") return loss;
+  auto total = [](Tensor v) {
+    while (v.rank() > 0) v = v.sum(0);
+    return v;
+  };
+  if (reduction == "sum") return total(loss);
+  if (w) return total(loss) / total(*w);
+  return total(loss) * (1.0 / static_cast<double>(loss.numel()));
+}
+
 std::map<std::string, Handler> make_handlers() {
   std::map<std::string, Handler> h;
   auto binary = [](char op) {
@@ -1005,6 +1038,15 @@ std::map<std::string, Handler> make_handlers() {
     });
   };
   h["LayerNormalization"] = layer_normalization;
+  h["NegativeLogLikelihoodLoss"] = [](NodeCtx& c) { c.out(0, nll_loss(c, c.in(0), c.in(1), 2)); };
+  h["SoftmaxCrossEntropyLoss"] = [](NodeCtx& c) {
+    const Tensor scores = c.in(0);
+    c.expect_float(scores, "scores");
+    if (scores.rank() < 2) c.error("scores must be [N, C, ...], got {}", shape_str(scores.shape()));
+    const Tensor log_prob = log_softmax(scores, 1);
+    c.out(0, nll_loss(c, log_prob, c.in(1), 2));
+    if (c.wants_output(1)) c.out(1, log_prob);
+  };
   auto global_pool = [](bool max) {
     return [max](NodeCtx& c) {
       Tensor x = c.in(0);
