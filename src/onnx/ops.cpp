@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -513,8 +514,10 @@ void slice(NodeCtx& c) {
     c.error("starts, ends, axes and steps differ in length");
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t axis = norm_axis(c, axes[i], x.rank());
-    const int64_t dim = x.dim(axis), step = steps[i];
-    if (step == 0) c.error("step 0 on axis {}", axis);
+    const int64_t dim = x.dim(axis);
+    if (steps[i] == 0) c.error("step 0 on axis {}", axis);
+    // A step longer than the axis takes at most one element, as the axis' length + 1 does.
+    const int64_t step = std::clamp(steps[i], -(dim + 1), dim + 1);
     auto clampi = [](int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(hi, v)); };
     int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
     int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
@@ -555,6 +558,7 @@ void split(NodeCtx& c) {
   int64_t total = 0;
   for (const int64_t s : sizes) {
     if (s <= 0) c.unsupported("an empty or negative part ({})", s);
+    if (s > x.dim(axis)) c.error("a part of {} is longer than axis {} ({})", s, axis, x.dim(axis));
     total += s;
   }
   if (total != x.dim(axis)) c.error("parts sum to {} but axis {} has {}", total, axis, x.dim(axis));
@@ -581,6 +585,8 @@ void reshape(NodeCtx& c) {
     } else if (shape[i] < 0) {
       c.error("shape entry {} is {}", i, shape[i]);
     } else {
+      if (shape[i] > 0 && known > std::numeric_limits<int64_t>::max() / shape[i])
+        c.error("cannot reshape {} to [{}]", shape_str(x.shape()), fmt::format("{}", fmt::join(shape, ",")));
       known *= shape[i];
     }
   }
@@ -645,7 +651,7 @@ void tile(NodeCtx& c) {
   Shape view, expanded, final;
   for (int64_t i = 0; i < x.rank(); ++i) {
     const int64_t r = reps[static_cast<size_t>(i)];
-    if (r <= 0) c.unsupported("repeat count {}", r);
+    if (r <= 0 || r > (1 << 24)) c.unsupported("repeat count {}", r);
     view.push_back(1);
     view.push_back(x.dim(i));
     expanded.push_back(r);
@@ -1209,6 +1215,8 @@ std::map<std::string, Handler> make_handlers() {
   h["Expand"] = [](NodeCtx& c) {
     const Tensor x = c.in(0);
     const Shape target = to_shape(c.ints(1, "shape"));
+    for (const int64_t d : target)
+      if (d < 0 || d > (1 << 24)) c.unsupported("a target dimension of {}", d);
     c.out(0, x.broadcast_to(broadcast_shapes(x.shape(), target, "Expand")));
   };
   h["Tile"] = tile;
@@ -1246,6 +1254,8 @@ std::map<std::string, Handler> make_handlers() {
     double value = c.opset() < 11 ? c.attr_float("value", 0.0) : 0.0;
     if (c.opset() >= 11 && c.has_input(2)) value = c.constant(2, "constant_value").get(0);
     const int64_t r = x.rank();
+    for (const int64_t p : pads)
+      if (p < -(1 << 24) || p > (1 << 24)) c.unsupported("a pad of {}", p);
     std::vector<int64_t> full(static_cast<size_t>(2 * r), 0);
     if (c.has_input(3)) {
       const auto axes = c.ints(3, "axes");
