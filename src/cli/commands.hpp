@@ -79,7 +79,9 @@ struct OnnxRun {
   bool no_roll = false;
   PrintAfter print;
 };
-bool is_onnx_model(const std::string& model);
+// True for MODEL.onnx; fails on the run command's options that do not
+// apply to it (or --inputs and --dim given for a built-in model).
+bool check_onnx_run_options(const CLI::App& run_cmd, const std::string& model);
 std::shared_ptr<OnnxRunOptions> add_onnx_run_options(CLI::App* cmd);
 void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run);
 

@@ -59,7 +59,20 @@ void print_imported(const onnx::Imported& m, const std::string& path) {
 
 }  // namespace
 
-bool is_onnx_model(const std::string& model) { return model.ends_with(".onnx"); }
+bool check_onnx_run_options(const CLI::App& run_cmd, const std::string& model) {
+  const bool onnx = model.ends_with(".onnx");
+  if (!onnx) {
+    for (const char* flag : {"--inputs", "--dim"})
+      if (run_cmd.count(flag) > 0) fail("{} applies to MODEL.onnx only, not to the built-in model {}", flag, model);
+    return false;
+  }
+  for (const char* flag : {"--size", "--layers", "--phase", "--seq", "--context", "--dtype", "--weights", "--tokens",
+                           "--dump-logits", "--check-logits", "--search", "--timing-only", "--ignore-capacity",
+                           "--trace", "--kernels", "--interp", "--dot", "--hlir"})
+    if (run_cmd.count(flag) > 0)
+      fail("{} does not apply to an ONNX model (its shapes and values come from the file and --inputs)", flag);
+  return true;
+}
 
 std::shared_ptr<OnnxRunOptions> add_onnx_run_options(CLI::App* cmd) {
   auto options = std::make_shared<OnnxRunOptions>();

@@ -502,7 +502,7 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_option("--hlir", options->hlir_file, "Write the HLIR in text form");
   const auto onnx_options = add_onnx_run_options(run_cmd);
   run_cmd->callback([options, run_cmd, onnx_options] {
-    if (is_onnx_model(options->model))
+    if (check_onnx_run_options(*run_cmd, options->model))
       return run_onnx(*onnx_options, {options->model, options->npu, options->rules, options->seed, options->json_file,
                                       options->no_roll, options->print});
     options->size_given = run_cmd->count("--size") > 0;
