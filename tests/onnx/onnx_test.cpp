@@ -405,3 +405,81 @@ TEST_CASE("ONNX's expanded layer normalization (one-pass variance) compiles to t
   CHECK(compiled_ops("test_layer_normalization_default_axis_expanded", {without}).count(spool::Op::LayerNorm) == 0);
 }
 #endif
+
+// ---- Einsum (ONNX's backend tests for it are in double, which Spool lacks) ------
+
+namespace {
+
+// Einsum of a [2,3] (or [4,2,3] with a batch) and b, imported, run on the
+// interpreter; returns the inputs and the output.
+struct EinsumRun {
+  spool::interp::Env env;
+  spool::interp::HostTensor out;
+};
+EinsumRun einsum(const std::string& equation, std::vector<Dim> a, std::vector<Dim> b, std::vector<Dim> out) {
+  Model m(12);
+  m.input("a", a);
+  if (!b.empty()) m.input("b", b);
+  m.output("y", out);
+  auto& n = m.node("Einsum", b.empty() ? std::vector<std::string>{"a"} : std::vector<std::string>{"a", "b"}, {"y"});
+  auto* attr = n.add_attribute();
+  attr->set_name("equation");
+  attr->set_type(::onnx::AttributeProto_AttributeType_STRING);
+  attr->set_s(equation);
+  const auto imported = spool::onnx::import_bytes(m.bytes(), "einsum.onnx", ".");
+  EinsumRun run;
+  run.env = spool::onnx::run_inputs(imported, 5);
+  run.out = spool::interp::run(imported.graph, run.env).at("y");
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("Einsum in its matmul-shaped forms computes what the equation says") {
+  {
+    const auto r = einsum("ij,jk->ik", {int64_t{2}, int64_t{3}}, {int64_t{3}, int64_t{4}}, {int64_t{2}, int64_t{4}});
+    const auto &a = r.env.at("a"), &b = r.env.at("b");
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 4; ++k) {
+        double acc = 0;
+        for (int j = 0; j < 3; ++j) acc += a.get(i * 3 + j) * b.get(j * 4 + k);
+        CHECK(r.out.get(i * 4 + k) == doctest::Approx(acc).epsilon(1e-6));
+      }
+  }
+  {
+    // B transposed, batch axes from an ellipsis.
+    const auto r = einsum("...ik,...jk->...ij", {int64_t{4}, int64_t{2}, int64_t{3}},
+                          {int64_t{4}, int64_t{5}, int64_t{3}}, {int64_t{4}, int64_t{2}, int64_t{5}});
+    const auto &a = r.env.at("a"), &b = r.env.at("b");
+    REQUIRE(r.out.shape() == spool::Shape{4, 2, 5});
+    for (int p = 0; p < 4; ++p)
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 5; ++j) {
+          double acc = 0;
+          for (int k = 0; k < 3; ++k) acc += a.get(p * 6 + i * 3 + k) * b.get(p * 15 + j * 3 + k);
+          CHECK(r.out.get(p * 10 + i * 5 + j) == doctest::Approx(acc).epsilon(1e-6));
+        }
+  }
+  {
+    // Inner product (implicit output: no free index), a sum and a transpose.
+    const auto inner = einsum("i,i", {int64_t{3}}, {int64_t{3}}, {});
+    double acc = 0;
+    for (int i = 0; i < 3; ++i) acc += inner.env.at("a").get(i) * inner.env.at("b").get(i);
+    CHECK(inner.out.get(0) == doctest::Approx(acc).epsilon(1e-6));
+    const auto sum = einsum("ij->i", {int64_t{2}, int64_t{3}}, {}, {int64_t{2}});
+    CHECK(sum.out.get(1) == doctest::Approx(sum.env.at("a").get(3) + sum.env.at("a").get(4) + sum.env.at("a").get(5)).epsilon(1e-6));
+    const auto t = einsum("ij->ji", {int64_t{2}, int64_t{3}}, {}, {int64_t{3}, int64_t{2}});
+    CHECK(t.out.get(1) == t.env.at("a").get(3));  // out[0][1] = a[1][0]
+  }
+  bool unsupported = false;
+  Model m(12);
+  m.input("a", {int64_t{3}, int64_t{3}}).output("y", {int64_t{3}});
+  auto& n = m.node("Einsum", {"a"}, {"y"}, "diag");
+  auto* attr = n.add_attribute();
+  attr->set_name("equation");
+  attr->set_type(::onnx::AttributeProto_AttributeType_STRING);
+  attr->set_s("ii->i");
+  CHECK(import_error(m.bytes(), {}, &unsupported) ==
+        "m.onnx: node 0 'diag' (Einsum): not supported: equation 'ii->i': an index repeated in one operand (a diagonal)");
+  CHECK(unsupported);
+}
