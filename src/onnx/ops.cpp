@@ -1070,6 +1070,21 @@ std::map<std::string, Handler> make_handlers() {
   };
   h["GlobalAveragePool"] = global_pool(false);
   h["GlobalMaxPool"] = global_pool(true);
+  h["InstanceNormalization"] = [](NodeCtx& c) {
+    const Tensor x = c.in(0);
+    c.expect_float(x, "input");
+    if (x.rank() < 3) c.error("input must be [N, C, spatial...], got {}", shape_str(x.shape()));
+    std::vector<int64_t> axes;
+    Shape view{x.dim(1)};
+    for (int64_t a = 2; a < x.rank(); ++a) {
+      axes.push_back(a);
+      view.push_back(1);
+    }
+    const Tensor centered = x - mean_over(x, axes);
+    const Tensor variance = mean_over(centered * centered, axes);
+    const Tensor y = centered * recip(sqrt(variance + c.attr_float("epsilon", 1e-5)));
+    c.out(0, y * c.in(1).reshape(view) + c.in(2).reshape(view));
+  };
   h["MeanVarianceNormalization"] = [](NodeCtx& c) {
     // The op's function body: (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9).
     const Tensor x = c.in(0);
