@@ -308,8 +308,9 @@ Tensor Builder::materialise(Value& value) {
 }
 
 namespace {
-// Ops whose outputs are never folded: none depend on anything but their
-// inputs, but folding a large value would copy it into a weight.
+// A node is folded only when its constant inputs hold at most this many
+// elements: every supported op depends on its inputs alone, but folding a
+// large value would copy it into a weight.
 constexpr int64_t kFoldElements = 1 << 16;
 }  // namespace
 
