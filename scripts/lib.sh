@@ -7,13 +7,16 @@ SPOOL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian packages the build needs. Keep in step with README.md. clang and
 # its runtime libraries (libFuzzer, ASan, UBSan: libclang-rt-dev, only a
-# recommendation of clang's) build the fuzz targets (tests/fuzz).
+# recommendation of clang's) build the fuzz targets (tests/fuzz). The ONNX
+# importer reads models with libonnx-dev's protobuf classes; libonnx-testdata
+# holds ONNX's backend test data, which the conformance test runs.
 SPOOL_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libboost-dev libboost-graph-dev libtbb-dev
   doctest-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
   graphviz llvm-15-tools python3
   clang libclang-rt-dev
+  libonnx-dev libprotobuf-dev libonnx-testdata
 )
 
 spool_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

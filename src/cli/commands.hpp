@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,5 +81,26 @@ void add_models_command(CLI::App& app);
 void add_rules_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_fuzz_command(CLI::App& app);
+void add_onnx_commands(CLI::App& app);  // import, conformance
+
+// `spool run MODEL.onnx` (onnx_command.cpp): the options only an ONNX model
+// takes, registered on the run command, and the run itself.
+struct OnnxRunOptions {
+  std::string inputs_dir;
+  std::vector<std::string> dims;
+};
+struct OnnxRun {
+  std::string model, npu;
+  std::vector<std::string> rules;
+  uint64_t seed = 0;
+  std::string json_file;
+  bool no_roll = false;
+  PrintAfter print;
+};
+// True for MODEL.onnx; fails on the run command's options that do not
+// apply to it (or --inputs and --dim given for a built-in model).
+bool check_onnx_run_options(const CLI::App& run_cmd, const std::string& model);
+std::shared_ptr<OnnxRunOptions> add_onnx_run_options(CLI::App* cmd);
+void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run);
 
 }  // namespace spool::cli

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   spool::cli::add_sim_command(app);
   spool::cli::add_text_commands(app);
   spool::cli::add_fuzz_command(app);
+  spool::cli::add_onnx_commands(app);
 
 #ifdef SPOOL_FAULT_INJECTION
   // A fault-injection build (fault.hpp): --plant-fault NAME plants one of

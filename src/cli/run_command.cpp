@@ -494,7 +494,7 @@ int64_t parameter_count(const Graph& graph) {
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run_cmd = app.add_subcommand("run", "Build an example model and run it");
-  run_cmd->add_option("model", options->model, "Model name, or NAME:VARIANT (see `spool models`)")->required();
+  run_cmd->add_option("model", options->model, "Model name, or NAME:VARIANT (see `spool models`), or MODEL.onnx")->required();
   add_model_options(run_cmd, options->model_options);
   add_print_options(run_cmd, options->print);
   run_cmd->add_option("--weights", options->weights_dir,
@@ -529,7 +529,11 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   run_cmd->add_option("--dot", options->dot_file, "Write a Graphviz picture of the HLIR");
   run_cmd->add_option("--hlir", options->hlir_file, "Write the HLIR in text form");
-  run_cmd->callback([options, run_cmd] {
+  const auto onnx_options = add_onnx_run_options(run_cmd);
+  run_cmd->callback([options, run_cmd, onnx_options] {
+    if (check_onnx_run_options(*run_cmd, options->model))
+      return run_onnx(*onnx_options, {options->model, options->npu, options->rules, options->seed, options->json_file,
+                                      options->no_roll, options->print});
     options->size_given = run_cmd->count("--size") > 0;
     // --interp runs the HLIR on the interpreter alone: options of the
     // compile, the lowering and the simulation would be ignored.

@@ -42,6 +42,14 @@ TEST_CASE("every shipped rule is sound and every inline check holds") {
         CHECK(r.detail == "loop markers are not checked on tensors (roll::unroll defines them)");
         continue;
       }
+      if (r.rule == "variance-two-pass") {
+        // Canonicalises a one-pass variance (norms.rules says why it is not
+        // exact); a multi-pattern rule. tests/onnx checks the kernels it
+        // leads to against ONNX's reference outputs.
+        CHECK(r.status == rules::SoundnessResult::Status::NotChecked);
+        CHECK(r.detail == "multi-pattern rules are not checked");
+        continue;
+      }
       CHECK((r.status == rules::SoundnessResult::Status::Sound || r.status == rules::SoundnessResult::Status::Approximate));
       CHECK(r.trials >= 8);
       CHECK(r.samples >= r.trials);
