@@ -56,6 +56,7 @@ void run_compile(const CompileCommandOptions& o) {
   std::printf("egraph     %zu e-graphs for %zu regions, %zu nodes, %zu classes, %zu iterations, stop %s\n",
               r.egraph.egraphs, r.egraph.regions, r.egraph.nodes, r.egraph.classes, r.egraph.iterations,
               std::string(egraph::stop_reason_name(r.egraph.stop)).c_str());
+  for (const std::string& line : r.egraph.budget_stops) std::printf("egraph     budget: %s\n", line.c_str());
   std::printf("program    %zu nodes (kernel-level, unrolled)\n", c.program.num_live());
   std::printf("time ms    roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, total %.1f\n", r.times.roll_ms,
               r.times.saturate_ms, r.times.extract_ms, r.times.unroll_ms, r.times.total_ms);

@@ -202,6 +202,7 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
   std::printf("egraph     %zu e-graph(s) for %zu regions: %zu nodes, %zu classes, %zu iterations, stop %s\n",
               c.egraph.egraphs, c.egraph.regions, c.egraph.nodes, c.egraph.classes, c.egraph.iterations,
               std::string(egraph::stop_reason_name(c.egraph.stop)).c_str());
+  for (const std::string& line : c.egraph.budget_stops) std::printf("egraph     budget: %s\n", line.c_str());
   std::printf("program    %zu LLIR nodes -> %d NPU kernels (%d fused, %d copies), %lld DRAM aliases\n",
               r.llir_nodes, r.lowering.kernels, r.lowering.fused_kernels, r.lowering.copy_kernels,
               static_cast<long long>(r.lowering.dram_aliases));

@@ -423,7 +423,8 @@ nlohmann::json to_json(const Report& report) {
         {"nodes", e.nodes},
         {"classes", e.classes},
         {"iterations", e.iterations},
-        {"stop_reason", std::string(egraph::stop_reason_name(e.stop))}}},
+        {"stop_reason", std::string(egraph::stop_reason_name(e.stop))},
+        {"budget_stops", e.budget_stops}}},
       {"compile",
        {{"roll_ms", t.roll_ms},
         {"saturate_ms", t.saturate_ms},
@@ -512,6 +513,13 @@ Saturated saturate(const Graph& hlir, const Options& options) {
     e.iterations += r.saturation.iterations;
     if (e.stop == egraph::StopReason::Saturated) e.stop = r.saturation.stop;
   }
+  for (size_t i = 0; i < s.regions.size(); ++i)
+    for (const egraph::StepReport& step : s.regions[i].saturation.steps)
+      e.budget_stops.push_back(fmt::format("region {}: {} stopped at its {} after {} iterations, +{} nodes; the steps "
+                                           "after it ran",
+                                           i, step.schedule, egraph::stop_reason_name(step.stop), step.iterations,
+                                           step.nodes_added));
+  for (const std::string& line : e.budget_stops) spdlog::warn("saturate: {}", line);
   s.report.times.saturate_ms = ms_since(t);
   spdlog::info("saturate: {} regions, {} e-graphs, {} nodes, {} classes, {} iterations ({}) in {:.1f} ms",
                e.regions, e.egraphs, e.nodes, e.classes, e.iterations, egraph::stop_reason_name(e.stop),

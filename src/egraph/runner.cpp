@@ -15,9 +15,11 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 namespace spool::egraph {
 
@@ -56,6 +58,14 @@ nlohmann::json RunReport::to_json() const {
   j["search_ms"] = search_ms;
   j["apply_ms"] = apply_ms;
   j["rebuild_ms"] = rebuild_ms;
+  nlohmann::json steps_json = nlohmann::json::array();
+  for (const StepReport& s : steps)
+    steps_json.push_back({{"schedule", s.schedule},
+                          {"stop_reason", std::string(stop_reason_name(s.stop))},
+                          {"iterations", s.iterations},
+                          {"nodes_added", s.nodes_added},
+                          {"ms", s.ms}});
+  j["budget_stops"] = std::move(steps_json);
   nlohmann::json iters = nlohmann::json::array();
   for (const IterationReport& it : per_iteration) {
     nlohmann::json ji;
@@ -84,8 +94,13 @@ nlohmann::json RunReport::to_json() const {
 }
 
 std::string RunReport::summary() const {
-  return fmt::format("{} after {} iterations: {} nodes, {} classes, {:.2f} ms (search {:.2f}, apply {:.2f}, rebuild {:.2f})",
-                     stop_reason_name(stop), iterations, nodes, classes, total_ms, search_ms, apply_ms, rebuild_ms);
+  std::string out =
+      fmt::format("{} after {} iterations: {} nodes, {} classes, {:.2f} ms (search {:.2f}, apply {:.2f}, rebuild {:.2f})",
+                  stop_reason_name(stop), iterations, nodes, classes, total_ms, search_ms, apply_ms, rebuild_ms);
+  for (const StepReport& s : steps)
+    out += fmt::format("; step {} stopped at its {} after {} iterations (+{} nodes)", s.schedule,
+                       stop_reason_name(s.stop), s.iterations, s.nodes_added);
+  return out;
 }
 
 namespace {
@@ -132,6 +147,18 @@ struct Runner::State {
   Clock::time_point deadline;
   RunReport report;
   bool stopped = false;
+  // The saturate steps being run, outermost first: each with its own budgets.
+  struct Step {
+    size_t first_iteration = 0;
+    size_t first_nodes = 0;
+    Clock::time_point start, deadline;
+    std::optional<StopReason> hit;  // the budget it ran out of
+  };
+  std::vector<Step> steps;
+  // The tightest node count and deadline of the steps being run (the run's
+  // own outside any step), which the search and apply loops check.
+  size_t node_cap = 0;
+  Clock::time_point cap_deadline;
   std::vector<std::vector<RuleState>> rule_state;
   std::vector<std::vector<uint32_t>> origins;  // per ruleset and rule: its provenance id in the graph
   std::vector<Chunk> chunks;
@@ -149,6 +176,7 @@ struct Runner::State {
       : cfg(c), g(graph), sets(s), start(Clock::now()) {
     const double limit = std::max(0.0, cfg.time_limit_ms);
     deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
+    refresh_caps();
     for (const RuleSet& set : sets) {
       rule_state.emplace_back(set.rules.size());
       origins.emplace_back();
@@ -163,15 +191,67 @@ struct Runner::State {
     report.stop = reason;
   }
 
-  bool out_of_budget_before_iteration() {
-    if (report.iterations >= cfg.iter_limit) {
-      stop(StopReason::IterLimit);
-    } else if (g.num_nodes() >= cfg.node_limit) {
-      stop(StopReason::NodeLimit);
-    } else if (Clock::now() >= deadline) {
-      stop(StopReason::TimeLimit);
+  void refresh_caps() {
+    node_cap = cfg.node_limit;
+    cap_deadline = deadline;
+    if (steps.empty()) return;
+    node_cap = SIZE_MAX;
+    cap_deadline = Clock::time_point::max();
+    for (const Step& s : steps) {
+      node_cap = std::min(node_cap, s.first_nodes + cfg.node_limit);
+      cap_deadline = std::min(cap_deadline, s.deadline);
     }
-    return stopped;
+  }
+
+  // A node or time budget ran out in the middle of an iteration: the run's
+  // outside any step, else the outermost step whose budget it is.
+  void budget_hit(StopReason reason) {
+    if (steps.empty()) {
+      stop(reason);
+      return;
+    }
+    const auto now = Clock::now();
+    for (Step& s : steps)
+      if ((reason == StopReason::NodeLimit && g.num_nodes() >= s.first_nodes + cfg.node_limit) ||
+          (reason == StopReason::TimeLimit && now >= s.deadline)) {
+        s.hit = reason;
+        return;
+      }
+    steps.back().hit = reason;
+  }
+
+  // Whether the run, or a step being run, is out of budget.
+  bool halted() const { return stopped || step_over(); }
+
+  Clock::time_point deadline_after(Clock::time_point t) const {
+    const double limit = std::max(0.0, cfg.time_limit_ms);
+    return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
+  }
+
+  // Which budget `iterations`, `nodes` and the time exceed, if any.
+  std::optional<StopReason> over(size_t iterations, size_t nodes, Clock::time_point until) const {
+    if (iterations >= cfg.iter_limit) return StopReason::IterLimit;
+    if (nodes >= cfg.node_limit) return StopReason::NodeLimit;
+    if (Clock::now() >= until) return StopReason::TimeLimit;
+    return std::nullopt;
+  }
+
+  // Inside saturate steps, their budgets (an exhausted one ends that step,
+  // not the run); outside, the run's.
+  bool out_of_budget_before_iteration() {
+    if (steps.empty()) {
+      if (const auto reason = over(report.iterations, g.num_nodes(), deadline)) stop(*reason);
+      return stopped;
+    }
+    for (Step& s : steps) {
+      if (s.hit) return true;
+      const size_t added = g.num_nodes() > s.first_nodes ? g.num_nodes() - s.first_nodes : 0;
+      if ((s.hit = over(report.iterations - s.first_iteration, added, s.deadline))) return true;
+    }
+    return false;
+  }
+  bool step_over() const {
+    return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.hit.has_value(); });
   }
 
   // One iteration of ruleset `si`; returns whether it changed the graph.
@@ -200,7 +280,7 @@ struct Runner::State {
     it.search_ms = ms_between(t_search, t_apply);
     count_matches(set, num_chunks, it);
     if (timed_out) {
-      stop(StopReason::TimeLimit);
+      budget_hit(StopReason::TimeLimit);
       finish_iteration(it, t_apply, t_apply, 0);
       return false;
     }
@@ -210,7 +290,7 @@ struct Runner::State {
     const size_t nodes_before = g.num_nodes();
     const uint64_t unions_before = g.union_count();
     apply_chunks(si, num_chunks, it);
-    if (!stopped)
+    if (!halted())
       for (size_t r = 0; r < set.rules.size(); ++r)
         if (!it.rules[r].banned) states[r].applied_gen = gen;
     it.unions = static_cast<size_t>(g.union_count() - unions_before);
@@ -278,7 +358,7 @@ struct Runner::State {
              &budgets[c.rule]);
       const auto t1 = Clock::now();
       c.ms = ms_between(t0, t1);
-      if (t1 >= deadline) timed_out.store(true, std::memory_order_relaxed);
+      if (t1 >= cap_deadline) timed_out.store(true, std::memory_order_relaxed);
     };
     // A few chunks are cheaper to match here than to hand to other threads;
     // either way each chunk fills its own buffer, so the result is the same.
@@ -327,7 +407,7 @@ struct Runner::State {
   // order, until a budget runs out.
   void apply_chunks(size_t si, size_t num_chunks, IterationReport& it) {
     size_t since_clock = 0;
-    for (size_t i = 0; i < num_chunks && !stopped; ++i) {
+    for (size_t i = 0; i < num_chunks && !halted(); ++i) {
       const Chunk& c = chunks[i];
       if (dropped[c.rule]) continue;
       RuleReport& rr = it.rules[c.rule];
@@ -362,14 +442,14 @@ struct Runner::State {
         }
         if (m >= 8 && m + 8 < matches.size()) g.prefetch_node(ring[(m + 8) % kRing]);
       }
-      if (g.num_nodes() >= cfg.node_limit) {
-        stop(StopReason::NodeLimit);
+      if (g.num_nodes() >= node_cap) {
+        budget_hit(StopReason::NodeLimit);
         break;
       }
       if (++since_clock >= clock_every) {
         since_clock = 0;
-        if (Clock::now() >= deadline) {
-          stop(StopReason::TimeLimit);
+        if (Clock::now() >= cap_deadline) {
+          budget_hit(StopReason::TimeLimit);
           break;
         }
       }
@@ -449,6 +529,42 @@ struct Runner::State {
     return changed;
   }
 
+  // Runs `body` (which executes `s`) as a step with budgets of its own.
+  template <typename Body>
+  bool step(const Schedule& s, Body&& body) {
+    const Clock::time_point now = Clock::now();
+    steps.push_back(Step{report.iterations, g.num_nodes(), now, deadline_after(now), std::nullopt});
+    refresh_caps();
+    const bool any = body();
+    const Step done = steps.back();
+    steps.pop_back();
+    refresh_caps();
+    if (done.hit && !stopped && !step_over()) {
+      // This step's budget, not an outer one's: say so; the run goes on.
+      StepReport r;
+      r.schedule = s.str();
+      r.stop = *done.hit;
+      r.iterations = report.iterations - done.first_iteration;
+      r.nodes_added = g.num_nodes() > done.first_nodes ? g.num_nodes() - done.first_nodes : 0;
+      r.ms = ms_between(done.start, Clock::now());
+      report.steps.push_back(std::move(r));
+    }
+    return any;
+  }
+
+  // The schedule's top-level steps (a seq's children, or the schedule
+  // itself) each with budgets of their own.
+  void exec_top(const Schedule& s) {
+    if (s.kind != Schedule::Kind::Seq) {
+      step(s, [&] { return exec(s); });
+      return;
+    }
+    for (const Schedule& c : s.children) {
+      if (stopped) break;
+      step(c, [&] { return exec(c); });
+    }
+  }
+
   bool exec(const Schedule& s) {
     bool any = false;
     switch (s.kind) {
@@ -457,7 +573,7 @@ struct Runner::State {
         for (size_t i = 0; i < sets.size(); ++i)
           if (sets[i].name == s.ruleset) si = i;
         if (si == sets.size()) fail("schedule: unknown ruleset '{}'", s.ruleset);
-        for (size_t k = 0; k < s.count && !stopped; ++k) {
+        for (size_t k = 0; k < s.count && !halted(); ++k) {
           const bool changed = iterate(si);
           any |= changed;
           if (!changed) break;
@@ -465,22 +581,25 @@ struct Runner::State {
         return any;
       }
       case Schedule::Kind::Repeat:
-        for (size_t k = 0; k < s.count && !stopped; ++k) {
+        for (size_t k = 0; k < s.count && !halted(); ++k) {
           const bool changed = exec(s.children.at(0));
           any |= changed;
           if (!changed) break;
         }
         return any;
       case Schedule::Kind::Saturate:
-        while (!stopped) {
-          const bool changed = exec(s.children.at(0));
-          any |= changed;
-          if (!changed) break;
-        }
-        return any;
+        return step(s, [&] {
+          bool changed_any = false;
+          while (!halted()) {
+            const bool changed = exec(s.children.at(0));
+            changed_any |= changed;
+            if (!changed) break;
+          }
+          return changed_any;
+        });
       case Schedule::Kind::Seq:
         for (const Schedule& c : s.children) {
-          if (stopped) break;
+          if (halted()) break;
           any |= exec(c);
         }
         return any;
@@ -495,8 +614,10 @@ Runner::~Runner() = default;
 RunReport Runner::run(EGraph& graph, std::span<const RuleSet> rulesets, const Schedule& schedule) {
   State st(config_, graph, rulesets);
   if (!graph.clean()) graph.rebuild();
-  st.exec(schedule);
-  if (!st.stopped) st.report.stop = StopReason::Saturated;
+  st.exec_top(schedule);
+  // A run whose steps all saturated saturated; one whose step stopped at a
+  // budget reports that budget (and the step, in `steps`).
+  if (!st.stopped) st.report.stop = st.report.steps.empty() ? StopReason::Saturated : st.report.steps.front().stop;
   if (!graph.clean()) graph.rebuild();
   // Drop the duplicates congruence found so the graph handed back is compact
   // (not when out of time: compaction costs a pass over the whole graph).

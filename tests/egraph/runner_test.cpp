@@ -258,6 +258,40 @@ TEST_CASE("schedules: run, repeat, saturate and seq over rulesets") {
   }
 }
 
+TEST_CASE("schedules: each step has budgets of its own; one that runs out is reported and the rest run") {
+  auto L = math::make_language();
+  Language& lang = L->language;
+  std::vector<RuleSet> sets(2);
+  sets[0].name = "grow";  // a sum of 8 under associativity and commutativity: thousands of nodes
+  for (const Rule& rule : math::assoc_comm_rules(*L)) sets[0].rules.push_back(rule);
+  sets[1].name = "comm";
+  sets[1].rules.push_back(rewrite(lang, "comm-mul", "(* ?a ?b)", "(* ?b ?a)"));
+  for (const bool by_nodes : {false, true}) {
+    CAPTURE(by_nodes);
+    const RunnerConfig c = by_nodes ? config(SchedulerKind::Simple, 1000, 200, 60'000)
+                                    : config(SchedulerKind::Simple, 3, 1'000'000, 60'000);
+    EGraph g(lang);
+    add_expr(g, math::sum_chain(8));
+    add_expr(g, "(* x y)");
+    const Schedule s = Schedule::seq({Schedule::saturate(Schedule::run("grow")), Schedule::run("comm")});
+    const RunReport r = Runner(c).run(g, sets, s);
+    // The growing step stopped at its own budget and said so ...
+    INFO(r.summary());
+    CHECK(r.stop != StopReason::Saturated);
+    REQUIRE(r.steps.size() == 1);
+    CHECK(r.steps[0].schedule == "(saturate (run grow))");
+    CHECK(r.steps[0].stop == (by_nodes ? StopReason::NodeLimit : StopReason::IterLimit));
+    if (!by_nodes) CHECK(r.steps[0].iterations == 3);
+    if (by_nodes) CHECK(r.steps[0].nodes_added >= 200);
+    CHECK(r.stop == r.steps[0].stop);
+    CHECK(r.summary().find("step (saturate (run grow)) stopped at its") != std::string::npos);
+    CHECK(r.to_json()["budget_stops"].size() == 1);
+    // ... and the step after it still ran.
+    CHECK(r.per_iteration.back().ruleset == "comm");
+    CHECK(lookup_expr(g, "(* y x)").has_value());
+  }
+}
+
 TEST_CASE("guards are checked when a match is applied") {
   auto L = math::make_language();
   const Registry reg = math::make_registry(*L);

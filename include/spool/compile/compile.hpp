@@ -81,6 +81,10 @@ struct EGraphReport {
   size_t nodes = 0, classes = 0, iterations = 0;
   // The first region (in region order) that stopped on a budget, or saturated.
   egraph::StopReason stop = egraph::StopReason::Saturated;
+  // Every saturate step of a rule schedule that stopped at its budget, one
+  // line each ("region 0: (saturate (run grow)) stopped at its iter-limit
+  // after 30 iterations, +9000 nodes; the steps after it ran").
+  std::vector<std::string> budget_stops;
 };
 
 struct Report {

@@ -25,6 +25,12 @@ std::string_view stop_reason_name(StopReason reason);  // "saturated", "iter-lim
 
 enum class SchedulerKind { Simple, Backoff };
 
+// The budgets (iterations, nodes, time) bound each step of a schedule: each
+// top-level step (a top-level seq's children, or the schedule itself) and
+// each `saturate` inside them gets them afresh (its own iterations, the
+// nodes it adds, its own time), so that a step that keeps growing stops at
+// its budget, is reported (RunReport::steps), and the steps after it still
+// run.
 struct RunnerConfig {
   size_t iter_limit = 30;
   size_t node_limit = 10'000;
@@ -66,8 +72,19 @@ struct IterationReport {
   std::vector<RuleReport> rules;
 };
 
+// A step that stopped at one of its budgets (the run went on with the steps
+// after it).
+struct StepReport {
+  std::string schedule;  // the step, as Schedule::str() writes it
+  StopReason stop = StopReason::IterLimit;
+  size_t iterations = 0;  // the step's own
+  size_t nodes_added = 0;
+  double ms = 0;
+};
+
 struct RunReport {
-  StopReason stop = StopReason::Saturated;
+  StopReason stop = StopReason::Saturated;  // of the run as a whole
+  std::vector<StepReport> steps;            // saturate steps stopped by a budget, in order
   size_t iterations = 0;
   size_t nodes = 0;
   size_t classes = 0;
