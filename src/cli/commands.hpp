@@ -31,6 +31,12 @@ CLI::Validator non_negative_real();
 // parameters a run would need tens of gigabytes and hours, so the commands
 // that would run it refuse first.
 inline constexpr int64_t kInterpParameterLimit = 200'000'000;
+// The values the reference interpreter may compute in one run by default
+// (interp::work_estimate): about 20 s where Spool is tested (the
+// interpreter computes in double and materialises every view: the tiny
+// llama at 256 and 512 tokens, 4.6e7 and 1.3e8 values, took 8 s and 26 s,
+// some 5 million values a second). --interp-budget raises it.
+inline constexpr double kInterpWorkBudget = 1e8;
 // The elements of the graph's weights.
 int64_t parameter_count(const Graph& graph);
 

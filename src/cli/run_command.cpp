@@ -39,6 +39,7 @@ struct RunOptions {
   std::string model;
   models::ModelOptions model_options;
   bool interp = false;
+  double interp_budget = kInterpWorkBudget;
   uint64_t seed = 0;
   std::string weights_dir;
   std::string tokens;
@@ -456,6 +457,16 @@ void run(const RunOptions& options) {
     fail("the reference interpreter holds every value as a double and cannot run {} parameters; "
          "use --timing-only, --size tiny or a small checkpoint",
          parameters);
+  if (!timing_only) {
+    // The interpreter runs this graph (and, for a decode with tokens, a
+    // prefill of the others to fill the cache, about as big): refuse what it
+    // would take minutes to finish before starting.
+    const int64_t work = interp::work_estimate(built.graph);
+    if (static_cast<double>(work) > options.interp_budget)
+      fail("the reference interpreter would compute about {:.3g} values for {} ({} hlir nodes), above --interp-budget "
+           "{:.3g} (about 20 s); raise --interp-budget, use --timing-only, or fewer tokens",
+           static_cast<double>(work), name, built.graph.num_live(), options.interp_budget);
+  }
   if (!tokens.empty()) check_tokens(built.graph, tokens, name);
   if (timing_only && (!options.dump_logits.empty() || !options.check_logits.empty()))
     fail("--dump-logits and --check-logits need values: drop --timing-only");
@@ -525,6 +536,9 @@ void add_run_command(CLI::App& app) {
       ->check(count(100'000));
   run_cmd->add_flag("--interp", options->interp,
                     "Only run the HLIR on the reference interpreter (no compile, no simulation)");
+  run_cmd->add_option("--interp-budget", options->interp_budget,
+                      "Values the reference interpreter may compute (default 1e8, about 20 s); a bigger run is refused")
+      ->check(CLI::Range(1.0, 1e15));
   run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")
       ->check(count(INT64_MAX))
       ->capture_default_str();

@@ -301,6 +301,15 @@ HostTensor eval_node(const Node& node, const std::vector<HostTensor>& in, const 
 
 }  // namespace
 
+int64_t work_estimate(const Graph& graph) {
+  int64_t total = 0;
+  for (const NodeId id : graph.live_ids()) {
+    const int64_t n = num_elements(graph.node(id).shape);
+    total = n > INT64_MAX - total ? INT64_MAX : total + n;
+  }
+  return total;
+}
+
 std::map<std::string, HostTensor> run(const Graph& graph, const Env& inputs) {
   const std::vector<NodeId> order = graph.topo_order();
   // Values are freed after their last use, so peak memory is the live set.

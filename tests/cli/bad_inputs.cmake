@@ -122,6 +122,12 @@ spool_cli_test(bad_npy_huge_header ARGS run llama --check-logits ${NPY_DIR}/huge
 spool_cli_test(bad_full_disk_json ARGS run llama --json /dev/full EXIT 1
   PASS "spool: error: (failed to write '?/dev/full'?|/dev/full: write failed)")
 
+# 2,000 tokens through the interpreter would take minutes: refused up front,
+# naming the flag that raises the budget (and the default runs well inside it).
+spool_cli_test(bad_interp_too_long ARGS run llama --seq 2000 --interp EXIT 1
+  PASS "spool: error: the reference interpreter would compute about 1.47e\\+09 values for llama \\(214 hlir nodes\\), above --interp-budget 1e\\+08")
+spool_cli_test(interp_budget_raised ARGS run llama --seq 16 --interp --interp-budget 1e7 PASS "interp +[0-9.]+ ms")
+
 # ---- internal errors on valid input -------------------------------------------------
 # Norms and softmax over a length-1 axis lower and simulate.
 foreach(workload layernorm:4x1 softmax:8x1)

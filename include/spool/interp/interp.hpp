@@ -21,6 +21,13 @@ using Env = std::map<std::string, HostTensor>;
 // runtime error (an index out of range, an integer mod by zero).
 std::map<std::string, HostTensor> run(const Graph& graph, const Env& inputs);
 
+// The values run() computes for `graph`: the elements of every node it
+// evaluates, each of which it computes and stores once (a matmul spelled as
+// a broadcast product and a sum counts its whole M x K x N product). Its
+// time grows with this count; a tool refuses a run whose count is above a
+// budget before starting it. Saturates at INT64_MAX.
+int64_t work_estimate(const Graph& graph);
+
 // Seeded random values for every Input and Weight of the graph: floats
 // uniform in [-1, 1) scaled by 1/sqrt(fan-in) for 2-D-or-more weights, integer
 // inputs uniform in [0, integer_bound), bools fair coins. Deterministic.
