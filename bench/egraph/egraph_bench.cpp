@@ -77,16 +77,21 @@ size_t matches_of(const RunReport& r) {
   return n;
 }
 
-void add_run(Measure& m, const RunReport& r, const EGraph& g) {
-  m.matches += matches_of(r);
-  m.nodes += g.num_nodes();
-  m.classes += g.num_classes();
+// A run's iterations, matches and times added to `m`.
+void add_times(Measure& m, const RunReport& r) {
   m.iterations += r.iterations;
-  m.bytes += g.memory_bytes();
+  m.matches += matches_of(r);
   m.total_ms += r.total_ms;
   m.search_ms += r.search_ms;
   m.apply_ms += r.apply_ms;
   m.rebuild_ms += r.rebuild_ms;
+}
+
+void add_run(Measure& m, const RunReport& r, const EGraph& g) {
+  add_times(m, r);
+  m.nodes += g.num_nodes();
+  m.classes += g.num_classes();
+  m.bytes += g.memory_bytes();
   m.stop = std::string(stop_reason_name(r.stop));
 }
 
@@ -149,12 +154,7 @@ Measure egg_math(int threads) {
         math::run_egg_goal(*L, goal, goal.assoc_only ? std::span<const Rule>(assoc_rules) : rules, threads);
     m.nodes += r.nodes;
     m.classes += r.classes;
-    m.iterations += r.report.iterations;
-    m.matches += matches_of(r.report);
-    m.total_ms += r.report.total_ms;
-    m.search_ms += r.report.search_ms;
-    m.apply_ms += r.report.apply_ms;
-    m.rebuild_ms += r.report.rebuild_ms;
+    add_times(m, r.report);
     ++m.goals;
     const bool as_expected = r.proven == goal.provable;
     m.proven += as_expected;
@@ -176,12 +176,7 @@ Measure egg_lambda(int threads) {
     const lambda::Result r = lambda::run_goal(*L, goal, rules, threads);
     m.nodes += r.nodes;
     m.classes += r.classes;
-    m.iterations += r.report.iterations;
-    m.matches += matches_of(r.report);
-    m.total_ms += r.report.total_ms;
-    m.search_ms += r.report.search_ms;
-    m.apply_ms += r.report.apply_ms;
-    m.rebuild_ms += r.report.rebuild_ms;
+    add_times(m, r.report);
     ++m.goals;
     m.proven += r.proven == goal.provable;
     m.details.push_back(fmt::format("  {:<26} classes={:>6} nodes={:>6} iters={:>2} {:<10} {:>8.2f}ms {}", goal.name,
@@ -216,12 +211,7 @@ Measure llama_block(int threads) {
     c.threads = threads;
     c.incremental = g_incremental;
     const RunReport r = Runner(c).run(*g, sets.value(), spool::rules::schedule_of(file.value()));
-    m.iterations += r.iterations;
-    m.matches += matches_of(r);
-    m.total_ms += r.total_ms;
-    m.search_ms += r.search_ms;
-    m.apply_ms += r.apply_ms;
-    m.rebuild_ms += r.rebuild_ms;
+    add_times(m, r);
     m.stop += (m.stop.empty() ? "" : ", ") + std::string(name) + ": " + std::string(stop_reason_name(r.stop));
   }
   m.nodes = g->num_nodes();
