@@ -27,6 +27,9 @@ Scalar Scalar::of(DType dtype, double value) {
   } else {
     if (!std::isfinite(value) || value != std::trunc(value))
       fail("constant: {} is not an integer and cannot be a {} value", value, dtype_name(dtype));
+    // Outside [-2^63, 2^63) the conversion to int64 is undefined.
+    if (!(value >= -0x1p63 && value < 0x1p63))
+      fail("constant: {} is outside the range of a {} value", value, dtype_name(dtype));
     s.i = wrap_to_int(dtype, static_cast<int64_t>(value));
   }
   return s;
