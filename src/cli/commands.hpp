@@ -37,6 +37,13 @@ inline constexpr int64_t kInterpParameterLimit = 200'000'000;
 // llama at 256 and 512 tokens, 4.6e7 and 1.3e8 values, took 8 s and 26 s,
 // some 5 million values a second). --interp-budget raises it.
 inline constexpr double kInterpWorkBudget = 1e8;
+// Adds --interp-budget (values the interpreter may compute, default
+// kInterpWorkBudget) to a command that runs the reference interpreter.
+CLI::Option* add_interp_budget(CLI::App* cmd, double& budget);
+// Refuses, before any work, a graph the interpreter would need more than
+// `budget` values for (interp::work_estimate): names `what`, the flag that
+// raises the budget and `instead`, what else the user can do.
+void check_interp_work(const Graph& graph, double budget, std::string_view what, std::string_view instead);
 // The elements of the graph's weights.
 int64_t parameter_count(const Graph& graph);
 
@@ -102,6 +109,7 @@ struct OnnxRun {
   std::string json_file;
   bool no_roll = false;
   PrintAfter print;
+  double interp_budget = kInterpWorkBudget;
 };
 // True for MODEL.onnx; fails on the run command's options that do not
 // apply to it (or --inputs and --dim given for a built-in model).

@@ -25,6 +25,7 @@ struct CompileCommandOptions {
   std::vector<std::string> rules;
   bool no_check_rules = false;
   bool check = false;
+  double interp_budget = kInterpWorkBudget;
   std::string json;
   PrintAfter print;
 };
@@ -39,6 +40,7 @@ void run_compile(const CompileCommandOptions& o) {
     fail("--check runs the reference interpreter, which holds every value as a double and cannot run {} "
          "parameters; drop --check or use --size tiny",
          parameter_count(hlir));
+  if (o.check) check_interp_work(hlir, o.interp_budget, o.model, "drop --check");
   compile::Options options;
   options.roll = !o.no_roll;
   options.rule_files = o.rules;
@@ -100,7 +102,8 @@ void add_compile_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_flag("--no-check-rules", o->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   cmd->add_option("--json", o->json, "Write the compile report (roll, egraph, compile keys) as JSON");
-  cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
+  CLI::Option* check = cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
+  add_interp_budget(cmd, o->interp_budget)->needs(check);
   cmd->callback([o] {
     if (o->no_check_rules && o->rules.empty()) fail("--no-check-rules needs --rules FILE");
     if (!o->rules.empty()) check_rule_files(o->rules, !o->no_check_rules);

@@ -35,6 +35,7 @@ struct FuzzCommandOptions {
   double tolerance = -1;
   int threads = 0;
   bool no_shrink = false;
+  double interp_budget = kInterpWorkBudget;
 };
 
 void run_fuzz(const FuzzCommandOptions& o) {
@@ -46,6 +47,7 @@ void run_fuzz(const FuzzCommandOptions& o) {
     fail("fuzz: the reference interpreter cannot run the real {} (use --size tiny)", ref.entry->name);
   progress_step(fmt::format("build {}", o.model));
   const Graph hlir = ref.entry->build(model_options);
+  check_interp_work(hlir, o.interp_budget, o.model, "use fewer tokens (--seq, --context)");
 
   compile::Options options;
   options.roll = !o.no_roll;
@@ -116,6 +118,7 @@ void add_fuzz_command(CLI::App& app) {
   cmd->add_flag("--no-check-rules", o->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_flag("--no-shrink", o->no_shrink, "Report the first failure without shrinking it");
+  add_interp_budget(cmd, o->interp_budget);
   cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")
       ->check(count(1024))
       ->capture_default_str();

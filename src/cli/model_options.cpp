@@ -6,6 +6,7 @@
 #include <spool/models/registry.hpp>
 
 #include <spool/compile/compile.hpp>
+#include <spool/interp/interp.hpp>
 #include <spool/support/error.hpp>
 
 #include <fmt/format.h>
@@ -49,6 +50,20 @@ CLI::Validator non_negative_real() {
         return {};
       },
       "REAL >= 0");
+}
+
+CLI::Option* add_interp_budget(CLI::App* cmd, double& budget) {
+  return cmd->add_option("--interp-budget", budget,
+                  "Values the reference interpreter may compute (default 1e8, about 20 s); a bigger run is refused")
+      ->check(CLI::Range(1.0, 1e15));
+}
+
+void check_interp_work(const Graph& graph, double budget, std::string_view what, std::string_view instead) {
+  const auto work = static_cast<double>(interp::work_estimate(graph));
+  if (work > budget)
+    fail("the reference interpreter would compute about {:.3g} values for {} ({} hlir nodes), above --interp-budget "
+         "{:.3g} (about 20 s); raise --interp-budget, or {}",
+         work, what, graph.num_live(), budget, instead);
 }
 
 void add_model_options(CLI::App* cmd, models::ModelOptions& options) {

@@ -97,6 +97,7 @@ void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run) {
     std::printf("inputs     random, seed %llu\n", static_cast<unsigned long long>(run.seed));
   if (parameter_count(imported.graph) > kInterpParameterLimit)
     fail("the reference interpreter cannot run {} parameters", parameter_count(imported.graph));
+  check_interp_work(imported.graph, run.interp_budget, run.model, "bind smaller dimensions (--dim)");
 
   pipeline::Options options;
   options.compile.roll = !run.no_roll;

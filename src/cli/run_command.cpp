@@ -457,16 +457,9 @@ void run(const RunOptions& options) {
     fail("the reference interpreter holds every value as a double and cannot run {} parameters; "
          "use --timing-only, --size tiny or a small checkpoint",
          parameters);
-  if (!timing_only) {
-    // The interpreter runs this graph (and, for a decode with tokens, a
-    // prefill of the others to fill the cache, about as big): refuse what it
-    // would take minutes to finish before starting.
-    const int64_t work = interp::work_estimate(built.graph);
-    if (static_cast<double>(work) > options.interp_budget)
-      fail("the reference interpreter would compute about {:.3g} values for {} ({} hlir nodes), above --interp-budget "
-           "{:.3g} (about 20 s); raise --interp-budget, use --timing-only, or fewer tokens",
-           static_cast<double>(work), name, built.graph.num_live(), options.interp_budget);
-  }
+  // The interpreter runs this graph (and, for a decode with tokens, a
+  // prefill of the others to fill the cache, about as big).
+  if (!timing_only) check_interp_work(built.graph, options.interp_budget, name, "use --timing-only, or fewer tokens");
   if (!tokens.empty()) check_tokens(built.graph, tokens, name);
   if (timing_only && (!options.dump_logits.empty() || !options.check_logits.empty()))
     fail("--dump-logits and --check-logits need values: drop --timing-only");
@@ -522,7 +515,7 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_option("--search", options->search,
                       "Genetic extraction search over this many genomes (0: greedy extraction)")
       ->check(count(1'000'000));
-  run_cmd->add_flag("--timing-only", options->timing_only,
+  CLI::Option* timing_only = run_cmd->add_flag("--timing-only", options->timing_only,
                     "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
@@ -536,9 +529,7 @@ void add_run_command(CLI::App& app) {
       ->check(count(100'000));
   run_cmd->add_flag("--interp", options->interp,
                     "Only run the HLIR on the reference interpreter (no compile, no simulation)");
-  run_cmd->add_option("--interp-budget", options->interp_budget,
-                      "Values the reference interpreter may compute (default 1e8, about 20 s); a bigger run is refused")
-      ->check(CLI::Range(1.0, 1e15));
+  add_interp_budget(run_cmd, options->interp_budget)->excludes(timing_only);
   run_cmd->add_option("--seed", options->seed, "Seed of the random weights, tokens and cache")
       ->check(count(INT64_MAX))
       ->capture_default_str();
@@ -548,7 +539,7 @@ void add_run_command(CLI::App& app) {
   run_cmd->callback([options, run_cmd, onnx_options] {
     if (check_onnx_run_options(*run_cmd, options->model))
       return run_onnx(*onnx_options, {options->model, options->npu, options->rules, options->seed, options->json_file,
-                                      options->no_roll, options->print});
+                                      options->no_roll, options->print, options->interp_budget});
     options->size_given = run_cmd->count("--size") > 0;
     // --interp runs the HLIR on the interpreter alone: options of the
     // compile, the lowering and the simulation would be ignored.

@@ -40,6 +40,7 @@ struct SimOptions {
   std::string trace_file;
   std::string program_file;
   bool functional = false;
+  double interp_budget = kInterpWorkBudget;
   uint64_t seed = 0;
   int64_t spad_budget = 0;
   bool npu_given = false;
@@ -75,6 +76,7 @@ void run_workload(const SimOptions& o) {
       fail("--functional runs the reference interpreter, which holds every value as a double and cannot run {}'s "
            "{} input values (at most {}); drop --functional to simulate for time",
            o.workload, values, kInterpParameterLimit);
+    check_interp_work(hlir, o.interp_budget, o.workload, "drop --functional to simulate for time");
   }
   pipeline::Options options = pipeline_options(o, o.functional ? &hlir : nullptr, o.trace_file.empty() ? nullptr : &trace);
   options.compile.rule_files.push_back(models::default_rules_file());
@@ -163,8 +165,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
   cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                 "Simulate a workload whose DRAM footprint exceeds the NPU's capacity");
-  cmd->add_flag("--functional", options->functional,
+  CLI::Option* functional = cmd->add_flag("--functional", options->functional,
                 "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
+  add_interp_budget(cmd, options->interp_budget)->needs(functional);
   cmd->add_option("--spad-budget", options->spad_budget,
                   "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)")
       ->check(count(int64_t{1} << 40, 1024));

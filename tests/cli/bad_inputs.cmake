@@ -128,6 +128,17 @@ spool_cli_test(bad_full_disk_json ARGS run llama --json /dev/full EXIT 1
 spool_cli_test(bad_interp_too_long ARGS run llama --seq 2000 --interp EXIT 1
   PASS "spool: error: the reference interpreter would compute about 1.47e\\+09 values for llama \\(214 hlir nodes\\), above --interp-budget 1e\\+08")
 spool_cli_test(interp_budget_raised ARGS run llama --seq 16 --interp --interp-budget 1e7 PASS "interp +[0-9.]+ ms")
+# Every other command that runs the interpreter has the same budget.
+spool_cli_test(bad_interp_sim_functional ARGS sim gemm:1024x1024x1024 --functional EXIT 1
+  PASS "spool: error: the reference interpreter would compute about 1.08e\\+09 values for gemm:1024x1024x1024 .*raise --interp-budget, or drop --functional")
+spool_cli_test(bad_interp_compile_check ARGS compile llama --check --seq 4096 EXIT 1
+  PASS "spool: error: the reference interpreter would compute about 5.76e\\+09 values for llama .*raise --interp-budget, or drop --check")
+spool_cli_test(bad_interp_fuzz ARGS fuzz llama --seq 4096 EXIT 1
+  PASS "spool: error: the reference interpreter would compute about 5.76e\\+09 values for llama .*above --interp-budget 1e\\+08")
+# The budget is meaningless where the interpreter does not run.
+spool_cli_test(bad_interp_budget_unused ARGS sim gemm:64x64x64 --interp-budget 1e9 EXIT 2 PASS "--interp-budget requires --functional")
+spool_cli_test(bad_interp_budget_timing ARGS run llama --timing-only --interp-budget 1e9 EXIT 2
+  PASS "--timing-only excludes --interp-budget")
 
 # ---- internal errors on valid input -------------------------------------------------
 # Norms and softmax over a length-1 axis lower and simulate.
