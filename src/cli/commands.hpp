@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <spool/support/units.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -52,9 +54,6 @@ int64_t parameter_count(const Graph& graph);
 // byte did not reach it (a full disk is an error, not a file silently cut).
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& text);
-
-// A DRAM size for the reports: GiB from 1 GiB up ("15.182 GiB"), MiB below ("0.75 MiB").
-std::string dram_size(int64_t bytes);
 
 // --size, --layers, --phase, --seq and --context into `options`.
 void add_model_options(CLI::App* cmd, models::ModelOptions& options);

@@ -110,12 +110,6 @@ void write_file(const std::string& path, const std::string& text) {
   if (!out) fail("failed to write '{}'", path);
 }
 
-std::string dram_size(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.3f} GiB", b / (1 << 30));
-  return fmt::format("{:.2f} MiB", b / (1 << 20));
-}
-
 void add_print_options(CLI::App* cmd, PrintAfter& options) {
   std::vector<std::string> names{"all"};
   for (const char* stage : compile::kStages) names.push_back(stage);

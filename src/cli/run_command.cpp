@@ -231,9 +231,9 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
               r.dram_roofline_ms > 0 ? s.time_ms / r.dram_roofline_ms : 0.0);
   const npu::DramFootprint& f = r.memory.footprint;
   std::printf("dram       footprint %s (weights %s, inputs %s, outputs %s, temporaries at peak %s) of %s: %s\n",
-              dram_size(f.total()).c_str(), dram_size(f.weight_bytes).c_str(), dram_size(f.input_bytes).c_str(),
-              dram_size(f.output_bytes).c_str(), dram_size(f.temp_peak_bytes).c_str(),
-              dram_size(r.memory.capacity_bytes).c_str(),
+              format_bytes(f.total()).c_str(), format_bytes(f.weight_bytes).c_str(), format_bytes(f.input_bytes).c_str(),
+              format_bytes(f.output_bytes).c_str(), format_bytes(f.temp_peak_bytes).c_str(),
+              format_bytes(r.memory.capacity_bytes).c_str(),
               r.memory.fits ? "fits"
                             : fmt::format("DOES NOT FIT (needs {} cores' DRAM; simulated under --ignore-capacity)",
                                           r.memory.cores_needed)

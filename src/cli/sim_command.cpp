@@ -91,8 +91,8 @@ void run_workload(const SimOptions& o) {
   print_compile(report);
   std::fputs(report.lowering.to_text().c_str(), stdout);
   std::fputs(report.sim.to_text().c_str(), stdout);
-  std::printf("dram footprint   %s of %s: %s\n", dram_size(report.memory.footprint.total()).c_str(),
-              dram_size(report.memory.capacity_bytes).c_str(),
+  std::printf("dram footprint   %s of %s: %s\n", format_bytes(report.memory.footprint.total()).c_str(),
+              format_bytes(report.memory.capacity_bytes).c_str(),
               report.memory.fits ? "fits" : "DOES NOT FIT (simulated under --ignore-capacity)");
   if (report.check)
     std::printf("check            simulated vs interpreter: max abs err %.3g, relative to scale %.3g (%s): %s\n",

@@ -4,6 +4,7 @@
 #include <spool/pipeline/pipeline.hpp>
 #include <spool/ir/text.hpp>
 #include <spool/npu/text.hpp>
+#include <spool/support/units.hpp>
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
 #include <spool/search/space.hpp>
@@ -119,12 +120,6 @@ Check check_outputs(const Graph& hlir, const lower::Lowered& lowered, const targ
   return check;
 }
 
-// GiB from 1 GiB up, MiB below (a small program's footprint is not "0.00 GiB").
-std::string gib(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
-  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
-
 // The footprint against the capacity; fails when it does not fit, unless ignored.
 Memory check_memory(const npu::DramFootprint& footprint, const target::NpuConfig& config, bool ignore, bool final) {
   Memory m;
@@ -136,14 +131,14 @@ Memory check_memory(const npu::DramFootprint& footprint, const target::NpuConfig
   m.ignored = !m.fits && ignore;
   if (!m.fits && !ignore) {
     const std::string parts =
-        final ? fmt::format("weights {}, inputs {}, outputs {}, temporaries at peak {}", gib(footprint.weight_bytes),
-                            gib(footprint.input_bytes), gib(footprint.output_bytes), gib(footprint.temp_peak_bytes))
-              : fmt::format("weights {}, inputs {}, outputs {}, before any temporary", gib(footprint.weight_bytes),
-                            gib(footprint.input_bytes), gib(footprint.output_bytes));
+        final ? fmt::format("weights {}, inputs {}, outputs {}, temporaries at peak {}", format_bytes(footprint.weight_bytes),
+                            format_bytes(footprint.input_bytes), format_bytes(footprint.output_bytes), format_bytes(footprint.temp_peak_bytes))
+              : fmt::format("weights {}, inputs {}, outputs {}, before any temporary", format_bytes(footprint.weight_bytes),
+                            format_bytes(footprint.input_bytes), format_bytes(footprint.output_bytes));
     fail("the program needs {} of DRAM ({}) but {} has {}: it would need the DRAM of {} {} core{} ({} each); "
          "--ignore-capacity simulates it anyway",
-         gib(footprint.total()), parts, config.name, gib(m.capacity_bytes), m.cores_needed, config.name,
-         m.cores_needed == 1 ? "" : "s", gib(per_core));
+         format_bytes(footprint.total()), parts, config.name, format_bytes(m.capacity_bytes), m.cores_needed, config.name,
+         m.cores_needed == 1 ? "" : "s", format_bytes(per_core));
   }
   return m;
 }
