@@ -47,7 +47,7 @@ TEST_CASE("config: the shipped configs load with their documented parameters") {
   CHECK(v3.dram.channels == 16);
   CHECK(v3.dma.request_bytes == 32);
   CHECK(v3.noc.latency_cycles == 10);
-  CHECK(v3.dram_bytes_per_second() == doctest::Approx(481.28e9));
+  CHECK(v3.dram_bytes_per_second() == doctest::Approx(450.56e9));
 
   const target::NpuConfig toy = target::load_config("toy");
   CHECK(toy.cores == 1);

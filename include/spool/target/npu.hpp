@@ -50,10 +50,11 @@
 //  - 940 MHz core, 2 MXUs of 128 x 128 with double-buffered weights (the TPU
 //    loads the next weight tile while the current one streams);
 //  - 128 lanes x 256-bit VLEN, 128 KiB scratchpad per lane (16 MiB);
-//  - HBM2: 16 GiB per core; 16 channels x 32 B per cycle at 940 MHz = 481 GB/s, 256 B channel
+//  - HBM2: 16 GiB per core; 16 channels x 32 B per cycle at 880 MHz = 450.6 GB/s
+//    (the chip's public 900 GB/s over its two cores), 256 B channel
 //    interleave with XOR hashing, 16 banks of 1 KiB rows, tRP = tRCD = 14
-//    cycles (~15 ns), ~100 cycles access latency;
-//  - DMA: 32 B requests, 16 per cycle (512 B/cycle, the DRAM peak), and 2048
+//    cycles (~16 ns), ~100 cycles access latency;
+//  - DMA: 32 B requests, 16 per cycle (512 B/cycle, above the DRAM peak), and 2048
 //    outstanding, enough for the peak over a ~120-cycle round trip
 //    (Little's law: 16 * 120 = 1920);
 //  - network: 10-cycle latency, two 512 B/cycle ports;
