@@ -48,12 +48,14 @@ std::map<std::string, HostTensor> run_loaded(const LoadedModel& m, const std::ve
   return interp::run(m.graph, env);
 }
 
-void check_golden(const std::string& model) {
+// `family` reads the folder `model` (its name when empty).
+void check_golden(const std::string& model, std::string family = "") {
+  if (family.empty()) family = model;
   const std::string dir = golden_dir(model);
   const std::vector<int64_t> tokens = golden_tokens(model);
   const int64_t n = static_cast<int64_t>(tokens.size());
 
-  const LoadedModel prefill = load_hf_model(model, dir, Phase::prefill(n), DType::F32);
+  const LoadedModel prefill = load_hf_model(family, dir, Phase::prefill(n), DType::F32);
   const test::AllClose logits =
       test::allclose(run_loaded(prefill, tokens).at("logits"), load_npy(dir + "/logits.npy"), {.stol = 1e-4});
   MESSAGE(model << " prefill logits vs PyTorch: max abs " << logits.worst << ", relative to scale "
@@ -62,9 +64,9 @@ void check_golden(const std::string& model) {
 
   // Decode the last token with the cache of a prefill of the others.
   const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
-  const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1), DType::F32), prompt);
+  const auto first = run_loaded(load_hf_model(family, dir, Phase::prefill(n - 1), DType::F32), prompt);
   const interp::Env cache = next_cache(first, 1);
-  const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1), DType::F32);
+  const LoadedModel decode = load_hf_model(family, dir, Phase::decode(n - 1), DType::F32);
   const test::AllClose step = test::allclose(run_loaded(decode, {tokens.back()}, cache).at("logits"),
                                              load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
   MESSAGE(model << " decode logits vs PyTorch: max abs " << step.worst << ", relative to scale "
@@ -193,6 +195,67 @@ TEST_CASE("tiny qwen3 from a Hugging Face folder matches PyTorch (f16 weights, q
 
 TEST_CASE("tiny gemma from a Hugging Face folder matches PyTorch (bf16 weights, 1 + w norm, scaled and tied embeddings)") {
   check_golden("gemma");
+}
+
+TEST_CASE("tiny deepseek-v3 from a sharded Hugging Face folder matches PyTorch (MLA, yarn, group-limited MoE)") {
+  check_golden("deepseek_v3");
+}
+
+TEST_CASE("deepseek-v3 golden: the expanded and the absorbed MLA both match PyTorch, in prefill and decode") {
+  const std::string dir = golden_dir("deepseek_v3");
+  const std::vector<int64_t> tokens = golden_tokens("deepseek_v3");
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const DeepseekV3Config base = deepseek_v3_config_from_hf(HfConfig::read(dir + "/config.json"));
+  auto run_form = [&](MlaForm form, const Phase& phase, const std::vector<int64_t>& ids, const interp::Env& cache) {
+    DeepseekV3Config c = base;
+    c.mla_form = form;
+    const Graph g = build_deepseek_v3(c, phase);
+    interp::Env env = load_hf_weights("deepseek_v3", dir, g);
+    env["tokens"] = HostTensor::from_i64({static_cast<int64_t>(ids.size())}, ids);
+    for (const auto& [name, value] : cache) env[name] = value;
+    return interp::run(g, env);
+  };
+  const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
+  for (const MlaForm form : {MlaForm::Expanded, MlaForm::Absorbed}) {
+    CAPTURE(form == MlaForm::Absorbed ? "absorbed" : "expanded");
+    const test::AllClose prefill = test::allclose(run_form(form, Phase::prefill(n), tokens, {}).at("logits"),
+                                                  load_npy(dir + "/logits.npy"), {.stol = 1e-4});
+    CHECK(prefill);
+    // The cache of a prefill in either form, decoded in this one.
+    for (const MlaForm cache_form : {MlaForm::Expanded, MlaForm::Absorbed}) {
+      const interp::Env cache = next_cache(run_form(cache_form, Phase::prefill(n - 1), prompt, {}), 1);
+      const test::AllClose step = test::allclose(run_form(form, Phase::decode(n - 1), {tokens.back()}, cache).at("logits"),
+                                                 load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
+      MESSAGE("decode vs PyTorch: relative to scale " << step.worst_to_scale);
+      CHECK(step);
+    }
+  }
+}
+
+TEST_CASE("tiny llama4 (Scout layout) from a Hugging Face folder matches PyTorch (NoPE, L2 q/k norm, chunks, "
+          "temperature tuning)") {
+  check_golden("llama4");
+}
+
+TEST_CASE("tiny llama4 (Maverick layout) from a Hugging Face folder matches PyTorch (dense and MoE layers)") {
+  check_golden("llama4_maverick", "llama4");
+}
+
+TEST_CASE("llama4 and deepseek-v3 folders: the config's layer plan and attention keys are read") {
+  const LoadedModel scout = load_hf_model("llama4", golden_dir("llama4"), Phase::prefill(4));
+  CHECK(scout.shape.find("4 layers (4 MoE; 1 NoPE, L2 q/k norm, RoPE layers chunked by 3") != std::string::npos);
+  const LoadedModel maverick = load_hf_model("llama4", golden_dir("llama4_maverick"), Phase::prefill(4));
+  CHECK(maverick.shape.find("4 layers (2 MoE; 1 NoPE, RoPE layers chunked by 3") != std::string::npos);
+  const LoadedModel ds = load_hf_model("deepseek_v3", golden_dir("deepseek_v3"), Phase::prefill(4));
+  CHECK(ds.shape.find("3 layers (1 dense)") != std::string::npos);
+  CHECK(ds.shape.find("cache 40 values per token and layer") != std::string::npos);
+  CHECK(ds.shape.find("yarn RoPE scaling x4") != std::string::npos);
+  const DeepseekV3Config c = deepseek_v3_config_from_hf(HfConfig::read(golden_dir("deepseek_v3") + "/config.json"));
+  // (16 + 8)^-0.5 * mscale(4, 0.707)^2
+  const double mscale = 0.1 * 0.707 * std::log(4.0) + 1.0;
+  CHECK(c.softmax_scale() == doctest::Approx(mscale * mscale / std::sqrt(24.0)).epsilon(1e-12));
+  CHECK(c.rope_scaling.attention_factor ==
+        doctest::Approx((0.1 * std::log(4.0) + 1.0) / mscale).epsilon(1e-12));
 }
 
 TEST_CASE("the config of a folder gives the model's shapes") {
