@@ -65,8 +65,19 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
     // The cache is token-major, [tokens, kv_heads, head_dim]: a call's new
     // rows are its projections' rows as they are ([seq, kv_heads * D]), one
     // contiguous store per token.
-    const Tensor key_rows = append_to_cache(key_name, k.transpose(0, 1), phase);
-    const Tensor value_rows = append_to_cache(value_name, v, phase);
+    Tensor key_rows = k.transpose(0, 1), value_rows = v;
+    if (phase.has_cache()) {
+      // The preallocated cache holds `context` rows and room for this call's
+      // `seq`: its first rows, then the new ones, is the cache afterwards
+      // (the lowering writes the new rows into the input's buffer in place).
+      const Shape cache_shape = {phase.context + seq, a.kv_heads, d};
+      const Tensor key_cache = input(g, key_name, k.dtype(), cache_shape);
+      const Tensor value_cache = input(g, value_name, v.dtype(), cache_shape);
+      key_rows = nn::concat({key_cache.slice(0, 0, phase.context), key_rows}, 0);
+      value_rows = nn::concat({value_cache.slice(0, 0, phase.context), value_rows}, 0);
+    }
+    output(key_name, key_rows);
+    output(value_name, value_rows);
     keys = key_rows.transpose(0, 1);
     values = value_rows.transpose(0, 1);
   } else {

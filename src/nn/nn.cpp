@@ -343,7 +343,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
     // (nor, chunked, keys before its chunk's start).
     Graph& g = q.graph();
     const Tensor query_pos = iota(g, {s, t}, 0, DType::I64) + static_cast<double>(first_query);
-    const Tensor key_pos = iota(g, {s, t}, 1, DType::I64) + static_cast<double>(skipped);
+    Tensor key_pos = iota(g, {s, t}, 1, DType::I64);
+    if (skipped > 0) key_pos = key_pos + static_cast<double>(skipped);
     Tensor hidden = less_than(query_pos, key_pos);
     if (chunk > 0) hidden = logical_or(hidden, less_than(key_pos, query_pos - query_pos % static_cast<double>(chunk)));
     scores = masked_fill(scores, hidden, -INFINITY);
