@@ -16,7 +16,11 @@ namespace {
 // q_a_layernorm and kv_a_layernorm (it does not pass rms_norm_eps).
 constexpr double kLatentNormEps = 1e-6;
 
-std::string billions(int64_t n) { return fmt::format("{:.1f}B", static_cast<double>(n) / 1e9); }
+// 671.0B, 1.2M: a parameter count as model cards write it.
+std::string billions(int64_t n) {
+  const double v = static_cast<double>(n);
+  return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
+}
 
 }  // namespace
 

@@ -13,7 +13,11 @@
 namespace spool::models {
 namespace {
 
-std::string billions(int64_t n) { return fmt::format("{:.1f}B", static_cast<double>(n) / 1e9); }
+// 671.0B, 1.2M: a parameter count as model cards write it.
+std::string billions(int64_t n) {
+  const double v = static_cast<double>(n);
+  return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
+}
 
 }  // namespace
 

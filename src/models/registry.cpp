@@ -136,7 +136,9 @@ const std::vector<ModelEntry>& registry() {
        "Llama-4 decoder: NoPE and chunked RoPE layers, L2 q/k norm, temperature tuning, top-1 sigmoid MoE with a "
        "shared expert",
        Llama4Config::tiny().describe() + "; llama4:maverick: " + Llama4Config::tiny_maverick().describe(),
-       "llama-4-scout: " + Llama4Config::scout().describe(),
+       "llama-4-scout: " + Llama4Config::scout().describe() +
+           " (Meta's 109B also counts the vision encoder, which is not modelled); llama4:maverick: llama-4-maverick: " +
+           Llama4Config::maverick().describe(),
        {{"scout", "llama-4-scout: " + Llama4Config::scout().describe()},
         {"maverick", "llama-4-maverick: " + Llama4Config::maverick().describe()}},
        [](const ModelOptions& options) { return build_llama4(llama4_config(options), resolve_phase(options)); },
