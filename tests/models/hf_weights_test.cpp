@@ -488,3 +488,64 @@ TEST_CASE("a config.json without tie_word_embeddings takes the family's default"
   CHECK_THROWS_WITH_AS(gemma_config_from_hf(HfConfig(j, "gemma.json")), doctest::Contains("tie_word_embeddings is false"),
                        spool::Error);
 }
+
+TEST_CASE("deepseek_v3 and llama4 configs: bad keys are named with the file") {
+  auto golden_config = [](const std::string& model) {
+    std::ifstream in(golden_dir(model) + "/config.json");
+    return json::parse(in);
+  };
+  json ds = golden_config("deepseek_v3");
+  ds["quantization_config"] = {{"quant_method", "fp8"}};
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("ds/config.json: unsupported value {\"quant_method\":\"fp8\"} for key "
+                                         "'quantization_config'"),
+                       Error);
+  ds = golden_config("deepseek_v3");
+  ds["scoring_func"] = "softmax";
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("unsupported value \"softmax\" for key 'scoring_func'"), Error);
+  ds = golden_config("deepseek_v3");
+  ds["num_key_value_heads"] = 2;
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("num_key_value_heads (2) differs from num_attention_heads (4)"), Error);
+  ds = golden_config("deepseek_v3");
+  ds.erase("kv_lora_rank");
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("ds/config.json: missing key 'kv_lora_rank'"), Error);
+
+  json l4 = golden_config("llama4");
+  l4["no_rope_layers"] = {1, 0};
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("no_rope_layers has 2 entries for 4 layers"), Error);
+  l4 = golden_config("llama4");
+  l4["moe_layers"] = {0, 9};
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("moe_layers names layer 9 of 4"), Error);
+  l4 = golden_config("llama4");
+  l4["model_type"] = "llama4";
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("l4/config.json: model_type is \"llama4\" but the model is llama4_text"), Error);
+  l4 = golden_config("llama4");
+  l4["layer_types"] = {"full_attention"};
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("unknown key 'layer_types'"), Error);
+  // attention_chunk_size null: RoPE layers attend to everything; an integer
+  // attn_temperature_tuning (Meta's configs write 4) is a flag.
+  l4 = golden_config("llama4");
+  l4["attention_chunk_size"] = nullptr;
+  l4["attn_temperature_tuning"] = 4;
+  const Llama4Config c = llama4_config_from_hf(HfConfig(l4, "l4/config.json"));
+  CHECK(c.attention_chunk_size == 0);
+  CHECK(c.attn_temperature_tuning);
+}
+
+TEST_CASE("a deepseek_v3 folder's multi-token-prediction tensors are skipped, other extra tensors are not") {
+  // The golden holds model.layers.3.eh_proj.weight (num_nextn_predict_layers 1).
+  const Checkpoint checkpoint = read_checkpoint(golden_dir("deepseek_v3"));
+  CHECK(checkpoint.contains("model.layers.3.eh_proj.weight"));
+  const Graph g = build_deepseek_v3(deepseek_v3_config_from_hf(HfConfig::read(golden_dir("deepseek_v3") + "/config.json")),
+                                    Phase::prefill(2));
+  CHECK_NOTHROW(load_hf_weights("deepseek_v3", golden_dir("deepseek_v3"), g));
+  CHECK_THROWS_WITH_AS(bind_weights(g, checkpoint, true, "deepseek_v3"),
+                       doctest::Contains("unknown tensor 'model.layers.3.eh_proj.weight'"), Error);
+}
