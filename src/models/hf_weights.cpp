@@ -641,9 +641,40 @@ void build_loaded(LoadedModel& out, Config c, DType dtype, const Phase& phase, B
 
 }  // namespace
 
+namespace {
+
+// Llama 4 as Meta publishes it (Llama4ForConditionalGeneration, model_type
+// llama4) keeps the text model's config under text_config.
+bool llama4_multimodal(const HfConfig& config) { return config.string_or("model_type", "") == "llama4"; }
+
+HfConfig llama4_text_config(const HfConfig& config) {
+  if (!llama4_multimodal(config)) return config;
+  config.expect_one_of("tie_word_embeddings", {false}, "Llama 4 has its own LM head");
+  // The vision encoder and the image tokens: the text model does not read them.
+  config.ignore({"vision_config", "boi_token_index", "eoi_token_index", "image_token_index"});
+  config.ignore(kIgnoredKeys);
+  HfConfig text = config.object("text_config");
+  config.reject_unknown_keys("llama4 (multimodal)");
+  return text;
+}
+
+}  // namespace
+
 interp::Env load_hf_weights(const std::string& family, const std::string& dir, const Graph& graph) {
   const HfConfig config = HfConfig::read((std::filesystem::path(dir) / "config.json").string());
   Checkpoint checkpoint = read_checkpoint(dir);
+  if (family == "llama4" && llama4_multimodal(config)) {
+    // The text model's tensors are under language_model. (language_model.model.layers.0...,
+    // language_model.lm_head.weight); the vision encoder's and the projector's are not read.
+    Checkpoint text;
+    for (auto& [name, tensor] : checkpoint) {
+      if (name.rfind("language_model.", 0) == 0)
+        text.emplace(name.substr(15), std::move(tensor));
+      else if (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0)
+        text.emplace(name, std::move(tensor));  // reported as unknown
+    }
+    checkpoint = std::move(text);
+  }
   if (family == "deepseek_v3") {
     // The multi-token-prediction layers follow the decoder's layers in the
     // checkpoint (model.layers.N, ... for N = num_hidden_layers); the causal
@@ -677,7 +708,7 @@ LoadedModel load_hf_model(const std::string& family, const std::string& dir, con
   else if (family == "deepseek_v3")
     build_loaded(out, deepseek_v3_config_from_hf(config), out.dtype, phase, build_deepseek_v3);
   else if (family == "llama4")
-    build_loaded(out, llama4_config_from_hf(config), out.dtype, phase, build_llama4);
+    build_loaded(out, llama4_config_from_hf(llama4_text_config(config)), out.dtype, phase, build_llama4);
   else
     fail("{}: reading Hugging Face weights is supported for llama, qwen3, gemma, qwen3_moe, deepseek_v3 and llama4",
          family);

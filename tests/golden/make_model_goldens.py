@@ -19,7 +19,9 @@ deepseek_v3 (multi-head latent attention with yarn RoPE, 1 dense and 2 MoE
 layers), llama4 (the Scout layout: every layer MoE, L2 q/k norm, a NoPE layer,
 chunked attention with chunks shorter than the prompt, temperature tuning) and
 llama4_maverick (MoE every second layer, dense layers with their own FFN, no
-q/k norm) are folders of the same kind;
+q/k norm) are folders of the same kind, and llama4_multimodal is the Scout
+layout as Meta publishes Llama 4 (model_type llama4, text_config, tensors
+under language_model., vision tensors, bf16);
 and tests/golden/models/blocks/<block>/*.npy for the MoE blocks of
 deepseek_v3 and llama4: the input `x`, the weights under Spool's graph names
 (experts stacked) and the expected `out_y`.
@@ -724,9 +726,13 @@ def llama4_weights(cfg, seed):
     return w
 
 
-def make_llama4(name, cfg, seed, tokens):
+def make_llama4(name, cfg, seed, tokens, multimodal=False):
+    """multimodal: the folder as Meta publishes Llama 4 (Llama4ForConditionalGeneration, model_type llama4):
+    the text config under text_config, the text model's tensors under language_model., and vision tensors
+    that the text model does not read; bf16 weights, as published."""
     weights = llama4_weights(cfg, seed)
-    w = stored(weights, "F32")
+    dtype = "BF16" if multimodal else "F32"
+    w = stored(weights, dtype)
     margins = []
     logits, _ = llama4_forward(cfg, w, tokens, None, margins)
     # Each feature must change these logits, or the test would pass without it.
@@ -745,7 +751,16 @@ def make_llama4(name, cfg, seed, tokens):
     assert min(margins) > 1e-4, f"{name}: routing margin {min(margins)} is too small; change the seed or tokens"
     gap = (decode_logits[0] - logits[-1]).abs().max().item()
     assert gap < 1e-4, f"{name}: decode with the cache differs from the prefill by {gap}"
-    save_folder(name, cfg, weights, "F32", tokens, logits, decode_logits)
+    if multimodal:
+        g = torch.Generator().manual_seed(seed + 2)
+        weights = {"language_model." + k: v for k, v in weights.items()}
+        weights["vision_model.patch_embedding.linear.weight"] = torch.randn(16, 12, generator=g)
+        weights["multi_modal_projector.linear_1.weight"] = torch.randn(cfg["hidden_size"], 16, generator=g)
+        cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "text_config": cfg,
+               "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 16, "patch_size": 2},
+               "boi_token_index": 200080, "eoi_token_index": 200081, "image_token_index": 200092,
+               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    save_folder(name, cfg, weights, dtype, tokens, logits, decode_logits)
     print(f"{name}: {len(weights)} tensors, logits {tuple(logits.shape)}, decode gap {gap:.2e}")
 
 
@@ -882,5 +897,6 @@ if __name__ == "__main__":
                     llama4_config(num_local_experts=8, interleave_moe_layer_step=2, moe_layers=None,
                                   no_rope_layers=None, use_qk_norm=False, rope_scaling=None),
                     5555, LLAMA4_MAVERICK_TOKENS)
+        make_llama4("llama4_multimodal", llama4_config(torch_dtype="bfloat16"), 6666, LLAMA4_TOKENS, multimodal=True)
         deepseek_v3_block()
         llama4_block()

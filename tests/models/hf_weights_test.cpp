@@ -241,6 +241,10 @@ TEST_CASE("tiny llama4 (Maverick layout) from a Hugging Face folder matches PyTo
   check_golden("llama4_maverick", "llama4");
 }
 
+TEST_CASE("tiny llama4 as Meta publishes it (text_config, language_model. tensors, vision tensors) matches PyTorch") {
+  check_golden("llama4_multimodal", "llama4");
+}
+
 TEST_CASE("llama4 and deepseek-v3 folders: the config's layer plan and attention keys are read") {
   const LoadedModel scout = load_hf_model("llama4", golden_dir("llama4"), Phase::prefill(4));
   CHECK(scout.shape.find("4 layers (4 MoE; 1 NoPE, L2 q/k norm, RoPE layers chunked by 3") != std::string::npos);

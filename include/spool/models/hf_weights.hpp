@@ -1,7 +1,9 @@
 #pragma once
 // Hugging Face model folders: `config.json` and `model.safetensors` (or the
 // shards named by `model.safetensors.index.json`), read for llama, qwen3,
-// gemma, qwen3_moe, deepseek_v3 and llama4 (a Llama4ForCausalLM folder). The model's shapes come from config.json; the
+// gemma, qwen3_moe, deepseek_v3 and llama4 (a Llama4ForCausalLM folder, or
+// Meta's Llama4ForConditionalGeneration one: text_config and the
+// language_model. tensors; the vision tensors are not read). The model's shapes come from config.json; the
 // weights (f32, bf16 or f16 in the file, read in that dtype) become the
 // values of the graph's Weight nodes, in the model's dtype: bf16 values of a
 // bf16 model are taken as they are, anything else is rounded once on load. Every problem is a spool::Error naming the file and the key or
