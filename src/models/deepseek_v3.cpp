@@ -7,6 +7,7 @@
 #include <spool/models/hf_weights.hpp>
 #include <spool/models/moe.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace spool::models {
@@ -17,8 +18,7 @@ namespace {
 constexpr double kLatentNormEps = 1e-6;
 
 // 671.0B, 1.2M: a parameter count as model cards write it.
-std::string billions(int64_t n) {
-  const double v = static_cast<double>(n);
+std::string billions(double v) {
   return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
 }
 
@@ -67,27 +67,47 @@ double DeepseekV3Config::softmax_scale() const {
   return scale;
 }
 
-int64_t DeepseekV3Config::parameters() const {
-  const int64_t qk = qk_nope_head_dim + qk_rope_head_dim;
-  const int64_t q_path = q_lora_rank > 0 ? hidden * q_lora_rank + q_lora_rank + q_lora_rank * heads * qk : hidden * heads * qk;
-  const int64_t attention = q_path + hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank +
-                            kv_lora_rank * heads * (qk_nope_head_dim + v_head_dim) + heads * v_head_dim * hidden;
-  const int64_t expert = 3 * hidden * moe_ffn;
-  const int64_t moe = experts * expert + shared_experts * expert + experts * hidden + experts;
-  int64_t total = 2 * vocab * hidden + hidden;
-  for (int64_t i = 0; i < layers; ++i) total += attention + 2 * hidden + (is_moe(i) ? moe : 3 * hidden * ffn);
-  return total;
+namespace {
+
+// The MoE layers of c, counted without a loop over the layers (a config
+// may name any count).
+int64_t moe_layer_count(const DeepseekV3Config& c) {
+  // Multiples of moe_layer_freq below n.
+  const auto multiples = [&](int64_t n) { return n <= 0 ? 0 : (n - 1) / c.moe_layer_freq + 1; };
+  return multiples(c.layers) - multiples(std::min(c.first_k_dense_replace, c.layers));
 }
 
-int64_t DeepseekV3Config::active_parameters() const {
-  int64_t moe_layers = 0;
-  for (int64_t i = 0; i < layers; ++i) moe_layers += is_moe(i);
-  return parameters() - moe_layers * (experts - top_k) * 3 * hidden * moe_ffn;
+// Parameters (every weight, or those one token uses) in double: exact for
+// any real model (below 2^53), and no integer overflow for absurd configs.
+double count_parameters(const DeepseekV3Config& c, bool active) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double hidden = d(c.hidden), heads = d(c.heads), qk = d(c.qk_nope_head_dim) + d(c.qk_rope_head_dim);
+  const double q_path = c.q_lora_rank > 0 ? hidden * d(c.q_lora_rank) + d(c.q_lora_rank) + d(c.q_lora_rank) * heads * qk
+                                          : hidden * heads * qk;
+  const double attention = q_path + hidden * d(c.kv_lora_rank + c.qk_rope_head_dim) + d(c.kv_lora_rank) +
+                           d(c.kv_lora_rank) * heads * d(c.qk_nope_head_dim + c.v_head_dim) +
+                           heads * d(c.v_head_dim) * hidden;
+  const double expert = 3.0 * hidden * d(c.moe_ffn);
+  const double moe = d(active ? c.top_k : c.experts) * expert + d(c.shared_experts) * expert + d(c.experts) * hidden +
+                     d(c.experts);
+  const double moe_layers = d(moe_layer_count(c)), dense_layers = d(c.layers) - moe_layers;
+  return 2.0 * d(c.vocab) * hidden + hidden + d(c.layers) * (attention + 2.0 * hidden) + moe_layers * moe +
+         dense_layers * 3.0 * hidden * d(c.ffn);
 }
+
+int64_t as_count(double n) {
+  if (!(n < 9.2e18)) fail("deepseek_v3 config: the parameter count {:.3g} does not fit in 64 bits", n);
+  return static_cast<int64_t>(n);
+}
+
+}  // namespace
+
+int64_t DeepseekV3Config::parameters() const { return as_count(count_parameters(*this, false)); }
+
+int64_t DeepseekV3Config::active_parameters() const { return as_count(count_parameters(*this, true)); }
 
 std::string DeepseekV3Config::describe() const {
-  int64_t dense = 0;
-  for (int64_t i = 0; i < layers; ++i) dense += !is_moe(i);
+  const int64_t dense = layers - moe_layer_count(*this);
   return fmt::format(
              "{} layers ({} dense), hidden {}, {} heads with MLA (q rank {}, kv rank {}, head dims nope {} rope {} v {}; "
              "cache {} values per token and layer), dense FFN {}, {} experts top-{} in {} groups (top-{} groups) of "
@@ -95,7 +115,8 @@ std::string DeepseekV3Config::describe() const {
              layers, dense, hidden, heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
              kv_lora_rank + qk_rope_head_dim, ffn, experts, top_k, n_group, topk_group, moe_ffn, shared_experts, vocab) +
          nn::describe(rope_scaling) +
-         fmt::format("; {} parameters, {} active", billions(parameters()), billions(active_parameters()));
+         fmt::format("; {} parameters, {} active", billions(count_parameters(*this, false)),
+                     billions(count_parameters(*this, true)));
 }
 
 Tensor deepseek_v3_moe_block(const DeepseekV3Config& c, const Tensor& x, const std::string& prefix) {

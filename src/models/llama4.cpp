@@ -14,8 +14,7 @@ namespace spool::models {
 namespace {
 
 // 671.0B, 1.2M: a parameter count as model cards write it.
-std::string billions(int64_t n) {
-  const double v = static_cast<double>(n);
+std::string billions(double v) {
   return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
 }
 
@@ -70,26 +69,50 @@ bool Llama4Config::uses_rope(int64_t layer) const {
   return (layer + 1) % no_rope_layer_interval != 0;
 }
 
-int64_t Llama4Config::parameters() const {
-  const int64_t attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim;
-  const int64_t moe = experts * 3 * hidden * ffn + 3 * hidden * ffn + experts * hidden;
-  int64_t total = (tie_word_embeddings ? 1 : 2) * vocab * hidden + hidden;
-  for (int64_t i = 0; i < layers; ++i) total += attention + 2 * hidden + (is_moe(i) ? moe : 3 * hidden * ffn_dense);
-  return total;
+namespace {
+
+// The MoE and the NoPE layers of c, counted without a loop over the layers
+// when they follow the default patterns (a config may name any count).
+int64_t moe_layer_count(const Llama4Config& c) {
+  if (c.moe_layers.empty()) return c.layers / c.moe_layer_step;
+  std::vector<int64_t> named = c.moe_layers;
+  std::sort(named.begin(), named.end());
+  named.erase(std::unique(named.begin(), named.end()), named.end());
+  return std::count_if(named.begin(), named.end(), [&](int64_t l) { return l >= 0 && l < c.layers; });
 }
 
-int64_t Llama4Config::active_parameters() const {
-  int64_t moe_count = 0;
-  for (int64_t i = 0; i < layers; ++i) moe_count += is_moe(i);
-  return parameters() - moe_count * (experts - top_k) * 3 * hidden * ffn;
+int64_t nope_layer_count(const Llama4Config& c) {
+  if (c.no_rope_layers.empty()) return c.layers / c.no_rope_layer_interval;
+  const int64_t n = std::min<int64_t>(c.layers, static_cast<int64_t>(c.no_rope_layers.size()));
+  return std::count(c.no_rope_layers.begin(), c.no_rope_layers.begin() + n, 0);
 }
+
+// Parameters (every weight, or those one token uses) in double: exact for
+// any real model (below 2^53), and no integer overflow for absurd configs.
+double count_parameters(const Llama4Config& c, bool active) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double hidden = d(c.hidden);
+  const double attention = 2.0 * hidden * d(c.heads) * d(c.head_dim) + 2.0 * hidden * d(c.kv_heads) * d(c.head_dim);
+  const double moe = d(active ? c.top_k : c.experts) * 3.0 * hidden * d(c.ffn) + 3.0 * hidden * d(c.ffn) +
+                     d(c.experts) * hidden;
+  const double moe_layers = d(moe_layer_count(c)), dense_layers = d(c.layers) - moe_layers;
+  return (c.tie_word_embeddings ? 1.0 : 2.0) * d(c.vocab) * hidden + hidden + d(c.layers) * (attention + 2.0 * hidden) +
+         moe_layers * moe + dense_layers * 3.0 * hidden * d(c.ffn_dense);
+}
+
+int64_t as_count(double n) {
+  if (!(n < 9.2e18)) fail("llama4 config: the parameter count {:.3g} does not fit in 64 bits", n);
+  return static_cast<int64_t>(n);
+}
+
+}  // namespace
+
+int64_t Llama4Config::parameters() const { return as_count(count_parameters(*this, false)); }
+
+int64_t Llama4Config::active_parameters() const { return as_count(count_parameters(*this, true)); }
 
 std::string Llama4Config::describe() const {
-  int64_t moe_count = 0, nope = 0;
-  for (int64_t i = 0; i < layers; ++i) {
-    moe_count += is_moe(i);
-    nope += !uses_rope(i);
-  }
+  const int64_t moe_count = moe_layer_count(*this), nope = nope_layer_count(*this);
   std::string attention = fmt::format("{} NoPE", nope);
   if (use_qk_norm) attention += ", L2 q/k norm";
   if (attention_chunk_size > 0) attention += fmt::format(", RoPE layers chunked by {}", attention_chunk_size);
@@ -99,7 +122,8 @@ std::string Llama4Config::describe() const {
                      layers, moe_count, attention, hidden, heads, kv_heads, head_dim, experts, top_k, ffn, ffn_dense,
                      vocab) +
          nn::describe(rope_scaling) +
-         fmt::format("; {} parameters, {} active", billions(parameters()), billions(active_parameters()));
+         fmt::format("; {} parameters, {} active", billions(count_parameters(*this, false)),
+                     billions(count_parameters(*this, true)));
 }
 
 Tensor llama4_moe_block(const Llama4Config& c, const Tensor& x, const std::string& prefix) {

@@ -553,3 +553,24 @@ TEST_CASE("a deepseek_v3 folder's multi-token-prediction tensors are skipped, ot
   CHECK_THROWS_WITH_AS(bind_weights(g, checkpoint, true, "deepseek_v3"),
                        doctest::Contains("unknown tensor 'model.layers.3.eh_proj.weight'"), Error);
 }
+
+TEST_CASE("deepseek_v3 and llama4 configs of absurd sizes describe themselves without overflow") {
+  auto golden_config = [](const std::string& model) {
+    std::ifstream in(golden_dir(model) + "/config.json");
+    return json::parse(in);
+  };
+  json ds = golden_config("deepseek_v3");
+  ds["num_hidden_layers"] = int64_t{1} << 62;
+  ds["hidden_size"] = int64_t{1} << 40;
+  ds["vocab_size"] = int64_t{1} << 40;
+  const DeepseekV3Config big = deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json"));
+  CHECK(big.describe().find("4611686018427387904 layers (1 dense)") != std::string::npos);
+  CHECK_THROWS_WITH_AS(big.parameters(), doctest::Contains("does not fit in 64 bits"), Error);
+  json l4 = golden_config("llama4_maverick");  // default layer patterns
+  l4["num_hidden_layers"] = int64_t{1} << 62;
+  l4["intermediate_size_mlp"] = int64_t{1} << 50;
+  const Llama4Config huge = llama4_config_from_hf(HfConfig(l4, "l4/config.json"));
+  CHECK(huge.describe().find("4611686018427387904 layers (2305843009213693952 MoE; 1152921504606846976 NoPE") !=
+        std::string::npos);
+  CHECK_THROWS_WITH_AS(huge.parameters(), doctest::Contains("does not fit in 64 bits"), Error);
+}
