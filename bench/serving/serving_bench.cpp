@@ -44,7 +44,8 @@ std::vector<std::string> split(const std::string& list) {
 int main(int argc, char** argv) {
   using namespace spool;
   std::string npu = "tpuv3";
-  std::vector<std::string> models = {"llama", "gemma", "qwen3", "qwen3_moe", "deepseek_v3", "llama4"};
+  std::vector<std::string> models = {"llama",       "gemma",  "qwen3",          "qwen3_moe",
+                                     "deepseek_v3", "llama4", "llama4:maverick"};
   std::vector<std::string> dtypes = {"bf16", "f32"}, phases = {"prefill", "decode"};
   int64_t seq = 512, context = 512, layers = 0;
   for (int i = 1; i < argc; ++i) {
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
                 config.name.c_str(), config.dram_bytes_per_second() / 1e9, peak_flops_per_ms / 1e9,
                 static_cast<double>(config.dram.capacity_bytes) / (1 << 30), static_cast<long long>(seq),
                 static_cast<long long>(context), layers ? fmt::format(", {} layers", layers).c_str() : "");
-    std::printf("%-12s %-7s %-5s %12s %12s %12s %8s %12s  %s\n", "model", "phase", "dtype", "TTFT/TPOT ms",
+    std::printf("%-16s %-7s %-5s %12s %12s %12s %8s %12s  %s\n", "model", "phase", "dtype", "TTFT/TPOT ms",
                 "compute ms", "DRAM ms", "x roof", "footprint", "fits");
     for (const std::string& model : models)
       for (const std::string& phase : phases)
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
           if (phase == "prefill") o.seq = seq;
           else o.context = context;
           const models::ModelRef ref = models::find_model(model);
+          o.variant = ref.variant;
           const Graph graph = ref.entry->build(o);
           pipeline::Options options;
           options.compile.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
@@ -101,7 +103,7 @@ int main(int argc, char** argv) {
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           const double compute_ms = static_cast<double>(r.sim.matmul_flops) / peak_flops_per_ms;
           const double bound = std::max(compute_ms, r.dram_roofline_ms);
-          std::printf("%-12s %-7s %-5s %12.2f %12.2f %12.2f %8.3f %8.2f GiB  %s  (%.1f s)\n", model.c_str(),
+          std::printf("%-16s %-7s %-5s %12.2f %12.2f %12.2f %8.3f %8.2f GiB  %s  (%.1f s)\n", model.c_str(),
                       phase.c_str(), dtype.c_str(), r.sim.time_ms, compute_ms, r.dram_roofline_ms,
                       bound > 0 ? r.sim.time_ms / bound : 0.0,
                       static_cast<double>(r.memory.footprint.total()) / (1 << 30),

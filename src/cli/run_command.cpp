@@ -407,8 +407,12 @@ void run(const RunOptions& options) {
   const models::ModelRef ref = models::find_model(options.model);
   const std::string& name = ref.entry->name;
   if (!options.weights_dir.empty()) {
-    if (!ref.entry->reads_hf_weights)
-      fail("--weights: reading Hugging Face folders is supported for llama, qwen3, gemma and qwen3_moe, not {}", name);
+    if (!ref.entry->reads_hf_weights) {
+      std::string readers;
+      for (const models::ModelEntry& entry : models::registry())
+        if (entry.reads_hf_weights) readers += (readers.empty() ? "" : ", ") + entry.name;
+      fail("--weights: reading Hugging Face folders is supported for {}, not {}", readers, name);
+    }
     if (options.size_given || options.model_options.layers != 0 || !ref.variant.empty())
       fail("--weights: the shapes come from {}/config.json; drop --size, --layers and the variant",
            options.weights_dir);

@@ -88,6 +88,21 @@ Tensor self_attention(const AttentionShape& a, const Tensor& h, const nn::RopeTa
   return nn::linear(merged, w("o_proj.weight", {a.hidden, a.heads * d}));
 }
 
+Tensor append_to_cache(const std::string& name, const Tensor& rows, const Phase& phase) {
+  Tensor all = rows;
+  if (phase.has_cache()) {
+    // The preallocated cache holds `context` rows and room for this call's
+    // `seq`: its first rows, then the new ones, is the cache afterwards
+    // (the lowering writes the new rows into the input's buffer in place).
+    Shape cache_shape = rows.shape();
+    cache_shape.at(0) = phase.context + rows.dim(0);
+    const Tensor cache = input(rows.graph(), name, rows.dtype(), cache_shape);
+    all = nn::concat({cache.slice(0, 0, phase.context), rows}, 0);
+  }
+  output(name, all);
+  return all;
+}
+
 Tensor residual_layer(const Tensor& x, const AttentionShape& attention, double rms_eps, const nn::RopeTables& rope,
                       const Phase& phase, const std::string& prefix, std::optional<int64_t> cache_layer,
                       const std::function<Tensor(const Tensor&)>& mlp) {

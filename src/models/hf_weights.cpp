@@ -184,6 +184,19 @@ bool HfConfig::has(const std::string& key) const {
   return json_.contains(key) && !json_.at(key).is_null();
 }
 
+bool HfConfig::is_null(const std::string& key) const {
+  used_.insert(key);
+  return json_.contains(key) && json_.at(key).is_null();
+}
+
+bool HfConfig::flag_or(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  const json& v = json_.at(key);
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer()) return v.get<int64_t>() != 0;
+  fail("{}: key '{}' must be true, false or an integer, got {}", path_, key, v.dump());
+}
+
 const json& HfConfig::at(const std::string& key, std::string_view expected) const {
   used_.insert(key);
   if (!json_.contains(key) || json_.at(key).is_null()) fail("{}: missing key '{}' ({})", path_, key, expected);
@@ -329,6 +342,82 @@ Qwen3MoeConfig qwen3_moe_config_from_hf(const HfConfig& c) {
   c.ignore(kIgnoredKeys);
   c.reject_unknown_keys("qwen3_moe");
   set_common(out, k);
+  out.validate();
+  return out;
+}
+
+DeepseekV3Config deepseek_v3_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "deepseek_v3");
+  const CommonKeys k = read_common(c, "deepseek_v3", /*head_dim_required=*/false, /*tie_default=*/false);
+  c.expect_one_of("hidden_act", {"silu"}, "spool's deepseek_v3 uses SwiGLU");
+  c.expect_one_of("scoring_func", {"sigmoid"}, "spool's deepseek_v3 router scores with a sigmoid");
+  c.expect_one_of("topk_method", {"noaux_tc"}, "spool's deepseek_v3 routes by noaux_tc (bias-corrected group top-k)");
+  c.expect_one_of("quantization_config", {}, "spool reads f32, bf16 and f16 weights, not quantized ones");
+  DeepseekV3Config out;
+  out.layers = k.layers;
+  out.hidden = k.hidden;
+  out.heads = k.heads;
+  out.ffn = k.ffn;
+  out.vocab = k.vocab;
+  out.rms_eps = k.rms_eps;
+  out.rope_theta = k.rope_theta;
+  out.rope_scaling = k.rope_scaling;
+  if (k.tie) fail("{}: tie_word_embeddings is true, but DeepSeek-V3 has its own LM head", c.path());
+  if (k.kv_heads != k.heads)
+    fail("{}: num_key_value_heads ({}) differs from num_attention_heads ({}); MLA has one latent per token",
+         c.path(), k.kv_heads, k.heads);
+  out.q_lora_rank = c.integer_or("q_lora_rank", 0);  // null: no low-rank query path
+  out.kv_lora_rank = c.integer("kv_lora_rank");
+  out.qk_nope_head_dim = c.integer("qk_nope_head_dim");
+  out.qk_rope_head_dim = c.integer("qk_rope_head_dim");
+  out.v_head_dim = c.integer("v_head_dim");
+  // Hugging Face's config sets head_dim to the RoPE part of a head.
+  if (c.has("head_dim") && k.head_dim != out.qk_rope_head_dim)
+    fail("{}: head_dim ({}) must equal qk_rope_head_dim ({})", c.path(), k.head_dim, out.qk_rope_head_dim);
+  out.rope_interleave = c.boolean_or("rope_interleave", true);
+  if (c.has("rope_scaling")) out.mscale_all_dim = c.object("rope_scaling").number_or("mscale_all_dim", 0.0);
+  out.moe_ffn = c.integer("moe_intermediate_size");
+  out.experts = c.integer("n_routed_experts");
+  out.shared_experts = c.integer("n_shared_experts");
+  out.top_k = c.integer("num_experts_per_tok");
+  out.n_group = c.integer("n_group");
+  out.topk_group = c.integer("topk_group");
+  out.first_k_dense_replace = c.integer("first_k_dense_replace");
+  out.moe_layer_freq = c.integer_or("moe_layer_freq", 1);
+  out.routed_scaling_factor = c.number("routed_scaling_factor");
+  out.norm_topk_prob = c.boolean("norm_topk_prob");
+  // Training-only keys (auxiliary losses, expert parallelism) and the
+  // multi-token-prediction layers, which the causal LM's forward never runs
+  // (their tensors are skipped on load).
+  c.ignore({"aux_loss_alpha", "seq_aux", "ep_size", "auto_map", "num_nextn_predict_layers"});
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("deepseek_v3");
+  out.validate();
+  return out;
+}
+
+Llama4Config llama4_config_from_hf(const HfConfig& c) {
+  expect_model_type(c, "llama4_text");
+  const CommonKeys k = read_common(c, "llama4", /*head_dim_required=*/true, /*tie_default=*/false);
+  c.expect_one_of("hidden_act", {"silu"}, "spool's llama4 uses SwiGLU");
+  Llama4Config out;
+  set_common(out, k);
+  out.ffn_dense = c.integer("intermediate_size_mlp");
+  out.experts = c.integer_or("num_local_experts", 16);
+  out.top_k = c.integer_or("num_experts_per_tok", 1);
+  out.moe_layer_step = c.integer_or("interleave_moe_layer_step", 1);
+  out.moe_layers = c.integers_or("moe_layers", {});
+  out.no_rope_layer_interval = c.integer_or("no_rope_layer_interval", 4);
+  out.no_rope_layers = c.integers_or("no_rope_layers", {});
+  out.use_qk_norm = c.boolean_or("use_qk_norm", true);
+  out.attention_chunk_size = c.is_null("attention_chunk_size") ? 0 : c.integer_or("attention_chunk_size", 8192);
+  out.attn_temperature_tuning = c.flag_or("attn_temperature_tuning", true);
+  out.floor_scale = c.number_or("floor_scale", 8192.0);
+  out.attn_scale = c.number_or("attn_scale", 0.1);
+  // Training-only: router noise, and a flag of Meta's quantization tooling.
+  c.ignore({"router_jitter_noise", "for_llm_compressor"});
+  c.ignore(kIgnoredKeys);
+  c.reject_unknown_keys("llama4");
   out.validate();
   return out;
 }
@@ -529,7 +618,8 @@ interp::Env bind_weights(const Graph& graph, Checkpoint checkpoint, bool stacked
 // ---- whole models ---------------------------------------------------------------
 
 bool has_hf_loader(const std::string& family) {
-  return family == "llama" || family == "qwen3" || family == "gemma" || family == "qwen3_moe";
+  return family == "llama" || family == "qwen3" || family == "gemma" || family == "qwen3_moe" ||
+         family == "deepseek_v3" || family == "llama4";
 }
 
 DType checkpoint_dtype(const HfConfig& config) {
@@ -551,6 +641,57 @@ void build_loaded(LoadedModel& out, Config c, DType dtype, const Phase& phase, B
 
 }  // namespace
 
+namespace {
+
+// Llama 4 as Meta publishes it (Llama4ForConditionalGeneration, model_type
+// llama4) keeps the text model's config under text_config.
+bool llama4_multimodal(const HfConfig& config) { return config.string_or("model_type", "") == "llama4"; }
+
+HfConfig llama4_text_config(const HfConfig& config) {
+  if (!llama4_multimodal(config)) return config;
+  config.expect_one_of("tie_word_embeddings", {false}, "Llama 4 has its own LM head");
+  // The vision encoder and the image tokens: the text model does not read them.
+  config.ignore({"vision_config", "boi_token_index", "eoi_token_index", "image_token_index"});
+  config.ignore(kIgnoredKeys);
+  HfConfig text = config.object("text_config");
+  config.reject_unknown_keys("llama4 (multimodal)");
+  return text;
+}
+
+}  // namespace
+
+interp::Env load_hf_weights(const std::string& family, const std::string& dir, const Graph& graph) {
+  const HfConfig config = HfConfig::read((std::filesystem::path(dir) / "config.json").string());
+  Checkpoint checkpoint = read_checkpoint(dir);
+  if (family == "llama4" && llama4_multimodal(config)) {
+    // The text model's tensors are under language_model. (language_model.model.layers.0...,
+    // language_model.lm_head.weight); the vision encoder's and the projector's are not read.
+    Checkpoint text;
+    for (auto& [name, tensor] : checkpoint) {
+      if (name.rfind("language_model.", 0) == 0)
+        text.emplace(name.substr(15), std::move(tensor));
+      else if (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0)
+        text.emplace(name, std::move(tensor));  // reported as unknown
+    }
+    checkpoint = std::move(text);
+  }
+  if (family == "deepseek_v3") {
+    // The multi-token-prediction layers follow the decoder's layers in the
+    // checkpoint (model.layers.N, ... for N = num_hidden_layers); the causal
+    // LM does not run them.
+    const int64_t layers = config.integer("num_hidden_layers"), extra = config.integer_or("num_nextn_predict_layers", 0);
+    for (int64_t l = layers; l < layers + extra; ++l) {
+      const std::string prefix = fmt::format("model.layers.{}.", l);
+      for (auto it = checkpoint.begin(); it != checkpoint.end();)
+        it = it->first.rfind(prefix, 0) == 0 ? checkpoint.erase(it) : std::next(it);
+    }
+  }
+  // qwen3_moe's and deepseek_v3's experts are one stacked weight per
+  // projection (llama4's are stored stacked already).
+  return bind_weights(graph, std::move(checkpoint), /*stacked_experts=*/family == "qwen3_moe" || family == "deepseek_v3",
+                      family);
+}
+
 LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase,
                           std::optional<DType> dtype) {
   const HfConfig config = HfConfig::read((std::filesystem::path(dir) / "config.json").string());
@@ -564,10 +705,14 @@ LoadedModel load_hf_model(const std::string& family, const std::string& dir, con
     build_loaded(out, gemma_config_from_hf(config), out.dtype, phase, build_gemma);
   else if (family == "qwen3_moe")
     build_loaded(out, qwen3_moe_config_from_hf(config), out.dtype, phase, build_qwen3_moe);
+  else if (family == "deepseek_v3")
+    build_loaded(out, deepseek_v3_config_from_hf(config), out.dtype, phase, build_deepseek_v3);
+  else if (family == "llama4")
+    build_loaded(out, llama4_config_from_hf(llama4_text_config(config)), out.dtype, phase, build_llama4);
   else
-    fail("{}: reading Hugging Face weights is supported for llama, qwen3, gemma and qwen3_moe", family);
-  // qwen3_moe's experts are one stacked weight per projection.
-  out.weights = bind_weights(out.graph, read_checkpoint(dir), /*stacked_experts=*/family == "qwen3_moe", family);
+    fail("{}: reading Hugging Face weights is supported for llama, qwen3, gemma, qwen3_moe, deepseek_v3 and llama4",
+         family);
+  out.weights = load_hf_weights(family, dir, out.graph);
   return out;
 }
 

@@ -47,6 +47,28 @@ std::function<Graph(const ModelOptions&)> builder(const char* model, Config (*re
   };
 }
 
+// llama4: Scout (the default) or Maverick, tiny or real.
+Llama4Config llama4_config(const ModelOptions& options) {
+  const bool maverick = options.variant == "maverick";
+  if (!options.variant.empty() && !maverick && options.variant != "scout")
+    fail("llama4: has no variant '{}' (known: scout, maverick)", options.variant);
+  Llama4Config c;
+  if (options.size == "tiny")
+    c = maverick ? Llama4Config::tiny_maverick() : Llama4Config::tiny();
+  else if (options.size == "real")
+    c = maverick ? Llama4Config::maverick() : Llama4Config::scout();
+  else
+    fail("llama4: unknown size '{}' (expected tiny or real)", options.size);
+  if (options.layers != 0) {
+    c.layers = options.layers;
+    // The published layer lists name every layer; keep the pattern they follow.
+    c.moe_layers.clear();
+    c.no_rope_layers.clear();
+  }
+  c.dtype = resolve_dtype(options);
+  return c;
+}
+
 BertConfig bert_config(const ModelOptions& options) {
   BertConfig c;
   if (options.size == "tiny") {
@@ -106,12 +128,21 @@ const std::vector<ModelEntry>& registry() {
        Qwen3MoeConfig::tiny().describe(), "qwen3-30B-A3B: " + Qwen3MoeConfig::qwen3_30b_a3b().describe(), {},
        builder("qwen3_moe", &Qwen3MoeConfig::qwen3_30b_a3b, build_qwen3_moe), true},
       {"deepseek_v3",
-       "DeepSeek-V3 decoder (MHA in place of MLA): group-limited sigmoid routing with bias correction, shared experts",
+       "DeepSeek-V3 decoder: multi-head latent attention (compressed KV cache, absorbed in decode), group-limited "
+       "sigmoid routing with bias correction, shared experts",
        DeepseekV3Config::tiny().describe(), "deepseek-v3: " + DeepseekV3Config::deepseek_v3().describe(), {},
-       builder("deepseek_v3", &DeepseekV3Config::deepseek_v3, build_deepseek_v3), false},
-      {"llama4", "Llama-4 decoder: MoE every second layer, top-1 sigmoid routing, shared expert, chunked SwiGLU",
-       Llama4Config::tiny().describe(), "llama-4-scout: " + Llama4Config::scout().describe(), {},
-       builder("llama4", &Llama4Config::scout, build_llama4), false},
+       builder("deepseek_v3", &DeepseekV3Config::deepseek_v3, build_deepseek_v3), true},
+      {"llama4",
+       "Llama-4 decoder: NoPE and chunked RoPE layers, L2 q/k norm, temperature tuning, top-1 sigmoid MoE with a "
+       "shared expert",
+       Llama4Config::tiny().describe() + "; llama4:maverick: " + Llama4Config::tiny_maverick().describe(),
+       "llama-4-scout: " + Llama4Config::scout().describe() +
+           " (Meta's 109B also counts the vision encoder, which is not modelled); llama4:maverick: llama-4-maverick: " +
+           Llama4Config::maverick().describe(),
+       {{"scout", "llama-4-scout: " + Llama4Config::scout().describe()},
+        {"maverick", "llama-4-maverick: " + Llama4Config::maverick().describe()}},
+       [](const ModelOptions& options) { return build_llama4(llama4_config(options), resolve_phase(options)); },
+       true},
       {"bert", "BERT encoder block as the bert:base|large|xlarge workloads define it (prefill only)",
        BertConfig::tiny().describe(),
        BertConfig::base().describe() + "; " + BertConfig::large().describe() + "; " + BertConfig::xlarge().describe(),

@@ -167,6 +167,14 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, bool unit_off
   return (normalized * (unit_offset ? wt + 1.0 : wt)).cast(x.dtype());
 }
 
+Tensor l2_norm(const Tensor& x, double eps) {
+  expect_float(x, "l2_norm");
+  expect_rank_at_least(x, 1, "l2_norm", "input");
+  const DType t = is_half(x.dtype()) ? DType::F32 : x.dtype();
+  const Tensor xt = x.cast(t);
+  return (xt * recip(sqrt((xt * xt).mean(-1, true) + eps))).cast(x.dtype());
+}
+
 void RopeScaling::validate() const {
   if (kind == Kind::None) return;
   if (!(factor >= 1.0) || !std::isfinite(factor)) fail("rope scaling: factor must be at least 1, got {}", factor);
@@ -283,36 +291,65 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   return concat({xs[0] * cs[0] + (-xs[1]) * ss[0], xs[1] * cs[1] + xs[0] * ss[1]}, -1);
 }
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale) {
+Tensor rope_interleaved(const Tensor& x, const Tensor& cos, const Tensor& sin, bool in_f32) {
+  expect_float(x, "rope_interleaved");
+  expect_rank_at_least(x, 2, "rope_interleaved", "input");
+  const int64_t seq = x.dim(-2), dim = x.dim(-1);
+  if (dim % 2 != 0) fail("rope_interleaved: head dimension {} of {} is odd", dim, shape_str(x.shape()));
+  for (const Tensor* table : {&cos, &sin})
+    if (table->rank() != 2 || table->dim(0) != seq || table->dim(1) != dim)
+      fail("rope_interleaved: tables must be [{},{}] for input {}, got {}", seq, dim, shape_str(x.shape()),
+           shape_str(table->shape()));
+  const DType t = in_f32 && is_half(x.dtype()) ? DType::F32 : x.dtype();
+  // The pairs' members as strided views (every second element), so that the
+  // result is one elementwise computation per half, as in rope.
+  const Tensor first = x.slice(-1, 0, dim, 2).cast(t), second = x.slice(-1, 1, dim, 2).cast(t);
+  const Tensor c = cos.cast(t).slice(-1, 0, dim / 2), s = sin.cast(t).slice(-1, 0, dim / 2);
+  return concat({first * c + (-second) * s, second * c + first * s}, -1).cast(x.dtype());
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale,
+                 int64_t chunk) {
   for (const Tensor* t : {&q, &k, &v})
     if (t->rank() != 3) fail("attention: q, k and v must be [heads, seq, head_dim], got {}", shape_str(t->shape()));
   const int64_t hq = q.dim(0), s = q.dim(1), d = q.dim(2);
-  const int64_t hkv = k.dim(0), t = k.dim(1);
-  if (k.shape() != v.shape())
-    fail("attention: k {} and v {} must have the same shape", shape_str(k.shape()), shape_str(v.shape()));
+  const int64_t hkv = k.dim(0), dv = v.dim(2);
+  int64_t t = k.dim(1);
+  if (k.dim(0) != v.dim(0) || k.dim(1) != v.dim(1))
+    fail("attention: k {} and v {} must have the same heads and keys", shape_str(k.shape()), shape_str(v.shape()));
+  if (chunk < 0) fail("attention: chunk must not be negative, got {}", chunk);
+  if (chunk > 0 && !causal) fail("attention: chunked attention is causal");
   if (k.dim(2) != d) fail("attention: head dims differ: q {} vs k {}", shape_str(q.shape()), shape_str(k.shape()));
   if (hkv < 1 || hq % hkv != 0)
     fail("attention: {} query heads cannot be grouped over {} KV heads", hq, hkv);
   if (causal && t < s) fail("attention: causal attention needs at least as many keys ({}) as queries ({})", t, s);
   const int64_t group = hq / hkv;
+  // Chunked: no query sees a key before the first query's chunk starts.
+  const int64_t first_query = t - s;
+  const int64_t skipped = chunk > 0 ? first_query - first_query % chunk : 0;
+  t -= skipped;
   // Query heads grouped by the KV head they share: [Hkv, group, S, D]. K and
   // V are read as [Hkv, 1, T, D] and broadcast over the group by matmul.
   const Tensor q4 = q.reshape({hkv, group, s, d});
-  const Tensor k4 = k.unsqueeze(1);
-  const Tensor v4 = v.unsqueeze(1);
+  const Tensor k4 = (skipped > 0 ? k.slice(1, skipped, skipped + t) : k).unsqueeze(1);
+  const Tensor v4 = (skipped > 0 ? v.slice(1, skipped, skipped + t) : v).unsqueeze(1);
   const double factor = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
   Tensor scores = matmul(q4, k4.transpose(-1, -2));
   scores = is_half(scores.dtype()) ? (scores.cast(DType::F32) * factor).cast(scores.dtype()) : scores * factor;
   // One query sits at the last position and sees every key: its mask is
   // empty, and none is built (a decode step's scores stay unmasked).
   if (causal && s > 1) {
-    // Query i sits at position i + (T - S); it may not see keys after it.
+    // Query i sits at position i + (T - S); it may not see keys after it
+    // (nor, chunked, keys before its chunk's start).
     Graph& g = q.graph();
-    const Tensor query_pos = iota(g, {s, t}, 0, DType::I64) + static_cast<double>(t - s);
-    const Tensor key_pos = iota(g, {s, t}, 1, DType::I64);
-    scores = masked_fill(scores, less_than(query_pos, key_pos), -INFINITY);
+    const Tensor query_pos = iota(g, {s, t}, 0, DType::I64) + static_cast<double>(first_query);
+    Tensor key_pos = iota(g, {s, t}, 1, DType::I64);
+    if (skipped > 0) key_pos = key_pos + static_cast<double>(skipped);
+    Tensor hidden = less_than(query_pos, key_pos);
+    if (chunk > 0) hidden = logical_or(hidden, less_than(key_pos, query_pos - query_pos % static_cast<double>(chunk)));
+    scores = masked_fill(scores, hidden, -INFINITY);
   }
-  return matmul(softmax(scores, -1), v4).reshape({hq, s, d});
+  return matmul(softmax(scores, -1), v4).reshape({hq, s, dv});
 }
 
 Tensor embedding(const Tensor& ids, const Tensor& table) {

@@ -15,12 +15,20 @@ It rewrites tests/golden/models/<model>/:
   bf16_logits.npy, bf16_decode_logits.npy   llama and qwen3_moe only: the same, run as
                                    PyTorch serves the model in bf16 (weights rounded to bf16,
                                    Hugging Face's bf16 rounding points), stored as f32
+deepseek_v3 (multi-head latent attention with yarn RoPE, 1 dense and 2 MoE
+layers), llama4 (the Scout layout: every layer MoE, L2 q/k norm, a NoPE layer,
+chunked attention with chunks shorter than the prompt, temperature tuning) and
+llama4_maverick (MoE every second layer, dense layers with their own FFN, no
+q/k norm) are folders of the same kind, and llama4_multimodal is the Scout
+layout as Meta publishes Llama 4 (model_type llama4, text_config, tensors
+under language_model., vision tensors, bf16);
 and tests/golden/models/blocks/<block>/*.npy for the MoE blocks of
-deepseek_v3 and llama4 (no Hugging Face loader for those): the input `x`, the
-weights under Spool's graph names (experts stacked) and the expected `out_y`.
+deepseek_v3 and llama4: the input `x`, the weights under Spool's graph names
+(experts stacked) and the expected `out_y`.
 The PyTorch models below follow Hugging Face's LlamaForCausalLM,
-Qwen3MoeForCausalLM, Qwen3ForCausalLM and GemmaForCausalLM (eager attention,
-float32 compute) and are written
+Qwen3MoeForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM,
+DeepseekV3ForCausalLM (modeling_deepseek_v3.py) and Llama4ForCausalLM
+(modeling_llama4.py) (eager attention, float32 compute) and are written
 independently of Spool's builders. The files are committed; building and
 testing Spool never runs Python. Keep the prompts in sync with
 tests/cli/CMakeLists.txt.
@@ -41,6 +49,9 @@ LLAMA_TOKENS = [1, 17, 42, 255, 3, 99, 128, 7]
 QWEN3_MOE_TOKENS = [5, 200, 31, 64, 9, 150, 2, 77]
 QWEN3_TOKENS = [12, 0, 250, 33, 33, 101, 6]
 GEMMA_TOKENS = [2, 45, 190, 7, 88, 13]
+DEEPSEEK_V3_TOKENS = [3, 77, 140, 9, 201, 64, 18, 250]
+LLAMA4_TOKENS = [4, 160, 33, 97, 210, 12, 58, 131]
+LLAMA4_MAVERICK_TOKENS = [250, 6, 71, 128, 19, 203, 44, 90]
 
 
 # ---- files -------------------------------------------------------------------
@@ -79,13 +90,24 @@ def stored(tensors, dtype):
     return {k: v.float() for k, v in tensors.items()}
 
 
-def save_folder(name, config, weights, dtype, tokens, logits, decode_logits):
+def save_folder(name, config, weights, dtype, tokens, logits, decode_logits, shards=1):
     folder = os.path.join(ROOT, name)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
         f.write("\n")
-    write_safetensors(os.path.join(folder, "model.safetensors"), weights, dtype)
+    if shards == 1:
+        write_safetensors(os.path.join(folder, "model.safetensors"), weights, dtype)
+    else:  # as large checkpoints are published: shards and model.safetensors.index.json
+        names, weight_map = sorted(weights), {}
+        for i in range(shards):
+            file = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+            part = {n: weights[n] for n in names[i::shards]}
+            write_safetensors(os.path.join(folder, file), part, dtype)
+            weight_map.update({n: file for n in part})
+        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2, sort_keys=True)
+            f.write("\n")
     np.save(os.path.join(folder, "tokens.npy"), np.array(tokens, dtype=np.int64))
     np.save(os.path.join(folder, "logits.npy"), logits.numpy().astype(np.float32))
     np.save(os.path.join(folder, "decode_logits.npy"), decode_logits.numpy().astype(np.float32))
@@ -146,9 +168,10 @@ def rope_cos_sin(positions, dim, theta, rope_scaling=None):
     """LlamaRotaryEmbedding with the rope_scaling types Spool reads (none, llama3, yarn)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
     scale = 1.0
-    if rope_scaling is not None and rope_scaling["rope_type"] == "llama3":
+    kind = None if rope_scaling is None else rope_scaling.get("rope_type", rope_scaling.get("type"))
+    if kind == "llama3":
         inv_freq = llama3_inv_freq(inv_freq, rope_scaling)
-    elif rope_scaling is not None and rope_scaling["rope_type"] == "yarn":
+    elif kind == "yarn":
         inv_freq, scale = yarn_inv_freq(dim, theta, rope_scaling)
     elif rope_scaling is not None:
         raise ValueError(rope_scaling)
@@ -382,6 +405,365 @@ def gemma_case():
     return cfg, weights, "BF16"
 
 
+# ---- DeepSeek-V3 (modeling_deepseek_v3.py) ---------------------------------------------
+
+def deepseek_moe(cfg, w, prefix, x, margins):
+    """HF DeepseekV3MoE: sigmoid scores, bias-corrected group-limited top-k, renormalised and scaled
+    weights, routed experts by index_add, plus the shared experts. Records the choice margins."""
+    t, e = x.shape[0], cfg["n_routed_experts"]
+    n_group, topk_group, k = cfg["n_group"], cfg["topk_group"], cfg["num_experts_per_tok"]
+    scores = F.linear(x.float(), w[prefix + "gate.weight"].float()).sigmoid()
+    choice = scores + w[prefix + "gate.e_score_correction_bias"]
+    group_scores = choice.view(t, n_group, e // n_group).topk(2, dim=-1)[0].sum(dim=-1)
+    ranked = group_scores.sort(dim=-1, descending=True).values
+    margins.append((ranked[:, topk_group - 1] - ranked[:, topk_group]).min().item())
+    group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(t, n_group, e // n_group).reshape(t, e)
+    choice = choice.masked_fill(~score_mask.bool(), 0.0)
+    ranked = choice.sort(dim=-1, descending=True).values
+    margins.append((ranked[:, k - 1] - ranked[:, k]).min().item())
+    topk_indices = torch.topk(choice, k=k, dim=-1, sorted=False)[1]
+    topk_weights = scores.gather(1, topk_indices)
+    if cfg["norm_topk_prob"]:
+        topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)
+    topk_weights = topk_weights * cfg["routed_scaling_factor"]
+    routed = torch.zeros_like(x)
+    mask = F.one_hot(topk_indices, num_classes=e).permute(2, 0, 1)  # [E, T, k]
+    for ex in range(e):
+        tokens, slots = torch.where(mask[ex])
+        if tokens.numel() == 0:
+            continue
+        y = mlp(w, f"{prefix}experts.{ex}.", x[tokens])
+        routed.index_add_(0, tokens, y * topk_weights[tokens, slots, None].to(x.dtype))
+    return routed + mlp(w, prefix + "shared_experts.", x)
+
+
+def deepseek_rms(x, weight, eps=1e-6):
+    """DeepseekV3RMSNorm (its default eps, as the attention's latent norms use it)."""
+    return rms_norm(x, weight, eps)
+
+
+def deinterleave_rope(x, cos, sin):
+    """apply_rotary_pos_emb_interleave: pairs (x[2i], x[2i+1]) regrouped as evens then odds, then rotate-half."""
+    *lead, d = x.shape
+    x = x.view(*lead, d // 2, 2).transpose(-1, -2).reshape(*lead, d)
+    return x * cos + rotate_half(x) * sin
+
+
+def yarn_get_mscale(scale, mscale):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def deepseek_attention(cfg, w, prefix, h, cos, sin, past):
+    """HF DeepseekV3Attention (eager): MLA with the keys and values expanded per head, as Hugging Face
+    computes and caches them."""
+    s, heads = h.shape[0], cfg["num_attention_heads"]
+    dn, dr, dv, r = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
+    q = F.linear(deepseek_rms(F.linear(h, w[prefix + "q_a_proj.weight"]), w[prefix + "q_a_layernorm.weight"]),
+                 w[prefix + "q_b_proj.weight"])
+    q = q.view(s, heads, dn + dr).transpose(0, 1)
+    q_pass, q_rot = torch.split(q, [dn, dr], dim=-1)
+    compressed = F.linear(h, w[prefix + "kv_a_proj_with_mqa.weight"])
+    k_pass, k_rot = torch.split(compressed, [r, dr], dim=-1)
+    k_pass = F.linear(deepseek_rms(k_pass, w[prefix + "kv_a_layernorm.weight"]), w[prefix + "kv_b_proj.weight"])
+    k_pass = k_pass.view(s, heads, dn + dv).transpose(0, 1)
+    k_pass, v = torch.split(k_pass, [dn, dv], dim=-1)
+    k_rot = k_rot.view(1, s, dr)
+    q_rot, k_rot = deinterleave_rope(q_rot, cos, sin), deinterleave_rope(k_rot, cos, sin)
+    k_rot = k_rot.expand(heads, s, dr)
+    q = torch.cat((q_pass, q_rot), dim=-1)
+    k = torch.cat((k_pass, k_rot), dim=-1)
+    if past is not None:
+        k = torch.cat((past[0], k), dim=1)
+        v = torch.cat((past[1], v), dim=1)
+    scaling = (dn + dr) ** -0.5
+    rs = cfg.get("rope_scaling")
+    if rs is not None and rs.get("mscale_all_dim", 0):
+        mscale = yarn_get_mscale(rs["factor"], rs["mscale_all_dim"])
+        scaling = scaling * mscale * mscale
+    t = k.shape[1]
+    scores = torch.matmul(q, k.transpose(1, 2)) * scaling
+    mask = torch.ones(s, t, dtype=torch.bool).triu(diagonal=t - s + 1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    out = torch.matmul(probs, v).transpose(0, 1).reshape(s, heads * dv)
+    return F.linear(out, w[prefix + "o_proj.weight"]), (k, v)
+
+
+def deepseek_forward(cfg, w, tokens, past, margins):
+    tokens = torch.tensor(tokens, dtype=torch.int64)
+    start = 0 if past is None else past[0][0].shape[1]
+    cos, sin = rope_cos_sin(torch.arange(start, start + len(tokens)), cfg["qk_rope_head_dim"], cfg["rope_theta"],
+                            cfg.get("rope_scaling"))
+    x = F.embedding(tokens, w["model.embed_tokens.weight"])
+    eps = cfg["rms_norm_eps"]
+    presents = []
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a, present = deepseek_attention(cfg, w, p + "self_attn.", rms_norm(x, w[p + "input_layernorm.weight"], eps),
+                                        cos, sin, None if past is None else past[i])
+        presents.append(present)
+        x = x + a
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        moe = i >= cfg["first_k_dense_replace"] and i % cfg["moe_layer_freq"] == 0
+        x = x + (deepseek_moe(cfg, w, p + "mlp.", h, margins) if moe else mlp(w, p + "mlp.", h))
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    return F.linear(x, w["lm_head.weight"]), presents
+
+
+def deepseek_v3_case():
+    cfg = {
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_act": "silu",
+        "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 48, "kv_lora_rank": 32,
+        "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 24, "head_dim": 8,
+        "n_routed_experts": 16, "n_shared_experts": 1, "num_experts_per_tok": 4, "n_group": 4, "topk_group": 2,
+        "first_k_dense_replace": 1, "moe_layer_freq": 1, "routed_scaling_factor": 2.5, "norm_topk_prob": True,
+        "scoring_func": "sigmoid", "topk_method": "noaux_tc", "rope_interleave": True,
+        "vocab_size": 256, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32,
+                                                  "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
+                                                  "mscale_all_dim": 0.707},
+        "max_position_embeddings": 128, "num_nextn_predict_layers": 1, "aux_loss_alpha": 0.001, "seq_aux": True,
+        "ep_size": 1, "torch_dtype": "float32", "bos_token_id": 0, "eos_token_id": 1,
+    }
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+    heads, dn, dr, dv = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    qr, kr, e, fm = cfg["q_lora_rank"], cfg["kv_lora_rank"], cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    shapes = [("model.embed_tokens.weight", (v, h)), ("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        shapes += [(p + "input_layernorm.weight", (h,)), (p + "post_attention_layernorm.weight", (h,)),
+                   (a + "q_a_proj.weight", (qr, h)), (a + "q_a_layernorm.weight", (qr,)),
+                   (a + "q_b_proj.weight", (heads * (dn + dr), qr)),
+                   (a + "kv_a_proj_with_mqa.weight", (kr + dr, h)), (a + "kv_a_layernorm.weight", (kr,)),
+                   (a + "kv_b_proj.weight", (heads * (dn + dv), kr)), (a + "o_proj.weight", (h, heads * dv))]
+        if i < cfg["first_k_dense_replace"]:
+            f = cfg["intermediate_size"]
+            shapes += [(p + "mlp.gate_proj.weight", (f, h)), (p + "mlp.up_proj.weight", (f, h)),
+                       (p + "mlp.down_proj.weight", (h, f))]
+            continue
+        shapes += [(p + "mlp.gate.weight", (e, h))]
+        for q in [f"{p}mlp.experts.{x}." for x in range(e)] + [p + "mlp.shared_experts."]:
+            shapes += [(q + "gate_proj.weight", (fm, h)), (q + "up_proj.weight", (fm, h)),
+                       (q + "down_proj.weight", (h, fm))]
+    w = init_weights(shapes, 2025)
+    g = torch.Generator().manual_seed(2026)
+    for i in range(cfg["first_k_dense_replace"], cfg["num_hidden_layers"]):
+        # e_score_correction_bias: small and positive, so that the masked (0.0) experts never win.
+        w[f"model.layers.{i}.mlp.gate.e_score_correction_bias"] = 0.05 * torch.rand(e, generator=g)
+    # The multi-token-prediction layer (num_nextn_predict_layers 1) is in the checkpoint, and the causal LM
+    # skips it: one of its tensors is enough to prove a reader ignores it.
+    w[f"model.layers.{cfg['num_hidden_layers']}.eh_proj.weight"] = torch.randn(h, 2 * h, generator=g)
+    return cfg, w
+
+
+def make_deepseek_v3():
+    cfg, weights = deepseek_v3_case()
+    tokens = DEEPSEEK_V3_TOKENS
+    w = stored(weights, "F32")
+    margins = []
+    logits, _ = deepseek_forward(cfg, w, tokens, None, margins)
+    _, cache = deepseek_forward(cfg, w, tokens[:-1], None, margins)
+    decode_logits, _ = deepseek_forward(cfg, w, tokens[-1:], cache, margins)
+    assert min(margins) > 1e-4, f"deepseek_v3: routing margin {min(margins)} is too small; change the seed or tokens"
+    gap = (decode_logits[0] - logits[-1]).abs().max().item()
+    assert gap < 1e-4, f"deepseek_v3: decode with the cache differs from the prefill by {gap}"
+    save_folder("deepseek_v3", cfg, weights, "F32", tokens, logits, decode_logits, shards=3)
+    print(f"deepseek_v3: {len(weights)} tensors, logits {tuple(logits.shape)}, decode gap {gap:.2e}, "
+          f"routing margin {min(margins):.3g}")
+
+
+# ---- Llama 4 (modeling_llama4.py) ----------------------------------------------------------
+
+def llama4_freqs(positions, dim, theta, rope_scaling):
+    """Llama4TextRotaryEmbedding: the angles of each pair (llama3 scaling as Scout's config has it)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    if rope_scaling is not None:
+        assert rope_scaling["rope_type"] == "llama3", rope_scaling
+        inv_freq = llama3_inv_freq(inv_freq, rope_scaling)
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    return torch.polar(torch.ones_like(freqs), freqs)  # [S, dim/2] complex
+
+
+def apply_rotary_emb(x, freqs_cis):
+    """Interleaved pairs as complex numbers, in float32 (x [S, heads, D])."""
+    x_ = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(x_ * freqs_cis[:, None, :]).flatten(2).type_as(x)
+
+
+def l2_norm(x, eps):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
+
+
+def llama4_layer_lists(cfg):
+    n = cfg["num_hidden_layers"]
+    rope = cfg.get("no_rope_layers") or [int((i + 1) % cfg.get("no_rope_layer_interval", 4) != 0) for i in range(n)]
+    step = cfg.get("interleave_moe_layer_step", 1)
+    moe = cfg.get("moe_layers")
+    moe = moe if moe is not None else list(range(step - 1, n, step))
+    return rope, moe
+
+
+def llama4_attention(cfg, w, prefix, h, freqs_cis, positions, past, use_rope):
+    s, d = h.shape[0], cfg["head_dim"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    q = F.linear(h, w[prefix + "q_proj.weight"]).view(s, heads, d)
+    k = F.linear(h, w[prefix + "k_proj.weight"]).view(s, kv_heads, d)
+    v = F.linear(h, w[prefix + "v_proj.weight"]).view(s, kv_heads, d).transpose(0, 1)
+    if use_rope:
+        q, k = apply_rotary_emb(q, freqs_cis), apply_rotary_emb(k, freqs_cis)
+        if cfg["use_qk_norm"]:
+            q, k = l2_norm(q, cfg["rms_norm_eps"]), l2_norm(k, cfg["rms_norm_eps"])
+    elif cfg["attn_temperature_tuning"]:
+        scales = torch.log1p(torch.floor((positions.float() + 1.0) / cfg["floor_scale"])) * cfg["attn_scale"] + 1.0
+        q = (q * scales.view(s, 1, 1)).to(q.dtype)
+    q, k = q.transpose(0, 1), k.transpose(0, 1)
+    if past is not None:
+        k = torch.cat((past[0], k), dim=1)
+        v = torch.cat((past[1], v), dim=1)
+    group = heads // kv_heads
+    kr, vr = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
+    t = kr.shape[1]
+    scores = torch.matmul(q, kr.transpose(1, 2)) * d ** -0.5
+    key_pos = torch.arange(t)[None, :]
+    query_pos = positions[:, None]
+    allowed = key_pos <= query_pos
+    chunk = cfg.get("attention_chunk_size")
+    if use_rope and chunk:  # layer_types: "chunked_attention" on RoPE layers
+        allowed = allowed & (key_pos // chunk == query_pos // chunk)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    out = torch.matmul(probs, vr).transpose(0, 1).reshape(s, heads * d)
+    return F.linear(out, w[prefix + "o_proj.weight"]), (k, v)
+
+
+def llama4_moe(cfg, w, prefix, x, margins):
+    """HF Llama4TextMoe (see llama4_block)."""
+    e, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    logits = F.linear(x, w[prefix + "router.weight"])
+    ranked = logits.sort(dim=-1, descending=True).values
+    margins.append((ranked[:, k - 1] - ranked[:, k]).min().item())
+    top_value, top_index = torch.topk(logits, k, dim=1)
+    scores = torch.full_like(logits, float("-inf")).scatter_(1, top_index, top_value).transpose(0, 1)
+    scores = torch.sigmoid(scores.float()).to(x.dtype)
+    routed_in = x.repeat(e, 1) * scores.reshape(-1, 1)
+    gu = torch.bmm(routed_in.view(e, -1, x.shape[1]), w[prefix + "experts.gate_up_proj"])
+    gate, up = gu.chunk(2, dim=-1)
+    routed_out = torch.bmm(up * F.silu(gate), w[prefix + "experts.down_proj"])
+    return mlp(w, prefix + "shared_expert.", x) + routed_out.reshape(e, -1, x.shape[1]).sum(dim=0)
+
+
+def llama4_forward(cfg, w, tokens, past, margins, overrides=None):
+    cfg = dict(cfg, **(overrides or {}))
+    tokens = torch.tensor(tokens, dtype=torch.int64)
+    start = 0 if past is None else past[0][0].shape[1]
+    positions = torch.arange(start, start + len(tokens))
+    freqs_cis = llama4_freqs(positions, cfg["head_dim"], cfg["rope_theta"], cfg.get("rope_scaling"))
+    rope, moe = llama4_layer_lists(cfg)
+    x = F.embedding(tokens, w["model.embed_tokens.weight"])
+    eps = cfg["rms_norm_eps"]
+    presents = []
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        a, present = llama4_attention(cfg, w, p + "self_attn.", rms_norm(x, w[p + "input_layernorm.weight"], eps),
+                                      freqs_cis, positions, None if past is None else past[i], bool(rope[i]))
+        presents.append(present)
+        x = x + a
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        f = p + "feed_forward."
+        x = x + (llama4_moe(cfg, w, f, h, margins) if i in moe else mlp(w, f, h))
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    return F.linear(x, w["lm_head.weight"]), presents
+
+
+def llama4_config(**changes):
+    cfg = {
+        "architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text", "hidden_act": "silu",
+        "hidden_size": 64, "intermediate_size": 32, "intermediate_size_mlp": 96, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
+        "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "moe_layers": [0, 1, 2, 3],
+        "no_rope_layers": [1, 1, 1, 0], "use_qk_norm": True, "attention_chunk_size": 3,
+        "attn_temperature_tuning": True, "floor_scale": 2, "attn_scale": 0.1, "vocab_size": 256,
+        "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": False, "attention_bias": False,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16},
+        "max_position_embeddings": 128, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
+        "output_router_logits": False, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
+        "pad_token_id": 0,
+    }
+    cfg.update(changes)
+    return cfg
+
+
+def llama4_weights(cfg, seed):
+    h, d, v = cfg["hidden_size"], cfg["head_dim"], cfg["vocab_size"]
+    f, fd, e = cfg["intermediate_size"], cfg["intermediate_size_mlp"], cfg["num_local_experts"]
+    hq, hkv = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    _, moe = llama4_layer_lists(cfg)
+    shapes = [("model.embed_tokens.weight", (v, h)), ("model.norm.weight", (h,)), ("lm_head.weight", (v, h))]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes += [(p + "input_layernorm.weight", (h,)), (p + "post_attention_layernorm.weight", (h,)),
+                   (p + "self_attn.q_proj.weight", (hq, h)), (p + "self_attn.k_proj.weight", (hkv, h)),
+                   (p + "self_attn.v_proj.weight", (hkv, h)), (p + "self_attn.o_proj.weight", (h, hq))]
+        q = p + "feed_forward."
+        if i in moe:
+            shapes += [(q + "router.weight", (e, h)), (q + "shared_expert.gate_proj.weight", (f, h)),
+                       (q + "shared_expert.up_proj.weight", (f, h)), (q + "shared_expert.down_proj.weight", (h, f))]
+        else:
+            shapes += [(q + "gate_proj.weight", (fd, h)), (q + "up_proj.weight", (fd, h)),
+                       (q + "down_proj.weight", (h, fd))]
+    w = init_weights(shapes, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    for i in moe:  # the fused experts: [E, hidden, 2 ffn] and [E, ffn, hidden]
+        q = f"model.layers.{i}.feed_forward.experts."
+        w[q + "gate_up_proj"] = torch.randn(e, h, 2 * f, generator=g) / math.sqrt(h)
+        w[q + "down_proj"] = torch.randn(e, f, h, generator=g) / math.sqrt(f)
+    return w
+
+
+def make_llama4(name, cfg, seed, tokens, multimodal=False):
+    """multimodal: the folder as Meta publishes Llama 4 (Llama4ForConditionalGeneration, model_type llama4):
+    the text config under text_config, the text model's tensors under language_model., and vision tensors
+    that the text model does not read; bf16 weights, as published."""
+    weights = llama4_weights(cfg, seed)
+    dtype = "BF16" if multimodal else "F32"
+    w = stored(weights, dtype)
+    margins = []
+    logits, _ = llama4_forward(cfg, w, tokens, None, margins)
+    # Each feature must change these logits, or the test would pass without it.
+    features = {"chunked attention": {"attention_chunk_size": None},
+                "temperature tuning": {"attn_temperature_tuning": False},
+                "NoPE layers": {"no_rope_layers": [1] * cfg["num_hidden_layers"]}}
+    if cfg["use_qk_norm"]:
+        features["L2 q/k norm"] = {"use_qk_norm": False}
+    for feature, override in features.items():
+        other, _ = llama4_forward(cfg, w, tokens, None, [], override)
+        change = (other - logits).abs().max().item() / logits.abs().max().item()
+        assert change > 1e-2, f"{name}: {feature} changes the logits by only {change:.3g} of their scale"
+        print(f"{name}: {feature} changes the logits by {change:.3g} of their scale")
+    _, cache = llama4_forward(cfg, w, tokens[:-1], None, margins)
+    decode_logits, _ = llama4_forward(cfg, w, tokens[-1:], cache, margins)
+    assert min(margins) > 1e-4, f"{name}: routing margin {min(margins)} is too small; change the seed or tokens"
+    gap = (decode_logits[0] - logits[-1]).abs().max().item()
+    assert gap < 1e-4, f"{name}: decode with the cache differs from the prefill by {gap}"
+    if multimodal:
+        g = torch.Generator().manual_seed(seed + 2)
+        weights = {"language_model." + k: v for k, v in weights.items()}
+        weights["vision_model.patch_embedding.linear.weight"] = torch.randn(16, 12, generator=g)
+        weights["multi_modal_projector.linear_1.weight"] = torch.randn(cfg["hidden_size"], 16, generator=g)
+        cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "text_config": cfg,
+               "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 16, "patch_size": 2},
+               "boi_token_index": 200080, "eoi_token_index": 200081, "image_token_index": 200092,
+               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    save_folder(name, cfg, weights, dtype, tokens, logits, decode_logits)
+    print(f"{name}: {len(weights)} tensors, logits {tuple(logits.shape)}, decode gap {gap:.2e}")
+
+
 # ---- MoE blocks of deepseek_v3 and llama4 -------------------------------------------
 
 def save_block(name, tensors):
@@ -507,5 +889,14 @@ if __name__ == "__main__":
         make("gemma", gemma_case, GEMMA_TOKENS)
         make("llama_rope_llama3", llama_rope_llama3_case, LLAMA_TOKENS, kind="llama")
         make("llama_rope_yarn", llama_rope_yarn_case, LLAMA_TOKENS, kind="llama")
+        make_deepseek_v3()
+        make_llama4("llama4", llama4_config(), 4444, LLAMA4_TOKENS)
+        # Maverick's layout: MoE every second layer (moe_layers from interleave_moe_layer_step), the
+        # dense layers with intermediate_size_mlp, no q/k norm, NoPE layers from the default interval.
+        make_llama4("llama4_maverick",
+                    llama4_config(num_local_experts=8, interleave_moe_layer_step=2, moe_layers=None,
+                                  no_rope_layers=None, use_qk_norm=False, rope_scaling=None),
+                    5555, LLAMA4_MAVERICK_TOKENS)
+        make_llama4("llama4_multimodal", llama4_config(torch_dtype="bfloat16"), 6666, LLAMA4_TOKENS, multimodal=True)
         deepseek_v3_block()
         llama4_block()

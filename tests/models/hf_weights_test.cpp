@@ -48,12 +48,14 @@ std::map<std::string, HostTensor> run_loaded(const LoadedModel& m, const std::ve
   return interp::run(m.graph, env);
 }
 
-void check_golden(const std::string& model) {
+// `family` reads the folder `model` (its name when empty).
+void check_golden(const std::string& model, std::string family = "") {
+  if (family.empty()) family = model;
   const std::string dir = golden_dir(model);
   const std::vector<int64_t> tokens = golden_tokens(model);
   const int64_t n = static_cast<int64_t>(tokens.size());
 
-  const LoadedModel prefill = load_hf_model(model, dir, Phase::prefill(n), DType::F32);
+  const LoadedModel prefill = load_hf_model(family, dir, Phase::prefill(n), DType::F32);
   const test::AllClose logits =
       test::allclose(run_loaded(prefill, tokens).at("logits"), load_npy(dir + "/logits.npy"), {.stol = 1e-4});
   MESSAGE(model << " prefill logits vs PyTorch: max abs " << logits.worst << ", relative to scale "
@@ -62,9 +64,9 @@ void check_golden(const std::string& model) {
 
   // Decode the last token with the cache of a prefill of the others.
   const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
-  const auto first = run_loaded(load_hf_model(model, dir, Phase::prefill(n - 1), DType::F32), prompt);
+  const auto first = run_loaded(load_hf_model(family, dir, Phase::prefill(n - 1), DType::F32), prompt);
   const interp::Env cache = next_cache(first, 1);
-  const LoadedModel decode = load_hf_model(model, dir, Phase::decode(n - 1), DType::F32);
+  const LoadedModel decode = load_hf_model(family, dir, Phase::decode(n - 1), DType::F32);
   const test::AllClose step = test::allclose(run_loaded(decode, {tokens.back()}, cache).at("logits"),
                                              load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
   MESSAGE(model << " decode logits vs PyTorch: max abs " << step.worst << ", relative to scale "
@@ -193,6 +195,71 @@ TEST_CASE("tiny qwen3 from a Hugging Face folder matches PyTorch (f16 weights, q
 
 TEST_CASE("tiny gemma from a Hugging Face folder matches PyTorch (bf16 weights, 1 + w norm, scaled and tied embeddings)") {
   check_golden("gemma");
+}
+
+TEST_CASE("tiny deepseek-v3 from a sharded Hugging Face folder matches PyTorch (MLA, yarn, group-limited MoE)") {
+  check_golden("deepseek_v3");
+}
+
+TEST_CASE("deepseek-v3 golden: the expanded and the absorbed MLA both match PyTorch, in prefill and decode") {
+  const std::string dir = golden_dir("deepseek_v3");
+  const std::vector<int64_t> tokens = golden_tokens("deepseek_v3");
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const DeepseekV3Config base = deepseek_v3_config_from_hf(HfConfig::read(dir + "/config.json"));
+  auto run_form = [&](MlaForm form, const Phase& phase, const std::vector<int64_t>& ids, const interp::Env& cache) {
+    DeepseekV3Config c = base;
+    c.mla_form = form;
+    const Graph g = build_deepseek_v3(c, phase);
+    interp::Env env = load_hf_weights("deepseek_v3", dir, g);
+    env["tokens"] = HostTensor::from_i64({static_cast<int64_t>(ids.size())}, ids);
+    for (const auto& [name, value] : cache) env[name] = value;
+    return interp::run(g, env);
+  };
+  const std::vector<int64_t> prompt(tokens.begin(), tokens.end() - 1);
+  for (const MlaForm form : {MlaForm::Expanded, MlaForm::Absorbed}) {
+    CAPTURE(form == MlaForm::Absorbed ? "absorbed" : "expanded");
+    const test::AllClose prefill = test::allclose(run_form(form, Phase::prefill(n), tokens, {}).at("logits"),
+                                                  load_npy(dir + "/logits.npy"), {.stol = 1e-4});
+    CHECK(prefill);
+    // The cache of a prefill in either form, decoded in this one.
+    for (const MlaForm cache_form : {MlaForm::Expanded, MlaForm::Absorbed}) {
+      const interp::Env cache = next_cache(run_form(cache_form, Phase::prefill(n - 1), prompt, {}), 1);
+      const test::AllClose step = test::allclose(run_form(form, Phase::decode(n - 1), {tokens.back()}, cache).at("logits"),
+                                                 load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
+      MESSAGE("decode vs PyTorch: relative to scale " << step.worst_to_scale);
+      CHECK(step);
+    }
+  }
+}
+
+TEST_CASE("tiny llama4 (Scout layout) from a Hugging Face folder matches PyTorch (NoPE, L2 q/k norm, chunks, "
+          "temperature tuning)") {
+  check_golden("llama4");
+}
+
+TEST_CASE("tiny llama4 (Maverick layout) from a Hugging Face folder matches PyTorch (dense and MoE layers)") {
+  check_golden("llama4_maverick", "llama4");
+}
+
+TEST_CASE("tiny llama4 as Meta publishes it (text_config, language_model. tensors, vision tensors) matches PyTorch") {
+  check_golden("llama4_multimodal", "llama4");
+}
+
+TEST_CASE("llama4 and deepseek-v3 folders: the config's layer plan and attention keys are read") {
+  const LoadedModel scout = load_hf_model("llama4", golden_dir("llama4"), Phase::prefill(4));
+  CHECK(scout.shape.find("4 layers (4 MoE; 1 NoPE, L2 q/k norm, RoPE layers chunked by 3") != std::string::npos);
+  const LoadedModel maverick = load_hf_model("llama4", golden_dir("llama4_maverick"), Phase::prefill(4));
+  CHECK(maverick.shape.find("4 layers (2 MoE; 1 NoPE, RoPE layers chunked by 3") != std::string::npos);
+  const LoadedModel ds = load_hf_model("deepseek_v3", golden_dir("deepseek_v3"), Phase::prefill(4));
+  CHECK(ds.shape.find("3 layers (1 dense)") != std::string::npos);
+  CHECK(ds.shape.find("cache 40 values per token and layer") != std::string::npos);
+  CHECK(ds.shape.find("yarn RoPE scaling x4") != std::string::npos);
+  const DeepseekV3Config c = deepseek_v3_config_from_hf(HfConfig::read(golden_dir("deepseek_v3") + "/config.json"));
+  // (16 + 8)^-0.5 * mscale(4, 0.707)^2
+  const double mscale = 0.1 * 0.707 * std::log(4.0) + 1.0;
+  CHECK(c.softmax_scale() == doctest::Approx(mscale * mscale / std::sqrt(24.0)).epsilon(1e-12));
+  CHECK(c.rope_scaling.attention_factor ==
+        doctest::Approx((0.1 * std::log(4.0) + 1.0) / mscale).epsilon(1e-12));
 }
 
 TEST_CASE("the config of a folder gives the model's shapes") {
@@ -424,4 +491,86 @@ TEST_CASE("a config.json without tie_word_embeddings takes the family's default"
   j["tie_word_embeddings"] = false;
   CHECK_THROWS_WITH_AS(gemma_config_from_hf(HfConfig(j, "gemma.json")), doctest::Contains("tie_word_embeddings is false"),
                        spool::Error);
+}
+
+TEST_CASE("deepseek_v3 and llama4 configs: bad keys are named with the file") {
+  auto golden_config = [](const std::string& model) {
+    std::ifstream in(golden_dir(model) + "/config.json");
+    return json::parse(in);
+  };
+  json ds = golden_config("deepseek_v3");
+  ds["quantization_config"] = {{"quant_method", "fp8"}};
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("ds/config.json: unsupported value {\"quant_method\":\"fp8\"} for key "
+                                         "'quantization_config'"),
+                       Error);
+  ds = golden_config("deepseek_v3");
+  ds["scoring_func"] = "softmax";
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("unsupported value \"softmax\" for key 'scoring_func'"), Error);
+  ds = golden_config("deepseek_v3");
+  ds["num_key_value_heads"] = 2;
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("num_key_value_heads (2) differs from num_attention_heads (4)"), Error);
+  ds = golden_config("deepseek_v3");
+  ds.erase("kv_lora_rank");
+  CHECK_THROWS_WITH_AS(deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json")),
+                       doctest::Contains("ds/config.json: missing key 'kv_lora_rank'"), Error);
+
+  json l4 = golden_config("llama4");
+  l4["no_rope_layers"] = {1, 0};
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("no_rope_layers has 2 entries for 4 layers"), Error);
+  l4 = golden_config("llama4");
+  l4["moe_layers"] = {0, 9};
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("moe_layers names layer 9 of 4"), Error);
+  l4 = golden_config("llama4");
+  l4["model_type"] = "llama4";
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("l4/config.json: model_type is \"llama4\" but the model is llama4_text"), Error);
+  l4 = golden_config("llama4");
+  l4["layer_types"] = {"full_attention"};
+  CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
+                       doctest::Contains("unknown key 'layer_types'"), Error);
+  // attention_chunk_size null: RoPE layers attend to everything; an integer
+  // attn_temperature_tuning (Meta's configs write 4) is a flag.
+  l4 = golden_config("llama4");
+  l4["attention_chunk_size"] = nullptr;
+  l4["attn_temperature_tuning"] = 4;
+  const Llama4Config c = llama4_config_from_hf(HfConfig(l4, "l4/config.json"));
+  CHECK(c.attention_chunk_size == 0);
+  CHECK(c.attn_temperature_tuning);
+}
+
+TEST_CASE("a deepseek_v3 folder's multi-token-prediction tensors are skipped, other extra tensors are not") {
+  // The golden holds model.layers.3.eh_proj.weight (num_nextn_predict_layers 1).
+  const Checkpoint checkpoint = read_checkpoint(golden_dir("deepseek_v3"));
+  CHECK(checkpoint.contains("model.layers.3.eh_proj.weight"));
+  const Graph g = build_deepseek_v3(deepseek_v3_config_from_hf(HfConfig::read(golden_dir("deepseek_v3") + "/config.json")),
+                                    Phase::prefill(2));
+  CHECK_NOTHROW(load_hf_weights("deepseek_v3", golden_dir("deepseek_v3"), g));
+  CHECK_THROWS_WITH_AS(bind_weights(g, checkpoint, true, "deepseek_v3"),
+                       doctest::Contains("unknown tensor 'model.layers.3.eh_proj.weight'"), Error);
+}
+
+TEST_CASE("deepseek_v3 and llama4 configs of absurd sizes describe themselves without overflow") {
+  auto golden_config = [](const std::string& model) {
+    std::ifstream in(golden_dir(model) + "/config.json");
+    return json::parse(in);
+  };
+  json ds = golden_config("deepseek_v3");
+  ds["num_hidden_layers"] = int64_t{1} << 62;
+  ds["hidden_size"] = int64_t{1} << 40;
+  ds["vocab_size"] = int64_t{1} << 40;
+  const DeepseekV3Config big = deepseek_v3_config_from_hf(HfConfig(ds, "ds/config.json"));
+  CHECK(big.describe().find("4611686018427387904 layers (1 dense)") != std::string::npos);
+  CHECK_THROWS_WITH_AS(big.parameters(), doctest::Contains("does not fit in 64 bits"), Error);
+  json l4 = golden_config("llama4_maverick");  // default layer patterns
+  l4["num_hidden_layers"] = int64_t{1} << 62;
+  l4["intermediate_size_mlp"] = int64_t{1} << 50;
+  const Llama4Config huge = llama4_config_from_hf(HfConfig(l4, "l4/config.json"));
+  CHECK(huge.describe().find("4611686018427387904 layers (2305843009213693952 MoE; 1152921504606846976 NoPE") !=
+        std::string::npos);
+  CHECK_THROWS_WITH_AS(huge.parameters(), doctest::Contains("does not fit in 64 bits"), Error);
 }

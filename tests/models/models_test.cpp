@@ -18,6 +18,11 @@
 
 #include "support/allclose.hpp"
 
+#include <spool/ir/text.hpp>
+#include <spool/npu/kernel.hpp>
+#include <spool/pipeline/pipeline.hpp>
+#include <spool/target/npu.hpp>
+
 #include <cmath>
 
 using namespace spool;
@@ -85,9 +90,14 @@ TEST_CASE("tiny configs stay tiny and keep their family's structure") {
   CHECK(ds.first_k_dense_replace < ds.layers);
   CHECK(ds.n_group > ds.topk_group);
   const Llama4Config l4 = Llama4Config::tiny();
-  CHECK(!l4.is_moe(0));
-  CHECK(l4.is_moe(1));
+  for (int64_t l = 0; l < l4.layers; ++l) CHECK(l4.is_moe(l));  // Scout: every layer MoE
   CHECK(l4.top_k == 1);
+  CHECK(!l4.uses_rope(3));  // every fourth layer NoPE
+  CHECK(l4.uses_rope(2));
+  const Llama4Config maverick = Llama4Config::tiny_maverick();
+  CHECK(!maverick.is_moe(0));  // Maverick: MoE every second layer
+  CHECK(maverick.is_moe(1));
+  CHECK(!maverick.use_qk_norm);
   for (const auto& [layers, hidden, vocab] :
        {std::tuple{LlamaConfig::tiny().layers, LlamaConfig::tiny().hidden, LlamaConfig::tiny().vocab},
         std::tuple{GemmaConfig::tiny().layers, GemmaConfig::tiny().hidden, GemmaConfig::tiny().vocab},
@@ -140,10 +150,15 @@ TEST_CASE("decode with the cache of a prefill equals the last row of a longer pr
                               << logits.worst_to_scale);
     CHECK(logits);
     // The cache after the decode step equals the longer prefill's cache.
-    for (const char* cache_name : {"cache_key.0", "cache_value.1"}) {
+    int caches = 0;
+    for (const auto& [cache_name, value] : decode) {
+      if (cache_name.rfind("cache_", 0) != 0) continue;
       INFO(cache_name);
-      CHECK(test::allclose(decode.at(cache_name), full.at(cache_name), {.stol = 1e-5}));
+      REQUIRE(full.contains(cache_name));
+      CHECK(test::allclose(value, full.at(cache_name), {.stol = 1e-5}));
+      ++caches;
     }
+    CHECK(caches >= 4);
   }
 }
 
@@ -214,6 +229,71 @@ TEST_CASE("real shapes have their published parameter counts") {
   CHECK(parameters(build("qwen3", "real", "decode", 0, 4)) == 4022468096);
   CHECK(parameters(build("gemma", "real", "decode", 0, 4)) == 2506172416);
   CHECK(parameters(build("qwen3_moe", "real", "decode", 0, 4)) == 30532122624);
+  // DeepSeek-V3: 671 B, 37 B active (the published figures, without the
+  // multi-token-prediction module); Llama-4 Scout 109 B / 17 B active as
+  // Meta counts them with the vision encoder, of which the text model is
+  // 107.8 B; Maverick 400 B / 17 B active.
+  const int64_t deepseek = parameters(build("deepseek_v3", "real", "decode", 0, 4));
+  CHECK(deepseek == DeepseekV3Config::deepseek_v3().parameters());
+  CHECK(deepseek / 1000000000 == 671);
+  CHECK(DeepseekV3Config::deepseek_v3().active_parameters() / 1000000000 == 37);
+  const int64_t scout = parameters(build("llama4", "real", "decode", 0, 4));
+  CHECK(scout == Llama4Config::scout().parameters());
+  CHECK(scout / 100000000 == 1077);
+  CHECK(Llama4Config::scout().active_parameters() / 1000000000 == 17);
+  ModelOptions o;
+  o.size = "real";
+  o.variant = "maverick";
+  o.phase = "decode";
+  o.context = 4;
+  const int64_t maverick = parameters(find_model("llama4").entry->build(o));
+  CHECK(maverick == Llama4Config::maverick().parameters());
+  CHECK(maverick / 1000000000 == 400);
+  CHECK(Llama4Config::maverick().active_parameters() / 1000000000 == 17);
+}
+
+TEST_CASE("deepseek-v3: the absorbed MLA equals the expanded form in prefill and decode") {
+  const std::vector<int64_t> prompt = {11, 2, 200, 37, 5, 64, 8};
+  auto build_form = [](MlaForm form, const Phase& phase) {
+    DeepseekV3Config c = DeepseekV3Config::tiny();
+    c.mla_form = form;
+    return build_deepseek_v3(c, phase);
+  };
+  // The same weights (and caches) for both forms: the random inputs of one graph.
+  for (const Phase& phase : {Phase::prefill(7), Phase::decode(6)}) {
+    CAPTURE(phase.context);
+    const Graph expanded = build_form(MlaForm::Expanded, phase), absorbed = build_form(MlaForm::Absorbed, phase);
+    interp::Env env = interp::random_inputs(expanded, 5);
+    const std::vector<int64_t> ids = phase.has_cache() ? std::vector<int64_t>{prompt.back()} : prompt;
+    env["tokens"] = HostTensor::from_i64({static_cast<int64_t>(ids.size())}, ids);
+    const auto a = interp::run(expanded, env), b = interp::run(absorbed, env);
+    REQUIRE(a.size() == b.size());
+    for (const auto& [name, value] : a) {
+      CAPTURE(name);
+      CHECK(test::allclose(b.at(name), value, {.stol = 1e-5}));
+    }
+    // The forms differ: the absorbed one never applies kv_b_proj to the cache.
+    CHECK(print_graph(expanded) != print_graph(absorbed));
+  }
+  // A decode step runs absorbed by default, a prefill expanded.
+  DeepseekV3Config c = DeepseekV3Config::tiny();
+  CHECK(print_graph(build_deepseek_v3(c, Phase::decode(6))) == print_graph(build_form(MlaForm::Absorbed, Phase::decode(6))));
+  CHECK(print_graph(build_deepseek_v3(c, Phase::prefill(7))) == print_graph(build_form(MlaForm::Expanded, Phase::prefill(7))));
+}
+
+TEST_CASE("deepseek-v3: the compressed cache holds kv_lora_rank + qk_rope_head_dim values per token and layer") {
+  const Graph g = build("deepseek_v3", "tiny", "decode", 0, 5);
+  const DeepseekV3Config c = DeepseekV3Config::tiny();
+  int64_t cache_inputs = 0;
+  for (const NodeId id : g.live_ids()) {
+    const Node& node = g.node(id);
+    if (node.op != Op::Input) continue;
+    const std::string& name = std::get<NameAttr>(node.attr).name;
+    if (name.rfind("cache_latent.", 0) == 0) CHECK(node.shape == Shape{6, c.kv_lora_rank});
+    if (name.rfind("cache_key.", 0) == 0) CHECK(node.shape == Shape{6, c.qk_rope_head_dim});
+    cache_inputs += name.rfind("cache_", 0) == 0;
+  }
+  CHECK(cache_inputs == 2 * c.layers);
 }
 
 TEST_CASE("phase options") {
@@ -267,4 +347,37 @@ TEST_CASE("a prefill's last-token logits are the last row of its logits of every
       one_row_head = one_row_head || (last_graph.node(id).shape == Shape{1, all.at("logits").shape()[1]});
     CHECK(one_row_head);
   }
+}
+
+TEST_CASE("deepseek-v3 real decode: the program's cache buffers hold 576 values per token and layer") {
+  ModelOptions o;
+  o.size = "real";
+  o.layers = 2;
+  o.phase = "decode";
+  o.context = 256;
+  const Graph graph = find_model("deepseek_v3").entry->build(o);
+  pipeline::Options options;
+  options.compile.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
+  options.ignore_capacity = true;
+  const pipeline::Report report = pipeline::run(graph, target::load_config("tpuv3"), options);
+  REQUIRE(report.lowered);
+  const npu::Program& p = report.lowered->program;
+  const int64_t tokens = o.context + 1;
+  std::map<std::string, int64_t> per_layer;  // layer suffix -> cache values
+  int64_t largest_temp = 0;
+  for (const npu::DramBuffer& b : p.buffers) {
+    if (b.alias_of >= 0) continue;
+    if (b.name.rfind("cache_", 0) == 0) {
+      CHECK(b.kind == npu::BufferKind::Input);  // updated in place
+      CHECK(b.shape.at(0) == tokens);
+      per_layer[b.name.substr(b.name.find('.'))] += num_elements(b.shape) / tokens;
+    } else if (b.kind == npu::BufferKind::Temp) {
+      largest_temp = std::max(largest_temp, num_elements(b.shape));
+    }
+  }
+  CHECK(per_layer == std::map<std::string, int64_t>{{".0", 576}, {".1", 576}});
+  // Nothing expands the cache per head: the expanded keys alone would be
+  // 128 heads x 128 nope dims per token.
+  CHECK(largest_temp < 128 * 128 * tokens);
+  CHECK(report.lowering.inputs_updated_in_place == 4);
 }

@@ -93,6 +93,13 @@ DecoderStart start_decoder(Graph& graph, const Phase& phase, int64_t head_dim, d
 Tensor self_attention(const AttentionShape& shape, const Tensor& h, const nn::RopeTables& rope, const Phase& phase,
                       const std::string& prefix, std::optional<int64_t> cache_layer);
 
+// A cache of one call: the rows [seq, ...] this call adds to cache input
+// `name` (declared when the phase has a cache: [context + seq, ...], the
+// first `context` rows filled), output under the same name. Returns the
+// whole cache after the call, [context + seq, ...]: the old rows, then the
+// new (which the lowering writes into the input's buffer in place).
+Tensor append_to_cache(const std::string& name, const Tensor& rows, const Phase& phase);
+
 enum class Activation { Silu, GeluTanh };
 
 // down(act(gate(x)) * up(x)) with weights prefix+"gate_proj.weight" [ffn,

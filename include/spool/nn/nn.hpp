@@ -48,6 +48,9 @@ Tensor layer_norm(const Tensor& x, const std::optional<Tensor>& weight, const st
                   double eps = 1e-5);
 // x / sqrt(mean(x^2) + eps) * w, or * (1 + w) with unit_offset (gemma).
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6, bool unit_offset = false);
+// x / sqrt(mean(x^2) + eps) over the last axis, without a weight (Llama 4's
+// L2 norm of q and k); half precision computes in f32 and rounds once.
+Tensor l2_norm(const Tensor& x, double eps = 1e-6);
 
 // RoPE scaling as Hugging Face's `rope_scaling` defines it (its rope_type),
 // for a context longer than the one a model was pretrained on:
@@ -91,15 +94,32 @@ RopeTables rope_tables(Graph& graph, int64_t seq, int64_t head_dim, double theta
 // Tables of another dtype are cast to x's first (Hugging Face's
 // `cos.to(x.dtype)`), so a bf16 x rotates in bf16.
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// Interleaved-pair RoPE: pair i is (x[2i], x[2i+1]), rotated by angle i as
+// a complex number (x[2i] + j x[2i+1]) * (cos + j sin); the tables are
+// rope_tables' (the angles of the first half are used). The result holds the
+// rotated pairs' first members, then their second members: rotate-half's
+// layout. That is the layout Hugging Face's DeepSeek-V3 produces
+// (apply_rotary_pos_emb_interleave de-interleaves, then rotates halves);
+// Llama 4's view_as_complex keeps the pairs interleaved, and this layout is
+// the same per-head permutation of q and k, which q . k does not see.
+// `in_f32`: a half x computes in f32 and rounds once (Llama 4 multiplies in
+// complex float32); otherwise x's dtype as in rope.
+Tensor rope_interleaved(const Tensor& x, const Tensor& cos, const Tensor& sin, bool in_f32 = false);
 
 // Scaled dot-product attention with grouped KV heads: q [Hq, S, D],
-// k and v [Hkv, T, D] with Hq a multiple of Hkv; each KV head serves
-// Hq/Hkv query heads through a broadcast view (no copy). Causal masking
-// aligns the S queries with the last S of the T keys. Returns [Hq, S, D].
+// k [Hkv, T, D] and v [Hkv, T, Dv] with Hq a multiple of Hkv; each KV head
+// serves Hq/Hkv query heads through a broadcast view (no copy). Causal
+// masking aligns the S queries with the last S of the T keys (key j at
+// position j, query i at T - S + i). A `chunk` > 0 makes the attention
+// local (Llama 4's chunked attention): a query sees only the keys of its own
+// chunk of `chunk` positions (floor(position / chunk) equal) up to itself;
+// keys before the first query's chunk are not read at all (a decode step
+// reads its chunk's keys only). Returns [Hq, S, Dv].
 // Half precision as Hugging Face's eager attention: the scores matmul rounds
 // to q's dtype, the scale multiplies in f32 and rounds, the softmax runs in
 // f32 and its probabilities round to q's dtype before the values matmul.
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale = {});
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, std::optional<double> scale = {},
+                 int64_t chunk = 0);
 
 // ids (integer, any shape) into table [vocab, dim] -> [ids..., dim].
 Tensor embedding(const Tensor& ids, const Tensor& table);
