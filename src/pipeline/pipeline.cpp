@@ -262,6 +262,15 @@ nlohmann::json Report::to_json() const {
   j["compile"]["lower_ms"] = lower_ms;
   j["compile"]["simulate_ms"] = simulate_ms;
   j["compile"]["pipeline_ms"] = total_ms;
+  const sim::SimProfile& sp = sim.profile;
+  j["compile"]["simulate_profile"] = {{"verify_ms", sp.verify_ms},
+                                      {"step_ms", sp.step_ms},
+                                      {"replay_ms", sp.replay_ms},
+                                      {"kernels_stepped", sp.kernels_stepped},
+                                      {"kernels_replayed", sp.kernels_replayed},
+                                      {"replays_refused", sp.replays_refused},
+                                      {"statements", sp.statements},
+                                      {"descriptors", sp.descriptors}};
   j["program"] = {{"llir_nodes", llir_nodes},
                   {"kernels", lowering.kernels},
                   {"fused_kernels", lowering.fused_kernels},
