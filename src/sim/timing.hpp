@@ -119,7 +119,7 @@ struct KernelMemo {
 
 class TimingSim {
  public:
-  TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace);
+  TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace, bool replay = true);
 
   Report run();
 
@@ -185,6 +185,7 @@ class TimingSim {
   const npu::Program& p_;
   const target::NpuConfig& c_;
   Trace* trace_;
+  bool replay_;
   DramModel dram_;
   Time core_period_, noc_period_, rtt_ = 0;
   std::vector<int64_t> base_;

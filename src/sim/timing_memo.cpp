@@ -148,7 +148,7 @@ Time rel(Time t, Time t0) { return std::max<Time>(t - t0, 0); }
 
 }  // namespace
 
-bool TimingSim::memo_enabled() const { return c_.cores == 1 && trace_ == nullptr; }
+bool TimingSim::memo_enabled() const { return replay_ && c_.cores == 1 && trace_ == nullptr; }
 
 // Every unit, queue and channel free at the kernel's T0 (core.issue) or before.
 bool TimingSim::canonical(const Core& core) const {

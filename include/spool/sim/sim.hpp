@@ -127,6 +127,9 @@ struct Options {
   Mode mode = Mode::Timing;
   Memory* memory = nullptr;  // required for Mode::Functional
   Trace* trace = nullptr;    // optional: records every unit's activity
+  // Replay kernels of a shape simulated before (SimProfile); false steps
+  // every kernel. The result is the same either way.
+  bool replay = true;
 };
 
 // Verifies and simulates. Throws spool::Error for an invalid program, a
@@ -135,7 +138,8 @@ struct Options {
 Report run(const npu::Program& program, const target::NpuConfig& config, const Options& options = {});
 
 // The timing model alone (run() calls it); the program must be verified.
-Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace);
+Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace,
+                       bool replay = true);
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
 
