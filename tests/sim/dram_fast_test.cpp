@@ -124,3 +124,80 @@ TEST_CASE("dram fast path: identical without the XOR hash, with one granule per 
   c.dram.xor_hash = false;
   check_same(c);
 }
+
+namespace {
+
+// Every run of a descriptor through the granule-by-granule walk: the
+// innermost dimension one run if it is contiguous, else element by element.
+void walk_reference(DramModel& m, const DramModel::Descriptor& d) {
+  if (d.nd == 0) {
+    m.touch_reference(d.base, d.elem);
+    return;
+  }
+  const bool contiguous = d.strides[d.nd - 1] == d.elem;
+  const int outer = contiguous ? d.nd - 1 : d.nd;
+  const int64_t run = contiguous ? d.dims[d.nd - 1] * d.elem : d.elem;
+  int64_t idx[4] = {0, 0, 0, 0};
+  for (;;) {
+    int64_t addr = d.base;
+    for (int i = 0; i < outer; ++i) addr += idx[i] * d.strides[i];
+    m.touch_reference(addr, run);
+    int i = outer - 1;
+    for (; i >= 0; --i) {
+      if (++idx[i] < d.dims[i]) break;
+      idx[i] = 0;
+    }
+    if (i < 0) break;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dram descriptors: a repeated descriptor's summary gives what walking it again does") {
+  for (const char* name : {"tpuv3", "tpuv4", "toy"}) {
+    CAPTURE(name);
+    const target::NpuConfig config = target::load_config(name);
+    std::mt19937_64 rng(11);
+    auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    // A pool of descriptors (2-byte and 4-byte elements, 1 to 3 dimensions,
+    // contiguous rows, strided columns, rows revisiting a bank at other
+    // rows), issued in random order so that each repeats after others
+    // moved the open rows.
+    std::vector<DramModel::Descriptor> pool;
+    for (int i = 0; i < 24; ++i) {
+      DramModel::Descriptor d;
+      d.elem = i % 2 ? 2 : 4;
+      d.base = (pick(0, int64_t{1} << 30) & ~int64_t{4095}) + d.elem * pick(0, 3);
+      d.nd = static_cast<int>(pick(0, 3));
+      int64_t inner = d.elem;
+      for (int k = d.nd - 1; k >= 0; --k) {
+        d.dims[k] = pick(1, k == d.nd - 1 ? 300 : 40);
+        d.strides[k] = k == d.nd - 1 && i % 3 != 0 ? d.elem : inner * pick(1, 70) + (i % 5 == 0 ? d.elem : 0);
+        inner = d.strides[k] * d.dims[k];
+      }
+      pool.push_back(d);
+    }
+    DramModel cached(config), reference(config);
+    Time arrival = 0;
+    for (int step = 0; step < 200; ++step) {
+      const DramModel::Descriptor& d = pool[static_cast<size_t>(pick(0, static_cast<int64_t>(pool.size()) - 1))];
+      cached.begin();
+      reference.begin();
+      cached.touch_descriptor(d);
+      walk_reference(reference, d);
+      CHECK(cached.cost().requests == reference.cost().requests);
+      CHECK(cached.cost().useful_bytes == reference.cost().useful_bytes);
+      CHECK(cached.row_hits() == reference.row_hits());
+      CHECK(cached.row_misses() == reference.row_misses());
+      std::vector<Busy> busy_cached, busy_reference;
+      const Time end_cached = cached.serve(arrival, arrival + 100000, step % 2 == 0,
+                                           [&](int ch, Time s, Time t) { busy_cached.emplace_back(ch, s, t); });
+      const Time end_reference = reference.serve(
+          arrival, arrival + 100000, step % 2 == 0, [&](int ch, Time s, Time t) { busy_reference.emplace_back(ch, s, t); });
+      CHECK(end_cached == end_reference);
+      CHECK(busy_cached == busy_reference);
+      arrival += 50000;
+    }
+    CHECK(cached.channel_busy() == reference.channel_busy());
+  }
+}
