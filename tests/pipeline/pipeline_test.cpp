@@ -69,7 +69,14 @@ TEST_CASE("pipeline: the report carries its JSON keys") {
     CHECK_MESSAGE(j["roll"].contains(key), key);
   for (const char* key : {"egraphs", "nodes", "classes", "iterations", "stop_reason"})
     CHECK_MESSAGE(j["egraph"].contains(key), key);
-  for (const char* key : {"kernels", "fused_kernels", "copy_kernels"}) CHECK_MESSAGE(j["program"].contains(key), key);
+  for (const char* key : {"kernels", "fused_kernels", "copy_kernels", "gemms_reused"})
+    CHECK_MESSAGE(j["program"].contains(key), key);
+  for (const char* key : {"verify_ms", "step_ms", "replay_ms", "kernels_stepped", "kernels_replayed", "replays_refused",
+                          "statements", "descriptors"})
+    CHECK_MESSAGE(j["compile"]["simulate_profile"].contains(key), key);
+  CHECK(j["compile"]["simulate_profile"]["kernels_stepped"].get<int64_t>() +
+            j["compile"]["simulate_profile"]["kernels_replayed"].get<int64_t>() ==
+        j["program"]["kernels"].get<int64_t>());
   for (const char* key : {"cycles", "time_ms", "dram_bytes", "flops", "spad_peak_bytes", "roofline_cycles"})
     CHECK_MESSAGE(j["sim"].contains(key), key);
   for (const char* key : {"ok", "max_abs_err", "max_rel_err"}) CHECK_MESSAGE(j["check"].contains(key), key);
