@@ -105,6 +105,8 @@ struct KernelMemo {
     bool operator==(const Descriptor&) const = default;
   };
   int kernel = -1;  // the kernel it was recorded on (its shape)
+  int refusals = 0;  // replays refused since the last one taken
+  int64_t skips = 0;  // kernels of the shape stepped without trying a replay
   std::vector<Descriptor> dram;
   Time issue = 0, end = 0, vector_free = 0, dma_free = 0;
   std::vector<Time> vector_queue, dma_queue;  // oldest first
