@@ -2,8 +2,6 @@
 
 #include "dram.hpp"
 
-#include <spool/support/hash.hpp>
-
 #include <algorithm>
 #include <cmath>
 
@@ -23,9 +21,7 @@ DramModel::DramModel(const target::NpuConfig& config)
       blocks_(open_row_.size()),
       words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
       bank_touched_(static_cast<size_t>(config.dram.banks) * words_, 0),
-      channel_touched_(words_, 0),
-      summaries_(4096),
-      first_row_(open_row_.size(), 0) {
+      channel_touched_(words_, 0) {
   while ((int64_t{1} << channel_bits_) < config.dram.channels) ++channel_bits_;
   xor_hash_ = config.dram.xor_hash && channels_ > 1;
   auto log2_exact = [](int64_t v, int& bits) {
@@ -74,7 +70,6 @@ void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
   channel_touched_[static_cast<size_t>(ch >> 6)] |= bit;
   int64_t misses = 0;
   if (open_row_[idx] != row) {
-    if (open_row_[idx] == kUnseen) first_row_[idx] = row;
     open_row_[idx] = row;
     misses = 1;
   }
@@ -224,7 +219,6 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     blocks_seen_.push_back(base);
     for (int j = 0; j < n; ++j) {
       const int64_t miss = open_row[base + j] != row ? 1 : 0;
-      if (open_row[base + j] == kUnseen) first_row_[base + j] = row;
       open_row[base + j] = row;
       bank_count[base + j] += hit + static_cast<uint64_t>(miss);
       misses += miss;
@@ -254,97 +248,6 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   row_misses_ += misses;
   row_hits_ += total - misses;
   cost_.requests += total;
-}
-
-void DramModel::walk(const Descriptor& d) {
-  if (d.nd == 0) {
-    touch(d.base, d.elem);
-    return;
-  }
-  const int nd = d.nd;
-  const bool contiguous = d.strides[nd - 1] == d.elem;
-  const int64_t run = contiguous ? d.dims[nd - 1] * d.elem : d.elem;
-  const int outer = contiguous ? nd - 1 : nd;
-  // The innermost outer dimension's runs go to touch_rows at once.
-  const int64_t rows = outer > 0 ? d.dims[outer - 1] : 1;
-  const int64_t row_stride = outer > 0 ? d.strides[outer - 1] : 0;
-  const int rest = std::max(outer - 1, 0);
-  int64_t idx[4] = {0, 0, 0, 0};
-  for (;;) {
-    int64_t addr = d.base;
-    for (int i = 0; i < rest; ++i) addr += idx[i] * d.strides[i];
-    touch_rows(addr, run, rows, row_stride);
-    int i = rest - 1;
-    for (; i >= 0; --i) {
-      if (++idx[i] < d.dims[i]) break;
-      idx[i] = 0;
-    }
-    if (i < 0) break;
-  }
-}
-
-void DramModel::touch_descriptor(const Descriptor& d) {
-  WordHash h;
-  h.add(static_cast<uint64_t>(d.base));
-  h.add(static_cast<uint64_t>(d.elem));
-  for (int i = 0; i < d.nd; ++i) {
-    h.add(static_cast<uint64_t>(d.dims[i]));
-    h.add(static_cast<uint64_t>(d.strides[i]));
-  }
-  Summary& s = summaries_[(h.h >> 20) % summaries_.size()];
-  if (s.key == d) {
-    if (!s.summarised) summarise(d, s);
-    apply(s);
-    return;
-  }
-  s.key = d;
-  s.summarised = false;
-  walk(d);
-}
-
-// Walks the descriptor from a state where no row is open that any address
-// has (kUnseen): every (bank, channel)'s first visit misses and records its
-// row; then puts the state back as it was.
-void DramModel::summarise(const Descriptor& d, Summary& s) {
-  saved_rows_ = open_row_;
-  const int64_t hits = row_hits_, misses = row_misses_;
-  std::fill(open_row_.begin(), open_row_.end(), kUnseen);
-  begin();
-  walk(d);
-  s.pairs.clear();
-  for (int bank = 0; bank < banks_; ++bank)
-    for_each_bit(&bank_touched_[static_cast<size_t>(bank) * words_], [&](int ch) {
-      const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
-      const int64_t requests = static_cast<int64_t>(bank_count_[idx] >> 32);
-      const int64_t changes = static_cast<int64_t>(bank_count_[idx] & 0xffffffffu) - 1;
-      s.pairs.push_back(PairSummary{idx, first_row_[idx], open_row_[idx], requests, changes});
-    });
-  s.requests = cost_.requests;
-  s.useful_bytes = cost_.useful_bytes;
-  s.summarised = true;
-  open_row_.swap(saved_rows_);
-  row_hits_ = hits;
-  row_misses_ = misses;
-  begin();
-}
-
-void DramModel::apply(const Summary& s) {
-  const size_t channels = static_cast<size_t>(channels_);
-  int64_t misses = 0;
-  for (const PairSummary& p : s.pairs) {
-    const int64_t m = p.changes + (open_row_[p.idx] != p.first ? 1 : 0);
-    open_row_[p.idx] = p.last;
-    bank_count_[p.idx] += count_of(p.requests, m);
-    misses += m;
-    const size_t bank = p.idx / channels, ch = p.idx % channels;
-    const uint64_t bit = uint64_t{1} << (ch & 63);
-    bank_touched_[bank * words_ + (ch >> 6)] |= bit;
-    channel_touched_[ch >> 6] |= bit;
-  }
-  row_misses_ += misses;
-  row_hits_ += s.requests - misses;
-  cost_.requests += s.requests;
-  cost_.useful_bytes += s.useful_bytes;
 }
 
 void DramModel::touch_reference(int64_t addr, int64_t bytes) {

@@ -43,7 +43,6 @@
 #include <spool/target/npu.hpp>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <vector>
 
@@ -62,24 +61,6 @@ class DramModel {
 
   // Starts a descriptor: clears the per-descriptor counters.
   void begin();
-  // A descriptor's addresses: `nd` dimensions (extents and byte strides,
-  // the last one the fastest) from byte address `base`; no dimension: one
-  // element of `elem` bytes.
-  struct Descriptor {
-    int64_t base = 0, elem = 0;
-    int nd = 0;
-    int64_t dims[4] = {0, 0, 0, 0}, strides[4] = {0, 0, 0, 0};
-    bool operator==(const Descriptor&) const = default;
-  };
-  // Adds every run of the descriptor (the innermost contiguous dimension as
-  // runs, the next one through touch_rows()). A descriptor seen before at
-  // the same addresses (a GEMM's operand tile read again for the next
-  // column block) is applied from its summary: per (bank, channel) it
-  // touches, the first and the last row it visits, its requests and the
-  // row changes after its first visit. Those decide its counts and the rows
-  // it leaves open, whatever rows were open before, so the summary gives
-  // exactly what walking it again does.
-  void touch_descriptor(const Descriptor& d);
   // Adds a contiguous run of `bytes` bytes at DRAM byte address `addr`.
   void touch(int64_t addr, int64_t bytes);
   // touch(addr + i * stride, bytes) for i = 0 .. count - 1 (the rows of a
@@ -179,25 +160,6 @@ class DramModel {
       for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
         f(static_cast<int>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
   }
-  // touch_descriptor()'s summaries, direct-mapped by the descriptor's
-  // hash: a descriptor is summarised the second time it is seen.
-  static constexpr int64_t kUnseen = INT64_MIN;  // an open row no address has
-  struct PairSummary {
-    size_t idx;
-    int64_t first, last, requests, changes;
-  };
-  struct Summary {
-    Descriptor key;
-    bool summarised = false;
-    std::vector<PairSummary> pairs;
-    int64_t requests = 0, useful_bytes = 0;
-  };
-  std::vector<Summary> summaries_;
-  std::vector<int64_t> first_row_;   // per (bank, channel): the first row a summarised walk visits
-  std::vector<int64_t> saved_rows_;  // scratch
-  void walk(const Descriptor& d);
-  void summarise(const Descriptor& d, Summary& s);
-  void apply(const Summary& s);
   DmaCost cost_;
   int64_t row_hits_ = 0;
   int64_t row_misses_ = 0;
@@ -210,10 +172,8 @@ inline void DramModel::account_block(int first, int count, int bank, int64_t row
   int64_t* open = &open_row_[base];
   uint64_t* bank_count = &bank_count_[base];
   int64_t misses = 0;
-  int64_t* first_row = &first_row_[base];
   for (int i = 0; i < count; ++i) {
     const int64_t miss = open[i] != row ? 1 : 0;
-    if (open[i] == kUnseen) first_row[i] = row;
     open[i] = row;
     bank_count[i] += count_of(requests, miss);
     misses += miss;

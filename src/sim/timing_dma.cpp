@@ -39,14 +39,31 @@ DmaCost TimingSim::request_dram(const DmaOp& d, const int64_t* vars) {
       --nd;
     }
   }
-  DramModel::Descriptor desc;
-  desc.base = base_[d.dram] + d.dram_offset.eval(vars) * elem;
-  desc.elem = elem;
-  desc.nd = nd;
-  std::copy(dims, dims + nd, desc.dims);
-  std::copy(strides, strides + nd, desc.strides);
+  const int64_t base = base_[d.dram] + d.dram_offset.eval(vars) * elem;
   dram_.begin();
-  dram_.touch_descriptor(desc);
+  if (nd == 0) {
+    dram_.touch(base, elem);
+  } else {
+    const bool contiguous = strides[nd - 1] == elem;
+    const int64_t run = contiguous ? dims[nd - 1] * elem : elem;
+    const int outer = contiguous ? nd - 1 : nd;
+    // The innermost outer dimension's runs go to the DRAM model at once.
+    const int64_t rows = outer > 0 ? dims[outer - 1] : 1;
+    const int64_t row_stride = outer > 0 ? strides[outer - 1] : 0;
+    const int rest = std::max(outer - 1, 0);
+    int64_t idx[4] = {0, 0, 0, 0};
+    for (;;) {
+      int64_t addr = base;
+      for (int i = 0; i < rest; ++i) addr += idx[i] * strides[i];
+      dram_.touch_rows(addr, run, rows, row_stride);
+      int i = rest - 1;
+      for (; i >= 0; --i) {
+        if (++idx[i] < dims[i]) break;
+        idx[i] = 0;
+      }
+      if (i < 0) break;
+    }
+  }
   return dram_.cost();
 }
 
