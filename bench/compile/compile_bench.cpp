@@ -10,6 +10,13 @@
 // DAG cost) on the largest unrolled e-graph. Each figure is the best
 // of at least 5 runs that take 300 ms or more in all, all measured in this
 // one process; at each depth the rolled and unrolled runs alternate.
+//
+// --cold measures what a user's one-shot run pays instead: it runs the
+// spool tool as a fresh process per compile (`spool run llama --size real
+// --layers N --timing-only`, with and without --no-roll, alternating) and
+// reads each run's compile time (roll to unroll) and the stages after it
+// from its JSON report; it prints every run, the medians and the ratio of
+// the medians.
 
 #include <spool/compile/compile.hpp>
 #include <spool/hlir/cost.hpp>
@@ -18,12 +25,22 @@
 #include <spool/models/llama.hpp>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 #include <utility>
 
 using namespace spool;
@@ -139,6 +156,69 @@ void rolled_bounds(int layers, double unrolled_ms, const compile::Options& base)
               region_ms, unrolled_ms / region_ms);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One fresh `spool run` process; its report's JSON.
+nlohmann::json run_cli(const std::string& spool, int layers, bool roll, const std::string& json_path) {
+  const std::string command =
+      fmt::format("'{}' run llama --size real --layers {} --timing-only --json '{}'{} > /dev/null 2>&1", spool, layers,
+                  json_path, roll ? "" : " --no-roll");
+  if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
+  std::ifstream in(json_path);
+  return nlohmann::json::parse(in);
+}
+
+// The cold mode: `runs` fresh processes per mode, alternating rolled and
+// unrolled.
+int cold(const std::string& spool, int layers, int runs) {
+  const std::string json_path =
+      (std::filesystem::temp_directory_path() / fmt::format("compile_bench_cold_{}.json", ::getpid())).string();
+  struct Mode {
+    std::vector<double> compile, roll, saturate, lower, simulate, pipeline, wall;
+  } modes[2];  // rolled, unrolled
+  std::printf("compile_bench --cold: %s run llama --size real --layers %d --timing-only [--no-roll], %d fresh "
+              "processes each, alternating\n",
+              spool.c_str(), layers, runs);
+  std::printf("%4s %8s | %8s %7s %8s | %8s %8s %9s | %8s\n", "run", "mode", "compile", "roll", "saturate", "lower",
+              "simulate", "pipeline", "wall ms");
+  for (int i = 0; i < runs; ++i)
+    for (int m = 0; m < 2; ++m) {
+      // Odd runs start with the unrolled mode, so neither always runs first.
+      const int mode = (i % 2 == 0) ? m : 1 - m;
+      const auto start = std::chrono::steady_clock::now();
+      const nlohmann::json j = run_cli(spool, layers, mode == 0, json_path);
+      const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      const nlohmann::json& c = j.at("compile");
+      Mode& r = modes[mode];
+      r.compile.push_back(c.at("total_ms").get<double>());
+      r.roll.push_back(c.at("roll_ms").get<double>());
+      r.saturate.push_back(c.at("saturate_ms").get<double>());
+      r.lower.push_back(c.at("lower_ms").get<double>());
+      r.simulate.push_back(c.at("simulate_ms").get<double>());
+      r.pipeline.push_back(c.at("pipeline_ms").get<double>());
+      r.wall.push_back(wall);
+      std::printf("%4d %8s | %8.1f %7.1f %8.1f | %8.1f %8.1f %9.1f | %8.1f\n", i + 1, mode == 0 ? "rolled" : "unrolled",
+                  r.compile.back(), r.roll.back(), r.saturate.back(), r.lower.back(), r.simulate.back(),
+                  r.pipeline.back(), wall);
+    }
+  std::filesystem::remove(json_path);
+  for (int m = 0; m < 2; ++m) {
+    const Mode& r = modes[m];
+    std::printf("median %8s | %8.1f %7.1f %8.1f | %8.1f %8.1f %9.1f | %8.1f\n", m == 0 ? "rolled" : "unrolled",
+                median(r.compile), median(r.roll), median(r.saturate), median(r.lower), median(r.simulate),
+                median(r.pipeline), median(r.wall));
+  }
+  const double rolled = median(modes[0].compile), unrolled = median(modes[1].compile);
+  std::printf("cold compile (roll to unroll), median of %d fresh processes each: rolled %.1f ms, unrolled %.1f ms, "
+              "%.1fx\n",
+              runs, rolled, unrolled, rolled > 0 ? unrolled / rolled : 0.0);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"Compile time, rolled against unrolled, on llama-3-8B-shaped HLIR"};
@@ -151,17 +231,24 @@ int run(int argc, char** argv) {
   bool backoff = false, verbose = false;
   app.add_option("rules", rules, "rule files (default: rules/default.rules)")->check(CLI::ExistingFile);
   app.add_option("--max-layers", max_layers, "stop after this many layers")->check(CLI::Range(1, 1024));
-  CLI::Option* profile_option = app.add_option("--profile", profile,
+  app.add_option("--profile", profile,
                  "only compile max-layers rolled or unrolled, --runs times, and print the best (for profiling)")
       ->check(CLI::IsMember({"rolled", "unrolled"}));
-  app.add_option("--runs", runs, "compiles for --profile")->check(CLI::Range(1, 100000))->needs(profile_option);
+  app.add_option("--runs", runs, "compiles for --profile, processes per mode for --cold")->check(CLI::Range(1, 100000));
   app.add_option("--threads", threads, "regions saturated at once (0: TBB's default)")->check(CLI::Range(0, 1024));
   app.add_option("--runner-threads", runner_threads, "threads of each region's runner (0: TBB's default)")
       ->check(CLI::Range(0, 1024));
   app.add_flag("--backoff", backoff, "the backoff scheduler instead of the simple one");
   app.add_flag("--verbose", verbose, "log every stage");
+  bool cold_mode = false;
+  int cold_layers = 32;
+  std::string spool = SPOOL_CLI_PATH;
+  app.add_flag("--cold", cold_mode, "run the spool tool as a fresh process per compile (see the top of this file)");
+  app.add_option("--layers", cold_layers, "layers for --cold")->check(CLI::Range(1, 1024));
+  app.add_option("--spool", spool, "the spool tool --cold runs");
   CLI11_PARSE(app, argc, argv);
   if (verbose) spdlog::set_level(spdlog::level::debug);
+  if (cold_mode) return cold(spool, cold_layers, runs);
   // Every rewrite applied (the shipped schedule bounds the iterations): the
   // backoff scheduler bans a rule by its match count, which grows with the
   // unrolled graph, so an unrolled compile would skip rewrites a rolled one

@@ -217,6 +217,12 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
   std::printf("time ms    roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, lower %.1f, simulate %.1f; total %.1f\n",
               c.times.roll_ms, c.times.saturate_ms, c.times.extract_ms, c.times.unroll_ms, r.lower_ms,
               r.simulate_ms, r.total_ms);
+  const sim::SimProfile& sp = r.sim.profile;
+  std::printf("sim ms     verify %.1f, step %.1f (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
+              "stepped before, %lld refused: DRAM differed); %lld DMA descriptors\n",
+              sp.verify_ms, sp.step_ms, static_cast<long long>(sp.kernels_stepped),
+              static_cast<long long>(sp.statements), sp.replay_ms, static_cast<long long>(sp.kernels_replayed),
+              static_cast<long long>(sp.replays_refused), static_cast<long long>(sp.descriptors));
   const sim::Report& s = r.sim;
   std::printf("sim        %lld cycles, DRAM %s read + %s written, %.2f GFLOP, scratchpad peak %s\n",
               static_cast<long long>(s.cycles), megabytes(s.dram_read_bytes).c_str(),

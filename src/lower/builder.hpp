@@ -133,6 +133,17 @@ class Emitter {
   // GEMM tiles already chosen, by the job's signature (shapes, strides,
   // dtypes, programs): repeated layers choose once.
   std::map<std::string, std::array<int64_t, 5>> gemm_tiles;  // TM, TN, TK, split over cores, operand slots
+  // The kernels last built for a GEMM signature, with the DRAM buffers and
+  // offsets of the accesses they were built for (gemm.cpp): a repeat on
+  // other buffers, at the same offsets, is those kernels with the buffers
+  // renamed.
+  struct BuiltGemm {
+    std::vector<int> buffers;       // per access slot (-1: none)
+    std::vector<int64_t> offsets;   // per access slot: offset, index offset and stride
+    std::vector<npu::Kernel> kernels;
+    int64_t footprint = 0;
+  };
+  std::map<std::string, BuiltGemm> gemm_kernels;
 
   int add_buffer(const std::string& name, DType dtype, const Shape& shape, npu::BufferKind kind);
   std::string unique_name(const std::string& base);

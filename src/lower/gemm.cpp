@@ -8,7 +8,9 @@
 // timer (LowerOptions::tile_cycles) and the fastest wins (ties within 0.5% go
 // to the longest k tiles), so the footprint that chose it is the footprint
 // that runs. Choices are cached by the GEMM's signature, so repeated layers
-// cost one selection.
+// cost one selection; so are the kernels built, so that a repeat on other
+// buffers renames the last ones' DMA buffers instead of building them
+// again (renamed()).
 
 #include "gemm.hpp"
 #include "gemm_kernel.hpp"
@@ -18,6 +20,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 namespace spool::lower::detail {
 namespace {
@@ -270,6 +273,72 @@ size_t fastest_fit(const Emitter& em, const std::vector<Fit>& fits) {
   return best;
 }
 
+// The job's accesses in a fixed order, as (buffer, offsets) slots: what
+// the signature leaves out.
+void access_slots(const GemmJob& job, std::vector<int>& buffers, std::vector<int64_t>& offsets) {
+  auto add = [&](const Access& a) {
+    buffers.push_back(a.buffer);
+    buffers.push_back(a.index_buffer);
+    offsets.push_back(a.offset);
+    offsets.push_back(a.index_offset);
+    offsets.push_back(a.index_stride);
+  };
+  for (const Access& a : job.a) add(a);
+  for (const Access& b : job.b) add(b);
+  for (const Access& e : job.epilogue) add(e);
+  add(job.out);
+}
+
+// The kernels built for an earlier job of the same signature, renamed for
+// this one: the generator reads a job's buffers only as DMA targets and
+// compares them only with each other, so when this job's offsets are the
+// earlier job's and its buffers are the earlier ones renamed one to one,
+// the kernels it would build are the earlier ones with each DMA's buffer
+// renamed (and the kernels named after this node). Nothing otherwise.
+std::optional<std::vector<Kernel>> renamed(const Emitter::BuiltGemm& built, const GemmJob& job) {
+  std::vector<int> buffers;
+  std::vector<int64_t> offsets;
+  access_slots(job, buffers, offsets);
+  if (offsets != built.offsets || buffers.size() != built.buffers.size()) return std::nullopt;
+  std::map<int, int> to, from;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int old = built.buffers[i], now = buffers[i];
+    if ((old < 0) != (now < 0)) return std::nullopt;
+    if (old < 0) continue;
+    const auto [t, t_new] = to.emplace(old, now);
+    const auto [f, f_new] = from.emplace(now, old);
+    if (t->second != now || f->second != old) return std::nullopt;
+  }
+  std::vector<Kernel> kernels = built.kernels;
+  bool ok = true;
+  auto rename = [&](std::vector<Stmt>& body, auto&& self) -> void {
+    for (Stmt& s : body) {
+      if (auto* loop = std::get_if<LoopOp>(&s.node)) {
+        self(loop->body, self);
+      } else if (auto* d = std::get_if<DmaOp>(&s.node)) {
+        const auto it = to.find(d->dram);
+        if (it == to.end()) ok = false;
+        else d->dram = it->second;
+      }
+    }
+  };
+  for (size_t p = 0; p < kernels.size(); ++p) {
+    rename(kernels[p].body, rename);
+    kernels[p].name = kernels.size() == 1 ? job.info.name : fmt::format("{}.c{}", job.info.name, p);
+  }
+  if (!ok) return std::nullopt;
+  return kernels;
+}
+
+void remember(Emitter& em, const std::string& key, const GemmJob& job, const std::vector<Kernel>& kernels,
+              int64_t footprint) {
+  Emitter::BuiltGemm built;
+  access_slots(job, built.buffers, built.offsets);
+  built.kernels = kernels;
+  built.footprint = footprint;
+  em.gemm_kernels[key] = std::move(built);
+}
+
 }  // namespace
 
 std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
@@ -285,9 +354,16 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   const std::string key = signature(job);
   if (auto it = em.gemm_tiles.find(key); it != em.gemm_tiles.end()) {
     const GemmTile t{it->second[0], it->second[1], it->second[2], 0, it->second[4]};
+    if (const auto built = em.gemm_kernels.find(key); built != em.gemm_kernels.end())
+      if (std::optional<std::vector<Kernel>> kernels = renamed(built->second, job)) {
+        emit(t, std::move(*kernels), built->second.footprint);
+        ++em.report.gemms_reused;
+        return std::nullopt;
+      }
     int64_t footprint = 0;
     std::vector<Kernel> kernels = tile_kernels(em, job, t, it->second[3] != 0, footprint);
     SPOOL_ASSERT(footprint <= em.budget, "a cached GEMM tile no longer fits");
+    remember(em, key, job, kernels, footprint);
     emit(t, std::move(kernels), footprint);
     return std::nullopt;
   }
@@ -299,6 +375,7 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
   em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0,
                         operand_slots(fits[best].tile, K, N)};
+  remember(em, key, job, fits[best].kernels, fits[best].footprint);
   emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
   return std::nullopt;
 }

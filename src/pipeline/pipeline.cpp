@@ -194,8 +194,9 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   report.lower_ms = ms_since(t);
   report.lowering = lowered.report;
   if (options.compile.print_after) options.compile.print_after("lower", npu::print(lowered.program));
-  spdlog::info("lower: {} kernels ({} fused, {} copies) in {:.1f} ms", lowered.report.kernels,
-               lowered.report.fused_kernels, lowered.report.copy_kernels, report.lower_ms);
+  spdlog::info("lower: {} kernels ({} fused, {} copies; {} GEMMs reused an earlier one's kernels) in {:.1f} ms",
+               lowered.report.kernels, lowered.report.fused_kernels, lowered.report.copy_kernels,
+               lowered.report.gemms_reused, report.lower_ms);
 
   // 3. Simulate for time (never allocates tensor data), if the program fits.
   report.memory = check_memory(npu::dram_footprint(lowered.program), config, options.ignore_capacity, /*final=*/true);
@@ -257,11 +258,21 @@ nlohmann::json Report::to_json() const {
   j["compile"]["lower_ms"] = lower_ms;
   j["compile"]["simulate_ms"] = simulate_ms;
   j["compile"]["pipeline_ms"] = total_ms;
+  const sim::SimProfile& sp = sim.profile;
+  j["compile"]["simulate_profile"] = {{"verify_ms", sp.verify_ms},
+                                      {"step_ms", sp.step_ms},
+                                      {"replay_ms", sp.replay_ms},
+                                      {"kernels_stepped", sp.kernels_stepped},
+                                      {"kernels_replayed", sp.kernels_replayed},
+                                      {"replays_refused", sp.replays_refused},
+                                      {"statements", sp.statements},
+                                      {"descriptors", sp.descriptors}};
   j["program"] = {{"llir_nodes", llir_nodes},
                   {"kernels", lowering.kernels},
                   {"fused_kernels", lowering.fused_kernels},
                   {"copy_kernels", lowering.copy_kernels},
-                  {"dram_aliases", lowering.dram_aliases}};
+                  {"dram_aliases", lowering.dram_aliases},
+                  {"gemms_reused", lowering.gemms_reused}};
   j["sim"] = {{"cycles", sim.cycles},
               {"time_ms", sim.time_ms},
               {"dram_bytes", sim.dram_read_bytes + sim.dram_write_bytes},

@@ -75,6 +75,32 @@ class DramModel {
   template <typename OnBusy>
   Time serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_busy);
 
+  // The state touch() and serve() change, to undo a replay (timing_memo.cpp).
+  struct Snapshot {
+    std::vector<int64_t> open_row;
+    std::vector<Time> channel_free, channel_busy;
+    int64_t row_hits = 0, row_misses = 0, read_bytes = 0, write_bytes = 0;
+  };
+  void save(Snapshot& s) const {
+    s.open_row = open_row_;
+    s.channel_free = channel_free_;
+    s.channel_busy = channel_busy_;
+    s.row_hits = row_hits_;
+    s.row_misses = row_misses_;
+    s.read_bytes = read_bytes_;
+    s.write_bytes = write_bytes_;
+  }
+  void restore(const Snapshot& s) {
+    open_row_ = s.open_row;
+    channel_free_ = s.channel_free;
+    channel_busy_ = s.channel_busy;
+    row_hits_ = s.row_hits;
+    row_misses_ = s.row_misses;
+    read_bytes_ = s.read_bytes;
+    write_bytes_ = s.write_bytes;
+  }
+  const std::vector<Time>& channel_free() const { return channel_free_; }
+
   const DmaCost& cost() const { return cost_; }
   int64_t row_hits() const { return row_hits_; }
   int64_t row_misses() const { return row_misses_; }

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+
 namespace spool::sim {
 
 using namespace spool::npu;
@@ -157,8 +159,12 @@ std::string Report::to_text() const {
 // ---- run -------------------------------------------------------------------------
 
 Report run(const Program& program, const target::NpuConfig& config, const Options& options) {
+  const auto start = std::chrono::steady_clock::now();
   verify_or_throw(program);
-  Report report = simulate_timing(program, config, options.trace);
+  const double verify_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  Report report = simulate_timing(program, config, options.trace, options.replay);
+  report.profile.verify_ms = verify_ms;
+  report.profile.total_ms += verify_ms;
   report.mode = options.mode;
   if (options.mode == Mode::Functional) {
     if (!options.memory) fail("functional simulation of '{}' needs a memory image", program.name);

@@ -83,6 +83,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace spool::sim {
@@ -90,8 +91,8 @@ namespace detail {
 
 using namespace spool::npu;
 
-TimingSim::TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace)
-    : p_(p), c_(c), trace_(trace), dram_(c), core_period_(period_of(c.core_clock_mhz)),
+TimingSim::TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace, bool replay)
+    : p_(p), c_(c), trace_(trace), replay_(replay), dram_(c), core_period_(period_of(c.core_clock_mhz)),
       noc_period_(period_of(c.noc.clock_mhz)) {
   rtt_ = 2 * c.noc.latency_cycles * noc_period_ + c.dram.latency_cycles * dram_.period();
   // DRAM layout: root buffers in order, 4 KiB aligned.
@@ -160,8 +161,10 @@ Report TimingSim::run() {
     const Stmt* stmt = next_stmt(core);
     if (stmt) {
       execute(core, *stmt);
+      ++report_.profile.statements;
       continue;
     }
+    end_memo(core);
     const Time end = std::max(core.issue, core.end);
     kernel_end[core.kernel] = end;
     KernelStats& ks = report_.kernel_stats[core.kernel];
@@ -206,6 +209,7 @@ void TimingSim::start_kernel(int ci, int k, Time ready) {
   ks.core = ci;
   ks.launch_cycle = cycles(ready);
   ks.start_cycle = cycles(core.issue);
+  if (!begin_memo(core, k)) ++report_.profile.kernels_stepped;
 }
 
 const Stmt* TimingSim::next_stmt(Core& core) {
@@ -302,11 +306,16 @@ Report TimingSim::finish() {
 
 }  // namespace detail
 
-Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace) {
+Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay) {
   if (program.spad_bytes > config.spad_bytes())
     fail("program '{}' was allocated for a {}-byte scratchpad; config '{}' has {} bytes", program.name,
          program.spad_bytes, config.name, config.spad_bytes());
-  return detail::TimingSim(program, config, trace).run();
+  const auto start = std::chrono::steady_clock::now();
+  Report report = detail::TimingSim(program, config, trace, replay).run();
+  SimProfile& p = report.profile;
+  p.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  p.step_ms = p.total_ms - p.replay_ms;
+  return report;
 }
 
 }  // namespace spool::sim

@@ -10,6 +10,7 @@
 #include "dram.hpp"
 #include "scoreboard.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -27,6 +28,20 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // queue a new op once the op `depth` places earlier has started.
 class IssueQueue {
  public:
+  // The start times, oldest first, clamped below at `floor` (a start
+  // before the floor is as free as one at it: timing_memo.cpp).
+  std::vector<Time> relative(Time floor) const {
+    std::vector<Time> out;
+    for (size_t i = 0; i < starts_.size(); ++i) out.push_back(std::max<Time>(starts_[(head_ + i) % starts_.size()] - floor, 0));
+    return out;
+  }
+  void set_relative(const std::vector<Time>& rel, Time floor) {
+    for (size_t i = 0; i < starts_.size(); ++i) starts_[i] = floor + rel[i];
+    head_ = 0;
+  }
+  bool all_before(Time t) const {
+    return std::all_of(starts_.begin(), starts_.end(), [&](Time s) { return s <= t; });
+  }
   explicit IssueQueue(int64_t depth = 1) : starts_(static_cast<size_t>(depth), 0) {}
   Time slot_free() const { return starts_[head_]; }
   void push(Time start) {
@@ -78,11 +93,40 @@ struct VecStatic {
   target::VectorOpTiming store;
 };
 
+// A kernel's simulated outcome, kept so that a later kernel of the same
+// shape need not be stepped again (timing_memo.cpp): what each of its DMA
+// descriptors met in DRAM, in issue order, and every state of the core the
+// kernel changed, as times relative to the time its front end started (T0).
+struct KernelMemo {
+  struct Descriptor {
+    Time arrival = 0, last_arrival = 0;  // its first and last requests reach the channels
+    Time served = 0;                      // serve()'s result
+    int64_t requests = 0, useful_bytes = 0;
+    bool operator==(const Descriptor&) const = default;
+  };
+  int kernel = -1;  // the kernel it was recorded on (its shape)
+  int refusals = 0;  // replays refused since the last one taken
+  int64_t skips = 0;  // kernels of the shape stepped without trying a replay
+  std::vector<Descriptor> dram;
+  Time issue = 0, end = 0, vector_free = 0, dma_free = 0;
+  std::vector<Time> vector_queue, dma_queue;  // oldest first
+  struct Array {
+    Time stream_free = 0, preload_free = 0, drained = 0, busy = 0;
+    std::vector<Time> queue;
+  };
+  std::vector<Array> arrays;
+  Time vector_busy = 0, dma_busy = 0;
+  int64_t matmul_flops = 0, vector_flops = 0, vector_element_ops = 0, dram_useful_bytes = 0;
+};
+
 class TimingSim {
  public:
-  TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace);
+  TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace, bool replay = true);
 
   Report run();
+
+  // The simulator's own breakdown (Report::profile).
+  SimProfile& profile() { return report_.profile; }
 
  private:
   struct Core {
@@ -120,6 +164,15 @@ class TimingSim {
   void execute(Core& core, const npu::Stmt& s);
   Report finish();
 
+  // Kernels of one shape stepped once (timing_memo.cpp).
+  bool memo_enabled() const;
+  bool canonical(const Core& core) const;
+  bool begin_memo(Core& core, int k);  // true: replayed
+  bool replay(Core& core, int k, const KernelMemo& m);
+  void end_memo(Core& core);
+  bool replay_dram(const std::vector<npu::Stmt>& body, std::vector<int64_t>& vars, const KernelMemo& m, size_t& at,
+                   Time t0);
+
   // The DMA engine (timing_dma.cpp).
   void dma(Core& core, const npu::DmaOp& d);
   DmaCost request_dram(const npu::DmaOp& d, const int64_t* vars);
@@ -134,6 +187,7 @@ class TimingSim {
   const npu::Program& p_;
   const target::NpuConfig& c_;
   Trace* trace_;
+  bool replay_;
   DramModel dram_;
   Time core_period_, noc_period_, rtt_ = 0;
   std::vector<int64_t> base_;
@@ -141,6 +195,14 @@ class TimingSim {
   std::vector<int> channel_tracks_;
   std::unordered_map<const npu::VectorOp*, VecStatic> vec_cache_;
   std::vector<int64_t> latency_scratch_;
+  // Kernel memos by shape hash; the memo being recorded (-1: none), its T0
+  // and the counters at its start.
+  std::unordered_map<uint64_t, std::vector<size_t>> memo_index_;
+  std::vector<KernelMemo> memos_;
+  KernelMemo* recording_ = nullptr;
+  Time record_t0_ = 0;
+  KernelMemo record_base_;
+  DramModel::Snapshot snapshot_;
   Report report_;
 };
 

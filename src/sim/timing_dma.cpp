@@ -70,6 +70,7 @@ DmaCost TimingSim::request_dram(const DmaOp& d, const int64_t* vars) {
 void TimingSim::dma(Core& core, const DmaOp& d) {
   const int64_t* vars = core.vars.data();
   const DmaCost cost = request_dram(d, vars);
+  ++report_.profile.descriptors;
 
   // Scratchpad side: a load writes the slot range, a store reads it.
   int64_t spad_last = 0, index_last = 0;  // offsets of the last element
@@ -109,6 +110,9 @@ void TimingSim::dma(Core& core, const DmaOp& d) {
   const Time served = dram_.serve(start + one_way, issue_end + one_way, !d.load, [&](int ch, Time s, Time dur) {
     if (trace_) record(channel_tracks_[ch], d.load ? "read" : "write", s, dur);
   });
+  if (recording_)
+    recording_->dram.push_back(KernelMemo::Descriptor{start + one_way - record_t0_, issue_end + one_way - record_t0_,
+                                                      served - record_t0_, cost.requests, cost.useful_bytes});
   const Time done = std::max(served, issue_end + one_way) + c_.dram.latency_cycles * dram_.period() + one_way;
 
   core.dma_queue.push(start);

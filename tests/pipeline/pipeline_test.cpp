@@ -69,7 +69,14 @@ TEST_CASE("pipeline: the report carries its JSON keys") {
     CHECK_MESSAGE(j["roll"].contains(key), key);
   for (const char* key : {"egraphs", "nodes", "classes", "iterations", "stop_reason"})
     CHECK_MESSAGE(j["egraph"].contains(key), key);
-  for (const char* key : {"kernels", "fused_kernels", "copy_kernels"}) CHECK_MESSAGE(j["program"].contains(key), key);
+  for (const char* key : {"kernels", "fused_kernels", "copy_kernels", "gemms_reused"})
+    CHECK_MESSAGE(j["program"].contains(key), key);
+  for (const char* key : {"verify_ms", "step_ms", "replay_ms", "kernels_stepped", "kernels_replayed", "replays_refused",
+                          "statements", "descriptors"})
+    CHECK_MESSAGE(j["compile"]["simulate_profile"].contains(key), key);
+  CHECK(j["compile"]["simulate_profile"]["kernels_stepped"].get<int64_t>() +
+            j["compile"]["simulate_profile"]["kernels_replayed"].get<int64_t>() ==
+        j["program"]["kernels"].get<int64_t>());
   for (const char* key : {"cycles", "time_ms", "dram_bytes", "flops", "spad_peak_bytes", "roofline_cycles"})
     CHECK_MESSAGE(j["sim"].contains(key), key);
   for (const char* key : {"ok", "max_abs_err", "max_rel_err"}) CHECK_MESSAGE(j["check"].contains(key), key);
@@ -287,4 +294,39 @@ TEST_CASE("pipeline: a KV cache updated in place counts once against the capacit
   CHECK(report.sim.cycles == measured.sim.cycles);
   config.dram.capacity_bytes = measured.memory.footprint.total() - 1;
   CHECK_THROWS_WITH_AS(pipeline::run(graph, config, options), doctest::Contains("--ignore-capacity"), Error);
+}
+
+TEST_CASE("pipeline: replaying repeated layers' kernels simulates exactly what stepping them does") {
+  for (const char* model : {"llama", "qwen3_moe"})
+    for (const char* phase : {"prefill", "decode"}) {
+      CAPTURE(model);
+      CAPTURE(phase);
+      models::ModelOptions o;
+      o.size = "real";
+      o.layers = 4;
+      o.phase = phase;
+      const Graph graph = models::find_model(model).entry->build(o);
+      pipeline::Options options;
+      options.compile.rule_files = {kRules};
+      options.ignore_capacity = true;
+      const target::NpuConfig config = target::load_config("tpuv3");
+      const pipeline::Report report = pipeline::run(graph, config, options);
+      sim::Options stepping;
+      stepping.replay = false;
+      const sim::Report stepped = sim::run(report.lowered->program, config, stepping);
+      CHECK(stepped.profile.kernels_replayed == 0);
+      CHECK(report.sim.profile.kernels_replayed > 0);
+      CHECK(report.sim.cycles == stepped.cycles);
+      CHECK(report.sim.dram_read_bytes == stepped.dram_read_bytes);
+      CHECK(report.sim.dram_write_bytes == stepped.dram_write_bytes);
+      CHECK(report.sim.dram_row_hits == stepped.dram_row_hits);
+      CHECK(report.sim.dram_row_misses == stepped.dram_row_misses);
+      CHECK(report.sim.flops == stepped.flops);
+      REQUIRE(report.sim.units.size() == stepped.units.size());
+      for (size_t i = 0; i < stepped.units.size(); ++i)
+        CHECK(report.sim.units[i].busy_cycles == stepped.units[i].busy_cycles);
+      REQUIRE(report.sim.kernel_stats.size() == stepped.kernel_stats.size());
+      for (size_t i = 0; i < stepped.kernel_stats.size(); ++i)
+        CHECK(report.sim.kernel_stats[i].end_cycle == stepped.kernel_stats[i].end_cycle);
+    }
 }

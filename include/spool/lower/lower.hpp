@@ -64,6 +64,7 @@ struct LowerReport {
   int64_t spad_peak_bytes = 0;
   int64_t dram_aliases = 0;       // views read in place through an alias
   int inputs_updated_in_place = 0;  // outputs bound to the input they update (a KV cache)
+  int gemms_reused = 0;  // GEMM nodes whose kernels are an earlier node's, on other buffers
   std::vector<std::string> notes;  // fusions that fell back to a standalone kernel, and why
   std::vector<KernelInfo> per_kernel;
 

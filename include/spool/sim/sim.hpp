@@ -79,6 +79,24 @@ struct KernelStats {
   int64_t end_cycle = 0;     // every unit and DMA of the kernel is done
 };
 
+// Where the simulator's wall time went. A kernel whose shape (its
+// statements, with DRAM buffers by element size) was simulated before, from
+// the same unit state, is replayed: its DRAM addresses are walked through
+// the row-buffer model and, if every descriptor meets the DRAM exactly as
+// the recorded one did, the recorded outcome is applied, shifted in time;
+// otherwise it is stepped. Cycles are the same either way.
+struct SimProfile {
+  int64_t kernels_stepped = 0;   // simulated statement by statement
+  int64_t kernels_replayed = 0;  // applied from an earlier kernel of the same shape
+  int64_t replays_refused = 0;   // same shape, but the DRAM differed: stepped
+  int64_t statements = 0;        // statements stepped
+  int64_t descriptors = 0;       // DMA descriptors walked through the DRAM model (stepped or replayed)
+  double verify_ms = 0;          // checking the program before simulating
+  double step_ms = 0;            // stepping kernels
+  double replay_ms = 0;          // replays, refused ones included
+  double total_ms = 0;
+};
+
 struct Report {
   std::string program;
   std::string config;
@@ -99,6 +117,7 @@ struct Report {
   int64_t kernels = 0;
   std::vector<UnitStats> units;
   std::vector<KernelStats> kernel_stats;
+  SimProfile profile;  // wall time, not part of the simulated result
 
   nlohmann::json to_json() const;
   std::string to_text() const;
@@ -108,6 +127,9 @@ struct Options {
   Mode mode = Mode::Timing;
   Memory* memory = nullptr;  // required for Mode::Functional
   Trace* trace = nullptr;    // optional: records every unit's activity
+  // Replay kernels of a shape simulated before (SimProfile); false steps
+  // every kernel. The result is the same either way.
+  bool replay = true;
 };
 
 // Verifies and simulates. Throws spool::Error for an invalid program, a
@@ -116,7 +138,8 @@ struct Options {
 Report run(const npu::Program& program, const target::NpuConfig& config, const Options& options = {});
 
 // The timing model alone (run() calls it); the program must be verified.
-Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace);
+Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace,
+                       bool replay = true);
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
 
