@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
 using namespace spool;

@@ -42,8 +42,9 @@ struct KernelChoice {
   // GEMM tile: rows, columns and k of a block (each clamped to the GEMM's
   // shape; columns rounded to whole arrays' columns, k to the array's rows).
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;
-  // GEMM operand slots: 1 single buffered (a k tile's loads wait for the
-  // previous tile's steps), 2 double, 3 triple buffered.
+  // GEMM operand slots: 2 double, 3 triple buffered (1 is taken as 2: the
+  // k loop issues the next tile's loads before the current tile's steps,
+  // which needs a second slot).
   int64_t slots = 0;
   // GEMM loop order of a single-m-block kernel's columns: 1 keeps every
   // column block's loads in one queue ahead of its steps (the generator's

@@ -114,7 +114,7 @@ SearchSpace search_space(const compile::Saturated& saturated);
 // program, in canonical form), seeded with the tile tuner's choice: each
 // kernel is lowered alone with `options` and its tuned tile read back; each
 // gene offers the tuned tile's rows, columns or k halved, doubled (k and
-// columns also quadrupled), other operand slot counts, the other loop order
+// columns also quadrupled), two or three operand slots, the other loop order
 // (with several m and column blocks) and, on a config of several cores, the
 // other placement. A gene with no value but the default is left out.
 std::vector<LoweringGene> gemm_lowering_genes(const Graph& program, const target::NpuConfig& config,
