@@ -109,7 +109,7 @@ std::string KernelChoice::to_string() const {
   if (tile_n > 0) add(fmt::format("n{}", tile_n));
   if (tile_k > 0) add(fmt::format("k{}", tile_k));
   if (slots > 0) add(fmt::format("slots{}", slots));
-  if (order > 0) add(order == 1 ? "pipelined" : "sequential");
+  if (order > 0) add(order == 1 ? "n-outer" : "m-outer");
   if (cores > 0) add(cores == 1 ? "one-core" : "spread");
   return s.empty() ? "default" : s;
 }

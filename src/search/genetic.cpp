@@ -245,9 +245,11 @@ class Progress {
   void update(const SearchResult& r, double seconds) {
     if (!on_) return;
     std::fprintf(stderr,
-                 "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s",
+                 "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s on "
+                 "%d rank%s",
                  r.generations, static_cast<long long>(r.best_cycles), static_cast<long long>(r.greedy_cycles),
-                 r.ratio(), r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0);
+                 r.ratio(), r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0, r.ranks,
+                 r.ranks == 1 ? "" : "s");
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -289,6 +291,7 @@ class SearchRun {
         confirm_(std::max<size_t>(options.confirm, 1)) {}
 
   SearchResult run() {
+    result_.ranks = options_.ranks;
     baseline();
     descend();
     seed_population();

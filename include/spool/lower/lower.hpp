@@ -46,17 +46,16 @@ struct KernelChoice {
   // k loop issues the next tile's loads before the current tile's steps,
   // which needs a second slot).
   int64_t slots = 0;
-  // GEMM loop order of a single-m-block kernel's columns: 1 keeps every
-  // column block's loads in one queue ahead of its steps (the generator's
-  // software pipeline across blocks), 2 runs the blocks one after another
-  // (loads, steps, store), which frees scratchpad for longer tiles.
+  // GEMM loop order over the blocks, for a GEMM of several m blocks and
+  // several column blocks: 1 column blocks outer, m blocks inner (the
+  // generator's own order), 2 m blocks outer, column blocks inner.
   int order = 0;
   // Placement over cores: 1 keeps the node's tiles on one core, 2 spreads
   // independent tiles (m blocks or batches) over the config's cores.
   int cores = 0;
 
   bool is_default() const { return tile_m == 0 && tile_n == 0 && tile_k == 0 && slots == 0 && order == 0 && cores == 0; }
-  // "m256 n512 k- slots2 ..." (only the fields that are set; "default" if none).
+  // "m256 n512 slots3 m-outer" (only the fields that are set; "default" if none).
   std::string to_string() const;
   bool operator==(const KernelChoice&) const = default;
 };
