@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -209,7 +210,7 @@ void MpiSearch::serve(const target::NpuConfig& config, const lower::LowerOptions
         lowerings.push_back(&d.lowering);
       }
       mine = state_->measure_share(programs, lowerings, header[1] != 0);
-    } catch (const Error&) {
+    } catch (const std::exception&) {
       // A batch this rank cannot read: its share counts as unmeasured.
       for (size_t i = static_cast<size_t>(state_->rank); i < count; i += static_cast<size_t>(state_->size))
         mine[i] = search::kUnmeasured;
