@@ -185,7 +185,9 @@ std::vector<LoweringGene> gemm_lowering_genes(const Graph& program, const target
     const Shape as = program.edge_type(node.inputs[0]).shape;
     const int64_t K = as.back();
     const int64_t unit = std::min(N, config.systolic.cols * config.systolic.arrays);
-    const std::string label = fmt::format("gemm {} (M {} K {} N {}, tuned {})", shape_str(os), M, K, N, tile);
+    // Named by its first node in the greedy program (two GEMMs of one shape
+    // may differ in their prologues or epilogue).
+    const std::string label = fmt::format("gemm %{} {} (M {} K {} N {}, tuned {})", id.value, shape_str(os), M, K, N, tile);
     auto gene = [&](LoweringGene::Field f, std::vector<int64_t> values, int64_t tuned) {
       std::vector<int64_t> vs{0};
       for (int64_t v : values)

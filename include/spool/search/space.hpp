@@ -48,7 +48,7 @@ lower::LowerOptions with_choices(lower::LowerOptions options, const LoweringChoi
 struct LoweringGene {
   enum class Field : uint8_t { TileM, TileN, TileK, Slots, Order, Cores };
   std::string kernel;  // kernel_key
-  std::string label;   // "gemm [512,4096]x[4096,1024] (tuned m512 n1024 k512)"
+  std::string label;   // "gemm %403 [512,4096] (M 512 K 4096 N 4096, tuned m512 n512 k1024)"
   Field field = Field::TileM;
   std::vector<int64_t> values;
 };
