@@ -9,7 +9,9 @@ SPOOL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # its runtime libraries (libFuzzer, ASan, UBSan: libclang-rt-dev, only a
 # recommendation of clang's) build the fuzz targets (tests/fuzz). The ONNX
 # importer reads models with libonnx-dev's protobuf classes; libonnx-testdata
-# holds ONNX's backend test data, which the conformance test runs.
+# holds ONNX's backend test data, which the conformance test runs. Open MPI
+# spreads a search's measurements over ranks (`mpirun -np N spool run
+# ... --search G`; the test search_mpi_two_ranks runs two).
 SPOOL_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libboost-dev libboost-graph-dev libtbb-dev
@@ -17,6 +19,7 @@ SPOOL_PACKAGES=(
   graphviz llvm-15-tools python3
   clang libclang-rt-dev
   libonnx-dev libprotobuf-dev libonnx-testdata
+  openmpi-bin libopenmpi-dev
 )
 
 spool_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -12,9 +12,13 @@
 //                [--neighbours]  instead of a search: every single-choice
 //                    change of the greedy genome, with its analytic estimate,
 //                    per-kernel and whole-program cycles against greedy's
+//                [--no-lowering-genes]  only the e-graph's choices (by
+//                    default genomes also carry the lowering's choices for
+//                    the greedy program's GEMMs, as `spool run --search`)
 
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
+#include <spool/search/space.hpp>
 #include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
 
@@ -89,7 +93,7 @@ int run(int argc, char** argv) {
   mo.seq = 512;
   search::SearchOptions so;
   so.max_genomes = 200;
-  bool whole = false, neighbours = false;
+  bool whole = false, neighbours = false, lowering_genes = true;
   std::string rules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -108,6 +112,7 @@ int run(int argc, char** argv) {
     else if (a == "--rules") rules = value();
     else if (a == "--whole") whole = true;
     else if (a == "--neighbours") neighbours = true;
+    else if (a == "--no-lowering-genes") lowering_genes = false;
     else if (!a.empty() && a[0] != '-') model = a;
     else fail("unknown option {}", a);
   }
@@ -121,29 +126,32 @@ int run(int argc, char** argv) {
   compile::Options co;
   co.rule_files = {rules};
   const compile::Saturated saturated = compile::saturate(hlir, co);
-  const search::SearchSpace space = search::search_space(saturated);
+  search::SearchSpace space = search::search_space(saturated);
+  // The lowering's choices for the greedy program's GEMMs, as `spool run --search` adds them.
+  if (lowering_genes && !neighbours)
+    space.add_lowering_genes(search::gemm_lowering_genes(search::canonical_program(space.program(space.greedy())),
+                                                         config, lower::LowerOptions{}));
   const double saturate_s = seconds_since(t);
   std::printf("model        %s (%s, %s, seq %lld), npu %s\n", ref.entry->name.c_str(), mo.size.c_str(),
               mo.phase.c_str(), static_cast<long long>(mo.seq), npu.c_str());
-  std::printf("space        %zu regions, %zu genes, %zu with a choice (saturated in %.2f s)\n",
-              space.genomes().num_regions(), space.genomes().num_genes(), space.genomes().num_choice_genes(), saturate_s);
+  std::printf("space        %zu regions, %zu genes, %zu with a choice, %zu lowering genes (saturated in %.2f s)\n",
+              space.genomes().num_regions(), space.genomes().num_genes(), space.genomes().num_choice_genes(),
+              space.num_lowering_genes(), saturate_s);
 
   const search::SimulatedCycles fitness(config);
   if (neighbours) return print_neighbours(space, fitness);
-  const search::FitnessFn exact = [&](const Graph& p) { return fitness.whole(p); };
+  const search::LoweredFitnessFn exact = [&](const Graph& p, const search::LoweringChoices& l) {
+    return fitness.whole(p, l);
+  };
   const search::SearchResult r = search::genetic(
-      space, [&](const Graph& p) { return whole ? fitness.whole(p) : fitness.kernels(p); }, exact, so);
+      space,
+      [&](const Graph& p, const search::LoweringChoices& l) { return whole ? fitness.whole(p, l) : fitness.kernels(p, l); },
+      exact, so);
   std::printf("search       %s (ranked by %s, decided by whole-program cycles)\n", r.summary().c_str(),
               whole ? "whole-program cycles" : "per-kernel cycles");
   std::printf("memo         %zu kernels simulated, %zu memo hits\n", fitness.simulations(), fitness.memo_hits());
-  const std::vector<uint32_t> changed = search::differing_genes(space.genomes(), r.best, space.greedy());
-  std::printf("changes      %zu choices differ from greedy\n", changed.size());
-  for (size_t i = 0; i < changed.size() && i < 12; ++i) {
-    const uint32_t g = changed[i];
-    std::printf("  e-class c%u (region %u)\n    best    %s\n    greedy  %s\n", space.genomes().gene(g).cls.value,
-                space.genomes().gene(g).region, space.describe(g, r.best[g]).c_str(),
-                space.describe(g, space.greedy()[g]).c_str());
-  }
+  std::printf("changes      %zu choices differ from greedy\n", r.changed_genes.size());
+  for (size_t i = 0; i < r.changed_genes.size() && i < 12; ++i) std::printf("  %s\n", r.changed_genes[i].c_str());
   std::printf("whole        greedy %lld cycles, best %lld cycles (x%.3f)\n", static_cast<long long>(r.greedy_cycles),
               static_cast<long long>(r.best_cycles), r.ratio());
   return 0;

@@ -36,6 +36,7 @@ struct FuzzCommandOptions {
   int threads = 0;
   bool no_shrink = false;
   double interp_budget = kInterpWorkBudget;
+  bool no_lowering_genes = false;
 };
 
 void run_fuzz(const FuzzCommandOptions& o) {
@@ -56,7 +57,7 @@ void run_fuzz(const FuzzCommandOptions& o) {
   options.threads = o.threads;
   progress_step(fmt::format("saturate {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Saturated saturated = compile::saturate(hlir, options);
-  const search::SearchSpace space = search::search_space(saturated);
+  search::SearchSpace space = search::search_space(saturated);
 
   progress_step("run the reference interpreter for the expected outputs");
   const search::Reference reference = search::make_reference(hlir, o.input_seed);
@@ -65,6 +66,11 @@ void run_fuzz(const FuzzCommandOptions& o) {
   const double tolerance = o.tolerance >= 0 ? o.tolerance : (o.on == "interp" ? 1e-5 : 1e-3);
   std::optional<target::NpuConfig> config;
   if (o.on == "sim") config = target::load_config(o.npu);
+  // Lowered genomes also draw the lowering's choices for the greedy
+  // program's GEMMs (tiles, operand slots, loop order, placement).
+  if (config && !o.no_lowering_genes)
+    space.add_lowering_genes(search::gemm_lowering_genes(search::canonical_program(space.program(space.greedy())),
+                                                         *config, lower::LowerOptions{}));
   const search::ProgramCheck check = o.on == "interp" ? search::interpreter_check(reference, tolerance)
                                                       : search::simulator_check(reference, *config, tolerance);
   search::FuzzOptions fo;
@@ -81,8 +87,9 @@ void run_fuzz(const FuzzCommandOptions& o) {
 
   std::printf("model      %s (%s, %s)\n", ref.entry->name.c_str(), model_options.size.c_str(),
               model_options.phase.c_str());
-  std::printf("space      %zu regions, %zu genes, %zu with a choice\n", space.genomes().num_regions(),
-              space.genomes().num_genes(), space.genomes().num_choice_genes());
+  std::printf("space      %zu regions, %zu genes, %zu with a choice, %zu of them the lowering's\n",
+              space.genomes().num_regions(), space.genomes().num_genes(), space.genomes().num_choice_genes(),
+              space.num_lowering_genes());
   // Half-precision outputs allow at least interp::check_tolerance's floor.
   double half_floor = 0;
   for (const Output& out : hlir.outputs())
@@ -119,6 +126,8 @@ void add_fuzz_command(CLI::App& app) {
   cmd->add_flag("--no-roll", o->no_roll, "Saturate the whole unrolled graph");
   cmd->add_flag("--no-shrink", o->no_shrink, "Report the first failure without shrinking it");
   add_interp_budget(cmd, o->interp_budget);
+  cmd->add_flag("--no-lowering-genes", o->no_lowering_genes,
+                "Draw only the e-graph's choices (by default --on sim also draws the GEMMs' lowering choices)");
   cmd->add_option("--threads", o->threads, "Threads (0: all); the result never depends on it")
       ->check(count(1024))
       ->capture_default_str();

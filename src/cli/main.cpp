@@ -6,6 +6,7 @@
 // CLI11 with exit status 2.
 
 #include "commands.hpp"
+#include "mpi_search.hpp"
 
 #include <spool/spool.hpp>
 
@@ -23,6 +24,10 @@ void add_text_commands(CLI::App& app);
 }  // namespace spool::cli
 
 int main(int argc, char** argv) {
+  // Under mpirun only rank 0 reports: the other ranks measure the search's
+  // candidates (mpi_search.hpp) and print nothing on standard output.
+  if (spool::cli::launched_by_mpirun() && spool::cli::launcher_rank() != 0)
+    if (!std::freopen("/dev/null", "w", stdout)) return 1;
   CLI::App app{"Spool: an equality-saturation compiler for transformer models on NPUs", "spool"};
   app.require_subcommand(1);
   std::string log_level = "warn";

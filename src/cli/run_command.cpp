@@ -9,6 +9,7 @@
 // --interp runs the HLIR on the interpreter alone.
 
 #include "commands.hpp"
+#include "mpi_search.hpp"
 
 #include <spool/pipeline/pipeline.hpp>
 #include <spool/spool.hpp>
@@ -24,7 +25,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -214,6 +217,13 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
                     ? static_cast<double>(r.search->greedy_cycles) / static_cast<double>(r.search->best_cycles)
                     : 1.0,
                 r.search->stopped_by_time ? " (stopped by time)" : "");
+  if (r.search) {
+    std::printf("search     %.1f s on %d rank%s, %zu lowering genes; %zu gene%s changed from greedy%s\n",
+                r.search->ms / 1e3, r.search->ranks, r.search->ranks == 1 ? "" : "s", r.search->lowering_genes,
+                r.search->changed_genes.size(), r.search->changed_genes.size() == 1 ? "" : "s",
+                r.search->changed_genes.empty() ? "" : ":");
+    for (const std::string& gene : r.search->changed_genes) std::printf("  changed  %s\n", gene.c_str());
+  }
   std::printf("time ms    roll %.1f, saturate %.1f, extract %.1f, unroll %.1f, lower %.1f, simulate %.1f; total %.1f\n",
               c.times.roll_ms, c.times.saturate_ms, c.times.extract_ms, c.times.unroll_ms, r.lower_ms,
               r.simulate_ms, r.total_ms);
@@ -337,6 +347,22 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
   const target::NpuConfig config = target::load_config(options.npu);
   sim::Trace trace;
   if (!options.trace_file.empty()) pipeline_options.trace = &trace;
+  // Under mpirun: rank 0 runs the pipeline and spreads the search's
+  // measurements over every rank; the other ranks only measure, then leave.
+  std::unique_ptr<MpiSearch> mpi;
+  if (launched_by_mpirun()) {
+    mpi = std::make_unique<MpiSearch>();
+    if (mpi->rank() != 0) {
+      mpi->serve(config, pipeline_options.lower);
+      mpi.reset();
+      std::fflush(nullptr);
+      std::exit(0);
+    }
+    if (options.search > 0) {
+      pipeline_options.search_batch = mpi->batch(config, pipeline_options.lower);
+      pipeline_options.search_ranks = mpi->size();
+    }
+  }
 
   const pipeline::Report report = pipeline::run(built.graph, config, pipeline_options);
   print_report(report, config, phase, timing_only);

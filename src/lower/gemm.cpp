@@ -341,6 +341,27 @@ void remember(Emitter& em, const std::string& key, const GemmJob& job, const std
 
 }  // namespace
 
+// The tuner's tile `t` (spread over cores or not) with the fields the
+// job's choice sets, each clamped to what the generator takes: rows up to
+// M, columns whole multiples of the arrays' columns up to N (N itself with
+// a row softmax), k whole multiples of the array's rows up to K.
+std::pair<GemmTile, bool> chosen_tile(const Emitter& em, const GemmJob& job, GemmTile t, bool split) {
+  const KernelChoice& ch = job.choice;
+  const Shape& as = job.a[0].shape;
+  const int64_t M = as[as.size() - 2], K = as[as.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
+  const int64_t R = em.config.systolic.rows, unit = std::min(N, em.config.systolic.cols * em.config.systolic.arrays);
+  if (ch.tile_m > 0) t.TM = std::min(ch.tile_m, M);
+  if (ch.tile_n > 0 && !job.row_softmax) t.TN = std::min(N, ceil_div(ch.tile_n, unit) * unit);
+  if (ch.tile_k > 0) t.TK = K <= R ? K : std::min(ceil_div(ch.tile_k, R) * R, ceil_div(K, R) * R);
+  if (ch.tile_m > 0 || ch.tile_n > 0 || ch.tile_k > 0) t.slots = 0;  // the rule for the new shape
+  // Two or three: the k loop issues a tile's loads before the previous
+  // tile's steps, so one slot is not a choice the generator can take.
+  if (ch.slots > 0) t.slots = std::clamp<int64_t>(ch.slots, 2, 3);
+  if (ch.order > 0) t.rows_outer = ch.order == 2;
+  if (ch.cores > 0) split = ch.cores >= 2 && em.options.multi_core && em.config.cores > 1;
+  return {t, split};
+}
+
 std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   const GemmJob job = fold_broadcast_batches(unfolded);
   if (has_iota(job.a_program) || has_iota(job.b_program) || has_iota(job.epilogue_program))
@@ -351,9 +372,23 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
     em.add_kernels(std::move(kernels), info, footprint);
   };
+  // A choice that changes the tuner's tile: its kernels if they fit the
+  // budget (else the tuner's tile stands).
+  auto emit_chosen = [&](const GemmTile& tuned, bool tuned_split) {
+    if (job.choice.is_default()) return false;
+    const auto [t, split] = chosen_tile(em, job, tuned, tuned_split);
+    int64_t footprint = 0;
+    std::vector<Kernel> kernels = tile_kernels(em, job, t, split, footprint);
+    if (footprint > em.budget) return false;
+    emit(t, std::move(kernels), footprint);
+    return true;
+  };
   const std::string key = signature(job);
   if (auto it = em.gemm_tiles.find(key); it != em.gemm_tiles.end()) {
     const GemmTile t{it->second[0], it->second[1], it->second[2], 0, it->second[4]};
+    // A lowering choice builds its own kernels; the tuner's tile reuses
+    // an earlier job's, renamed.
+    if (emit_chosen(t, it->second[3] != 0)) return std::nullopt;
     if (const auto built = em.gemm_kernels.find(key); built != em.gemm_kernels.end())
       if (std::optional<std::vector<Kernel>> kernels = renamed(built->second, job)) {
         emit(t, std::move(*kernels), built->second.footprint);
@@ -376,6 +411,9 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0,
                         operand_slots(fits[best].tile, K, N)};
   remember(em, key, job, fits[best].kernels, fits[best].footprint);
+  if (emit_chosen(GemmTile{fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, 0, operand_slots(fits[best].tile, K, N)},
+                  fits[best].split))
+    return std::nullopt;
   emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
   return std::nullopt;
 }

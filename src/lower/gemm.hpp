@@ -17,6 +17,9 @@ struct GemmJob {
   // A softmax along the rows of the epilogue's result, in the kernel (the
   // consumer softmax fused as a row epilogue; needs a tile spanning N).
   bool row_softmax = false;
+  // What the caller chose for this node (LowerOptions::choice); the default
+  // is the tuner's tile, operand slots, loop order and placement.
+  KernelChoice choice;
 };
 
 // Emits the GEMM kernel(s) with prologues and epilogue placed inside. Returns

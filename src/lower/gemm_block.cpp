@@ -56,7 +56,7 @@ void GemmKernel::prologue(const std::vector<int>& in_bufs, const std::vector<Acc
 
 void GemmKernel::compute(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt, Part part) {
   const int64_t TM = t_.TM;
-  const Affine cslot = blk * MT_ + mt;
+  const Affine cslot = slot_of(blk, mt);
   const Block b{n0, W, blk, mt, cslot, mt * TM, ragged(TM, M_, mt, MT_)};
   if (part != Part::All) SPOOL_ASSERT(KT_ == 1, "a block's loads are issued apart only with one k tile");
   if (part == Part::Loads) load_per_col(n0, W, blk);

@@ -34,6 +34,7 @@ GemmKernel::GemmKernel(const GemmJob& job, const target::NpuConfig& c, const Gem
   Nc_ = c.systolic.cols;
   MT_ = ceil_div(M_, t.TM);
   KT_ = ceil_div(K_, t.TK);
+  NB_ = ceil_div(N_, t.TN);
 }
 
 Kernel GemmKernel::build(int64_t& footprint) {
@@ -221,6 +222,10 @@ void GemmKernel::columns() {
   const int64_t TN = t_.TN;
   const int64_t full = N_ / TN, rest = N_ % TN;
   const int64_t mlo = split_.batch ? 0 : split_.lo, mhi = split_.batch || split_.hi < 0 ? MT_ : split_.hi;
+  if (t_.rows_outer && mhi - mlo > 1 && full + (rest > 0 ? 1 : 0) > 1) {
+    rows_outer();
+    return;
+  }
   auto block = [&](const Affine& n0, int64_t W, const Affine& blk) {
     load_per_col(n0, W, blk);
     if (mhi - mlo > 1) {
@@ -288,6 +293,36 @@ void GemmKernel::columns() {
   if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), Affine::of(mlo));
 }
 
+// The other loop order: m blocks outer, each m block's column blocks
+// inner, a block's store issued after the next block's loads and steps
+// (C's two slots alternate over the column blocks of one m block; the last
+// store of an m block follows its loop). Per-column epilogue operands load
+// with every block.
+void GemmKernel::rows_outer() {
+  const int64_t TN = t_.TN;
+  const int64_t full = N_ / TN, rest = N_ % TN;
+  const int64_t mlo = split_.batch ? 0 : split_.lo, mhi = split_.batch || split_.hi < 0 ? MT_ : split_.hi;
+  const int mm = kb_.loop_begin("m", mhi - mlo);
+  const Affine mt = Affine::var(mm) + Affine::of(mlo);
+  auto block = [&](const Affine& n0, int64_t W, const Affine& blk) {
+    load_per_col(n0, W, blk);
+    compute(n0, W, blk, mt);
+  };
+  if (full > 0) {
+    block(Affine::of(0), TN, Affine::of(0));
+    if (full > 1) {
+      const int nn = kb_.loop_begin("n", full - 1);
+      block(Affine::var(nn, TN) + Affine::of(TN), TN, Affine::var(nn) + Affine::of(1));
+      store(Affine::var(nn, TN), TN, Affine::var(nn), mt);
+      kb_.loop_end();
+    }
+  }
+  if (rest > 0) block(Affine::of(full * TN), rest, Affine::of(full));
+  if (full > 0) store(Affine::of((full - 1) * TN), TN, Affine::of(full - 1), mt);
+  if (rest > 0) store(Affine::of(full * TN), rest, Affine::of(full), mt);
+  kb_.loop_end();
+}
+
 void GemmKernel::load_per_col(const Affine& n0, int64_t W, const Affine& blk) {
   for (size_t i = 0; i < j_.epilogue.size(); ++i) {
     if (epi_kind_[i] != EpiKind::PerCol) continue;
@@ -312,7 +347,7 @@ void GemmKernel::load_indices(int var, int64_t lo) {
 void GemmKernel::store(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt) {
   const Access& o = j_.out;
   kb_.emit(dma(false, o.buffer, base(o) + mt * (t_.TM * o.strides[rank_ - 2]) + n0 * o.strides[rank_ - 1],
-               {o.strides[rank_ - 2], o.strides[rank_ - 1]}, SpadRef{O_, blk * MT_ + mt, Affine::of(0), 0}, {t_.TN, 1},
+               {o.strides[rank_ - 2], o.strides[rank_ - 1]}, SpadRef{O_, slot_of(blk, mt), Affine::of(0), 0}, {t_.TN, 1},
                {ragged(t_.TM, M_, mt, MT_), Extent::of(W)}, kStoreTag));
 }
 

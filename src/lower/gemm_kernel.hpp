@@ -22,6 +22,9 @@ struct GemmTile {
   // Operand slots; 0: three for a block of few rows with three or more k
   // tiles, or one k tile and three or more column blocks; else two.
   int64_t slots = 0;
+  // Loop order over the blocks: false, column blocks outer (m blocks
+  // inner); true, m blocks outer (KernelChoice::order 2).
+  bool rows_outer = false;
 };
 
 int64_t operand_slots(const GemmTile& t, int64_t K, int64_t N);
@@ -66,6 +69,12 @@ class GemmKernel {
   void batches_pipelined(size_t axis, int64_t lo, int64_t n);
   Affine base(const Access& a) const;
   void columns();
+  void rows_outer();
+  // The slot of C (and of the block's operand tiles) of column block `blk`
+  // of m block `mt`: consecutive blocks of the loop order alternate.
+  Affine slot_of(const Affine& blk, const Affine& mt) const {
+    return t_.rows_outer ? mt * NB_ + blk : blk * MT_ + mt;
+  }
   void load_per_col(const Affine& n0, int64_t W, const Affine& blk);
   void load_indices(int var, int64_t lo);
   void store(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt);
@@ -90,7 +99,7 @@ class GemmKernel {
   const GemmSplit split_;
   KernelBuilder kb_;
   size_t rank_ = 2;
-  int64_t M_ = 0, K_ = 0, N_ = 0, Nr_ = 0, Nc_ = 0, MT_ = 0, KT_ = 0;
+  int64_t M_ = 0, K_ = 0, N_ = 0, Nr_ = 0, Nc_ = 0, MT_ = 0, KT_ = 0, NB_ = 0;
   OperandLoad a_mode_ = OperandLoad::Direct, b_mode_ = OperandLoad::Direct;
   bool b_prologue_t_ = false;  // B's prologue runs on [n, k] tiles (see build)
   int A_ = -1, B_ = -1, C_ = -1, O_ = -1;

@@ -102,6 +102,18 @@ Lowered to_npu(const Graph& llir, const target::NpuConfig& config, const LowerOp
   return out;
 }
 
+std::string KernelChoice::to_string() const {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (tile_m > 0) add(fmt::format("m{}", tile_m));
+  if (tile_n > 0) add(fmt::format("n{}", tile_n));
+  if (tile_k > 0) add(fmt::format("k{}", tile_k));
+  if (slots > 0) add(fmt::format("slots{}", slots));
+  if (order > 0) add(order == 1 ? "n-outer" : "m-outer");
+  if (cores > 0) add(cores == 1 ? "one-core" : "spread");
+  return s.empty() ? "default" : s;
+}
+
 std::string LowerReport::to_text() const {
   std::string s = fmt::format("kernels          {} ({} fused, {} copy)\n", kernels, fused_kernels, copy_kernels);
   s += fmt::format("dram aliases     {}\n", dram_aliases);

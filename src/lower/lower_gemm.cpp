@@ -35,6 +35,7 @@ void Lowering::lower_gemm(NodeId id) {
   const bool fused = !attr.a.instrs.empty() || !attr.b.instrs.empty() || !attr.epilogue.instrs.empty() || na > 1 ||
                      nb > 1 || n.inputs.size() > na + nb;
   job.info = KernelInfo{em_.unique_name(name), "gemm", fused, 0, "", 1};
+  if (em_.options.choice) job.choice = em_.options.choice(g_, id);
   // A softmax along the rows as the only reader: fused as a row epilogue
   // (when no tile spans the rows, it stays a kernel of its own).
   std::optional<NodeId> softmax = softmax_reader(id);
@@ -86,6 +87,7 @@ void Lowering::lower_gemm_unfused(NodeId id, const GemmJob& job, const Access& o
   plain.a = {standalone(job.a, attr.a, "a")};
   plain.b = {standalone(job.b, attr.b, "b")};
   plain.info = KernelInfo{em_.unique_name(name), "gemm", false, 0, "", 1};
+  plain.choice = job.choice;
   const bool has_epilogue = !attr.epilogue.instrs.empty() || !job.epilogue.empty();
   Shape product_shape = out.shape;
   plain.out = has_epilogue ? new_dense(name + ".product", job.dtype, product_shape) : out;

@@ -36,14 +36,25 @@ Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const 
   const compile::Saturated saturated = compile::saturate(hlir, options.compile);
   report.compile = saturated.report;
   const auto search_start = Clock::now();
-  const search::SearchSpace space = search::search_space(saturated);
+  search::SearchSpace space = search::search_space(saturated);
+  // Next to the e-graph's choices, the lowering's for every distinct GEMM
+  // of the greedy program (its tuned tile is their default).
+  if (options.search_lowering)
+    space.add_lowering_genes(
+        search::gemm_lowering_genes(search::canonical_program(space.program(space.greedy())), config, options.lower));
   // The search ranks candidates by the sum of their kernels simulated alone
   // (memoised: kernels repeat across layers and genomes) and decides between
   // the few it ranks best by simulating their whole programs.
   const search::SimulatedCycles cycles(config, options.lower);
-  const search::FitnessFn fitness = [&](const Graph& program) { return cycles.kernels(program); };
-  const search::FitnessFn exact = [&](const Graph& program) { return cycles.whole(program); };
+  const search::LoweredFitnessFn fitness = [&](const Graph& program, const search::LoweringChoices& lowering) {
+    return cycles.kernels(program, lowering);
+  };
+  const search::LoweredFitnessFn exact = [&](const Graph& program, const search::LoweringChoices& lowering) {
+    return cycles.whole(program, lowering);
+  };
   search::SearchOptions search_options;
+  search_options.batch = options.search_batch;
+  search_options.ranks = options.search_ranks;
   search_options.max_genomes = options.search_genomes;
   search_options.seed = options.search_seed;
   search_options.max_seconds = options.search_seconds;
@@ -63,9 +74,16 @@ Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const 
   figures.best_cycles = result.best_cycles;
   figures.stopped_by_time = result.stopped_by_time;
   figures.ms = ms_since(search_start);
+  figures.ranks = result.ranks;
+  figures.lowering_genes = space.num_lowering_genes();
+  if (figures.best_cycles < figures.greedy_cycles) {
+    figures.changed_genes = result.changed_genes;
+    figures.lowering = result.best_lowering;
+  }
   report.search = figures;
   spdlog::info("search: {} (canonical programs); compile's greedy program {} cycles", result.summary(),
                figures.greedy_cycles);
+  for (const std::string& gene : result.changed_genes) spdlog::info("search: changed {}", gene);
   Graph chosen = figures.best_cycles < figures.greedy_cycles ? std::move(result.best_program) : std::move(greedy);
   if (options.compile.print_after) {
     options.compile.print_after("extract", fmt::format("; the genetic search extracts whole unrolled programs; the {} "
@@ -189,6 +207,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   // 2. Lower to NPU kernels.
   auto t = Clock::now();
   lower::LowerOptions lower_options = options.lower;
+  if (report.search) lower_options = search::with_choices(lower_options, report.search->lowering);
   if (!lower_options.tile_cycles) lower_options.tile_cycles = sim::tile_timer(config);
   lower::Lowered lowered = lower::to_npu(program, config, lower_options);
   report.lower_ms = ms_since(t);
@@ -299,7 +318,11 @@ nlohmann::json Report::to_json() const {
                    {"greedy_kernel_cycles", search->greedy_kernel_cycles},
                    {"best_kernel_cycles", search->best_kernel_cycles},
                    {"stopped_by_time", search->stopped_by_time},
-                   {"ms", search->ms}};
+                   {"ms", search->ms},
+                   {"seconds", search->ms / 1e3},
+                   {"ranks", search->ranks},
+                   {"lowering_genes", search->lowering_genes},
+                   {"changed_genes", search->changed_genes}};
   if (check)
     j["check"] = {{"ok", check->ok},
                   {"max_abs_err", check->max_abs_err},

@@ -4,6 +4,7 @@
 #include <spool/search/fitness.hpp>
 
 #include <spool/ir/text.hpp>
+#include <spool/search/space.hpp>
 #include <spool/sim/sim.hpp>
 
 #include <map>
@@ -41,12 +42,19 @@ Graph SimulatedCycles::kernel_alone(const Graph& program, NodeId id) {
   return g;
 }
 
-int64_t SimulatedCycles::kernels(const Graph& program) const {
+int64_t SimulatedCycles::kernels(const Graph& program,
+                                 const std::map<std::string, lower::KernelChoice, std::less<>>& choices) const {
   int64_t total = 0;
   for (NodeId id : program.topo_order()) {
     if (is_buffer(program.node(id).op)) continue;
     const Graph alone = kernel_alone(program, id);
-    const std::string key = print_graph(alone);
+    std::string key = print_graph(alone);
+    lower::LowerOptions options = options_;
+    if (const auto it = choices.find(key); it != choices.end() && !it->second.is_default()) {
+      const lower::KernelChoice choice = it->second;
+      options.choice = [choice](const Graph&, NodeId) { return choice; };
+      key += "#" + choice.to_string();
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (const auto it = memo_.find(key); it != memo_.end()) {
@@ -57,7 +65,7 @@ int64_t SimulatedCycles::kernels(const Graph& program) const {
     }
     // Simulated outside the lock; a kernel two threads meet at once is
     // simulated twice, to the same number.
-    const lower::Lowered lowered = lower::to_npu(alone, config_, options_);
+    const lower::Lowered lowered = lower::to_npu(alone, config_, options);
     const int64_t cycles = sim::run(lowered.program, config_).cycles;
     ++simulations_;
     {
@@ -69,8 +77,9 @@ int64_t SimulatedCycles::kernels(const Graph& program) const {
   return total;
 }
 
-int64_t SimulatedCycles::whole(const Graph& program) const {
-  const lower::Lowered lowered = lower::to_npu(program, config_, options_);
+int64_t SimulatedCycles::whole(const Graph& program,
+                               const std::map<std::string, lower::KernelChoice, std::less<>>& choices) const {
+  const lower::Lowered lowered = lower::to_npu(program, config_, with_choices(options_, choices));
   return sim::run(lowered.program, config_).cycles;
 }
 

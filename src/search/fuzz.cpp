@@ -79,7 +79,7 @@ Reference make_reference(const Graph& hlir, uint64_t input_seed) {
 }
 
 ProgramCheck interpreter_check(const Reference& reference, double tolerance) {
-  return [&reference, tolerance](const Graph& program) {
+  return [&reference, tolerance](const Graph& program, const LoweringChoices&) {
     try {
       return compare_outputs(interp::run(program, reference.inputs), reference.outputs, tolerance);
     } catch (const Error& e) {
@@ -91,9 +91,9 @@ ProgramCheck interpreter_check(const Reference& reference, double tolerance) {
 ProgramCheck simulator_check(const Reference& reference, const target::NpuConfig& config, double tolerance) {
   lower::LowerOptions timed;
   timed.tile_cycles = sim::tile_timer(config);
-  return [&reference, config, timed, tolerance](const Graph& program) {
+  return [&reference, config, timed, tolerance](const Graph& program, const LoweringChoices& lowering) {
     try {
-      const lower::Lowered lowered = lower::to_npu(program, config, timed);
+      const lower::Lowered lowered = lower::to_npu(program, config, with_choices(timed, lowering));
       const sim::Executed run = sim::run_functional(lowered.program, config, lowered.inputs, lowered.outputs, reference.inputs);
       return compare_outputs(run.outputs, reference.outputs, tolerance);
     } catch (const Error& e) {
@@ -243,6 +243,7 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
 
   // Build every program and check each distinct one (in parallel).
   std::vector<Graph> programs(drawn.size());
+  std::vector<LoweringChoices> lowerings(drawn.size());
   std::vector<uint64_t> prints(drawn.size(), 0);
   std::vector<CheckResult> results(drawn.size());
   std::vector<uint8_t> built(drawn.size(), 0);
@@ -250,7 +251,8 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
     tbb::parallel_for(size_t{0}, drawn.size(), [&](size_t i) {
       try {
         programs[i] = space.program(drawn[i]);
-        prints[i] = program_fingerprint(programs[i]);
+        lowerings[i] = used_choices(programs[i], space.lowering(drawn[i]));
+        prints[i] = with_lowering(program_fingerprint(programs[i]), lowerings[i]);
         built[i] = 1;
       } catch (const Error& e) {
         results[i] = CheckResult{false, 0, fmt::format("the program cannot be built: {}", e.what())};
@@ -262,7 +264,7 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
   for (size_t i = 0; i < drawn.size(); ++i)
     if (built[i] && first_of.emplace(prints[i], i).second) to_check.push_back(i);
   arena.execute([&] {
-    tbb::parallel_for(size_t{0}, to_check.size(), [&](size_t k) { results[to_check[k]] = check(programs[to_check[k]]); });
+    tbb::parallel_for(size_t{0}, to_check.size(), [&](size_t k) { results[to_check[k]] = check(programs[to_check[k]], lowerings[to_check[k]]); });
   });
   report.genomes = drawn.size();
   report.programs = to_check.size();
@@ -295,7 +297,7 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
       auto fails = [&](const Genome& g) {
         try {
           const Graph p = space.program(g);
-          return !build_failure && !check(p).ok;
+          return !build_failure && !check(p, space.lowering(g)).ok;
         } catch (const Error&) {
           return build_failure;
         }
@@ -307,10 +309,11 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
     }
     try {
       const Graph minimal = space.program(f.minimal);
-      f.minimal_check = check(minimal);
+      f.minimal_check = check(minimal, space.lowering(f.minimal));
       const Graph refs[] = {programs[0]};
       std::vector<Suspect> suspects;
       for (uint32_t gene : f.genes) {
+        if (genomes.is_free(gene)) continue;
         const GenomeSpace::Gene& info = genomes.gene(gene);
         const egraph::NodeId n = genomes.node(gene, f.minimal[gene]);
         const egraph::ENodeRef node = genomes.region(info.region).egraph->node(n);
@@ -348,7 +351,10 @@ std::string FuzzReport::to_text(const SearchSpace& space) const {
                      f.minimal_check.ok ? "passes (the failure did not reproduce)" : f.minimal_check.message);
   for (uint32_t gene : f.genes) {
     const GenomeSpace::Gene& info = g.gene(gene);
-    out += fmt::format("  e-class c{} (region {}):\n", info.cls.value, info.region);
+    if (g.is_free(gene))
+      out += "  lowering gene:\n";
+    else
+      out += fmt::format("  e-class c{} (region {}):\n", info.cls.value, info.region);
     out += fmt::format("    chosen  {}\n", space.describe(gene, f.minimal[gene]));
     out += fmt::format("    greedy  {}\n", space.describe(gene, space.greedy()[gene]));
   }

@@ -29,7 +29,7 @@ namespace spool::search {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kFailed = std::numeric_limits<int64_t>::max();
+constexpr int64_t kFailed = kUnmeasured;
 
 struct Scored {
   Genome genome;
@@ -47,8 +47,36 @@ bool better_exact(const Scored& a, const Scored& b) { return a.exact != b.exact 
 // Measures genomes, each distinct genome and each distinct program once.
 class Evaluator {
  public:
-  Evaluator(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact, tbb::task_arena& arena)
-      : space_(space), fitness_(fitness), exact_(exact), arena_(arena) {}
+  Evaluator(const SearchSpace& space, const LoweredFitnessFn& fitness, const LoweredFitnessFn& exact,
+            const BatchFn& batch, tbb::task_arena& arena)
+      : space_(space), fitness_(fitness), exact_(exact), batch_(batch), arena_(arena) {}
+
+  // Measures candidates [programs[i], lowerings[i]] for i in `which`, by
+  // the batch function or by the measures on this process's threads.
+  std::vector<int64_t> measure(const std::vector<Graph>& programs, const std::vector<LoweringChoices>& lowerings,
+                               const std::vector<size_t>& which, bool exact) {
+    std::vector<int64_t> cycles(which.size(), kFailed);
+    if (which.empty()) return cycles;
+    if (batch_) {
+      std::vector<Candidate> candidates;
+      for (size_t k : which) candidates.push_back(Candidate{&programs[k], &lowerings[k]});
+      cycles = batch_(candidates, exact);
+      SPOOL_ASSERT(cycles.size() == which.size(), "a batch measure gave {} figures for {} candidates", cycles.size(),
+                   which.size());
+      return cycles;
+    }
+    const LoweredFitnessFn& fn = exact && exact_ ? exact_ : fitness_;
+    arena_.execute([&] {
+      tbb::parallel_for(size_t{0}, which.size(), [&](size_t j) {
+        try {
+          cycles[j] = fn(programs[which[j]], lowerings[which[j]]);
+        } catch (const Error&) {
+          cycles[j] = kFailed;
+        }
+      });
+    });
+    return cycles;
+  }
 
   // Genomes whose estimate is above `limit` are pruned (0: none).
   void set_estimate_limit(double limit) { limit_ = limit; }
@@ -72,6 +100,7 @@ class Evaluator {
     }
     // Build the programs in parallel, each into its own slot.
     std::vector<Graph> programs(fresh.size());
+    std::vector<LoweringChoices> lowerings(fresh.size());
     std::vector<uint64_t> prints(fresh.size(), 0);
     std::vector<uint8_t> built(fresh.size(), 0), pruned(fresh.size(), 0);
     arena_.execute([&] {
@@ -82,7 +111,8 @@ class Evaluator {
         }
         try {
           programs[k] = canonical_program(space_.program(batch[fresh[k]].genome));
-          prints[k] = canonical_fingerprint(programs[k]);
+          lowerings[k] = used_choices(programs[k], space_.lowering(batch[fresh[k]].genome));
+          prints[k] = with_lowering(canonical_fingerprint(programs[k]), lowerings[k]);
           built[k] = 1;
         } catch (const Error&) {
           built[k] = 0;
@@ -98,15 +128,8 @@ class Evaluator {
         measure.push_back(k);
       }
     std::vector<int64_t> cycles(fresh.size(), kFailed);
-    arena_.execute([&] {
-      tbb::parallel_for(size_t{0}, measure.size(), [&](size_t j) {
-        try {
-          cycles[measure[j]] = fitness_(programs[measure[j]]);
-        } catch (const Error&) {
-          cycles[measure[j]] = kFailed;
-        }
-      });
-    });
+    const std::vector<int64_t> measured = this->measure(programs, lowerings, measure, false);
+    for (size_t j = 0; j < measure.size(); ++j) cycles[measure[j]] = measured[j];
     for (size_t k : measure) by_program_.emplace(prints[k], cycles[k]);
     programs_ += measure.size();
     for (size_t k = 0; k < fresh.size(); ++k) {
@@ -142,7 +165,7 @@ class Evaluator {
     std::unordered_map<uint64_t, size_t> first;
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].cycles == kFailed) continue;
-      if (!exact_) {
+      if (!exact_ && !batch_) {
         batch[i].exact = batch[i].cycles;
         continue;
       }
@@ -150,20 +173,30 @@ class Evaluator {
       first.emplace(batch[i].print, i);
       todo.push_back(i);
     }
-    std::vector<int64_t> cycles(todo.size(), kFailed);
+    std::vector<Graph> programs(todo.size());
+    std::vector<LoweringChoices> lowerings(todo.size());
+    std::vector<uint8_t> built(todo.size(), 0);
     arena_.execute([&] {
       tbb::parallel_for(size_t{0}, todo.size(), [&](size_t j) {
         try {
-          cycles[j] = exact_(canonical_program(space_.program(batch[todo[j]].genome)));
+          programs[j] = canonical_program(space_.program(batch[todo[j]].genome));
+          lowerings[j] = used_choices(programs[j], space_.lowering(batch[todo[j]].genome));
+          built[j] = 1;
         } catch (const Error&) {
-          cycles[j] = kFailed;
+          built[j] = 0;
         }
       });
     });
+    std::vector<size_t> which;
+    for (size_t j = 0; j < todo.size(); ++j)
+      if (built[j]) which.push_back(j);
+    const std::vector<int64_t> measured = this->measure(programs, lowerings, which, true);
+    std::vector<int64_t> cycles(todo.size(), kFailed);
+    for (size_t w = 0; w < which.size(); ++w) cycles[which[w]] = measured[w];
     for (size_t j = 0; j < todo.size(); ++j) exact_by_program_.emplace(batch[todo[j]].print, cycles[j]);
     exact_measured_ += todo.size();
     for (Scored& s : batch)
-      if (s.cycles != kFailed && exact_) s.exact = exact_by_program_.at(s.print);
+      if (s.cycles != kFailed && (exact_ || batch_)) s.exact = exact_by_program_.at(s.print);
   }
   void measure_exact(Scored& one) {
     std::vector<Scored> batch{std::move(one)};
@@ -189,8 +222,9 @@ class Evaluator {
 
  private:
   const SearchSpace& space_;
-  const FitnessFn& fitness_;
-  const FitnessFn& exact_;
+  const LoweredFitnessFn& fitness_;
+  const LoweredFitnessFn& exact_;
+  const BatchFn& batch_;
   tbb::task_arena& arena_;
   struct Known {
     int64_t cycles;
@@ -211,9 +245,11 @@ class Progress {
   void update(const SearchResult& r, double seconds) {
     if (!on_) return;
     std::fprintf(stderr,
-                 "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s",
+                 "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s on "
+                 "%d rank%s",
                  r.generations, static_cast<long long>(r.best_cycles), static_cast<long long>(r.greedy_cycles),
-                 r.ratio(), r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0);
+                 r.ratio(), r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0, r.ranks,
+                 r.ranks == 1 ? "" : "s");
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -239,13 +275,14 @@ const Scored& tournament(const std::vector<Scored>& pop, Rng& rng) {
 // evaluator, the generator and the best genomes found.
 class SearchRun {
  public:
-  SearchRun(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact, const SearchOptions& options)
+  SearchRun(const SearchSpace& space, const LoweredFitnessFn& fitness, const LoweredFitnessFn& exact,
+            const SearchOptions& options)
       : start_(Clock::now()),
         space_(space),
         genomes_(space.genomes()),
         options_(options),
         arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic),
-        eval_(space, fitness, exact, arena_),
+        eval_(space, fitness, exact, options.batch, arena_),
         rng_(options.seed),
         progress_(options.progress),
         population_(std::max<size_t>(options.population, 2)),
@@ -254,6 +291,7 @@ class SearchRun {
         confirm_(std::max<size_t>(options.confirm, 1)) {}
 
   SearchResult run() {
+    result_.ranks = options_.ranks;
     baseline();
     descend();
     seed_population();
@@ -492,6 +530,9 @@ class SearchRun {
     result_.best_rank_cycles = best_exact_.cycles;
     result_.best = best_exact_.genome;
     result_.best_program = canonical_program(space_.program(best_exact_.genome));
+    result_.best_lowering = used_choices(result_.best_program, space_.lowering(best_exact_.genome));
+    result_.changed_genes = space_.changed_genes(best_exact_.genome);
+    result_.ranks = options_.ranks;
     result_.genomes = eval_.genomes();
     result_.programs = eval_.programs();
     result_.exact = eval_.exact_measured();
@@ -549,12 +590,22 @@ nlohmann::json SearchResult::to_json() const {
           {"generations", generations},
           {"restarts", restarts},
           {"seconds", seconds},
-          {"stopped_by_time", stopped_by_time}};
+          {"stopped_by_time", stopped_by_time},
+          {"ranks", ranks},
+          {"changed_genes", changed_genes}};
+}
+
+SearchResult genetic(const SearchSpace& space, const LoweredFitnessFn& fitness, const LoweredFitnessFn& exact,
+                     const SearchOptions& options) {
+  return SearchRun(space, fitness, exact, options).run();
 }
 
 SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact,
                      const SearchOptions& options) {
-  return SearchRun(space, fitness, exact, options).run();
+  const LoweredFitnessFn f = [&fitness](const Graph& program, const LoweringChoices&) { return fitness(program); };
+  LoweredFitnessFn e;
+  if (exact) e = [&exact](const Graph& program, const LoweringChoices&) { return exact(program); };
+  return SearchRun(space, f, e, options).run();
 }
 
 }  // namespace spool::search

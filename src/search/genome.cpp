@@ -159,6 +159,22 @@ GenomeSpace::GenomeSpace(std::vector<GenomeRegion> regions) : regions_(std::move
     }
 }
 
+uint32_t GenomeSpace::add_free_genes(std::span<const uint32_t> counts) {
+  const uint32_t first = static_cast<uint32_t>(genes_.size());
+  for (uint32_t count : counts) {
+    SPOOL_ASSERT(count >= 1, "a free gene without a candidate");
+    genes_.push_back(Gene{kFreeRegion, egraph::ClassId{}, static_cast<uint32_t>(cand_node_.size()), count, 0});
+    for (uint32_t k = 0; k < count; ++k) {
+      cand_node_.push_back(egraph::NodeId{});
+      cand_kids_begin_.push_back(static_cast<uint32_t>(cand_kids_.size()));
+      cand_loop_.push_back(kNone);
+    }
+    if (count > 1) ++choice_genes_;
+    ++free_genes_;
+  }
+  return first;
+}
+
 uint32_t GenomeSpace::broken_loop(const Genome& genome, const std::vector<uint8_t>& reach) const {
   if (loops_.empty()) return kNone;
   std::vector<uint8_t> used(loops_.size(), 0);
@@ -316,6 +332,9 @@ std::string GenomeSpace::check(const Genome& genome) const {
         stack.pop_back();
       }
     }
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (is_free(g) && genome[g] >= genes_[g].count)
+      return fmt::format("free gene {} chooses candidate {} of {}", g, genome[g], genes_[g].count);
   if (const uint32_t l = broken_loop(genome, reachable(genome)); l != kNone)
     return fmt::format("short loop {} is used rolled but not every loop_end class chooses its marker", l);
   return {};
@@ -402,6 +421,8 @@ size_t GenomeSpace::break_cycles(Genome& genome, std::span<const uint32_t> keep)
 
 std::vector<uint8_t> GenomeSpace::reachable(const Genome& genome) const {
   std::vector<uint8_t> seen(genes_.size(), 0);
+  for (size_t g = 0; g < genes_.size(); ++g)
+    if (is_free(g)) seen[g] = 1;
   std::vector<uint32_t> work;
   for (const std::vector<uint32_t>& roots : root_genes_)
     for (uint32_t root : roots)

@@ -25,6 +25,11 @@ std::vector<egraph::NodeId> loop_markers(const compile::RegionEGraph& region, in
 }  // namespace
 
 std::string SearchSpace::describe(size_t g, uint32_t choice) const {
+  if (const LoweringGene* lg = lowering_gene(g)) {
+    const int64_t v = lg->values.at(choice);
+    return fmt::format("{} {} of {}", field_name(lg->field), v == 0 ? std::string("default") : std::to_string(v),
+                       lg->label);
+  }
   const GenomeSpace::Gene& gene = genomes_.gene(g);
   const egraph::EGraph& graph = *genomes_.region(gene.region).egraph;
   const egraph::NodeId n = genomes_.node(g, choice);
@@ -36,7 +41,7 @@ double SearchSpace::estimate(const Genome& genome) const {
   double total = 0;
   const double zeros[16] = {};
   for (size_t g = 0; g < genomes_.num_genes(); ++g) {
-    if (!reach[g]) continue;
+    if (!reach[g] || genomes_.is_free(g)) continue;
     const uint32_t r = genomes_.gene(g).region;
     const egraph::EGraph& graph = *genomes_.region(r).egraph;
     const egraph::NodeId n = genomes_.node(g, genome[g]);

@@ -11,6 +11,8 @@
 #include <spool/nn/nn.hpp>
 #include <spool/sim/sim.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 using namespace spool;
@@ -209,5 +211,59 @@ TEST_CASE("gemm: blocks loaded ahead keep their epilogue operands apart") {
     analytic.gemm_simulated_candidates = 1;
     for (const lower::LowerOptions& options : {lower::LowerOptions{}, analytic})
       CHECK(lower_and_run(g, cfg, 5, 2, nullptr, options).within(1e-5));
+  }
+}
+
+TEST_CASE("gemm: every kernel choice (tile, slots, loop order, placement) computes the same values") {
+  // Several m blocks and column blocks, several k tiles, a per-column and a
+  // full epilogue operand: every path of the generator a choice can take.
+  for (const char* cfg : {"toy", "tpuv3", "tpuv4"}) {
+    CAPTURE(cfg);
+    const bool toy = std::string(cfg) == "toy";
+    const int64_t M = toy ? 40 : 300, K = toy ? 70 : 600, N = toy ? 48 : 768;
+    Graph g("gemm_choices");
+    Tensor x = input(g, "x", DType::F32, {M, K});
+    Tensor w = weight(g, "w", DType::F32, {N, K});
+    Tensor b = weight(g, "b", DType::F32, {N});
+    Tensor r = input(g, "r", DType::F32, {M, N});
+    GemmAttr attr;
+    attr.epilogue.instrs = {instr(Op::Add, 0, 1), instr(Op::Add, 2, 3)};
+    output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), w.transpose(0, 1).edge(), b.broadcast_to({M, N}).edge(), r.edge()},
+                                 attr)));
+    const int64_t tm = toy ? 16 : 64, tn = toy ? 16 : 256, tk = toy ? 16 : 128;
+    std::vector<lower::KernelChoice> choices;
+    for (int order : {1, 2})
+      for (int64_t slots : {1, 2, 3}) {
+        lower::KernelChoice c;
+        c.tile_m = tm;
+        c.tile_n = tn;
+        c.tile_k = tk;
+        c.order = order;
+        c.slots = slots;
+        choices.push_back(c);
+      }
+    lower::KernelChoice spread;
+    spread.tile_m = tm;
+    spread.cores = 2;
+    choices.push_back(spread);
+    lower::KernelChoice huge;  // the whole GEMM as one tile: it runs if it fits, else the tuner's tile does
+    huge.tile_m = M;
+    huge.tile_n = N;
+    huge.tile_k = 1 << 20;
+    huge.slots = 3;
+    choices.push_back(huge);
+    for (const lower::KernelChoice& c : choices) {
+      CAPTURE(c.to_string());
+      lower::LowerOptions options;
+      options.choice = [c](const Graph&, NodeId) { return c; };
+      lower::Lowered l;
+      CHECK(lower_and_run(g, cfg, 7, 2, &l, options).within(1e-5));
+      REQUIRE(!l.report.per_kernel.empty());
+      const lower::KernelInfo& info = l.report.per_kernel.back();
+      if (&c != &choices.back()) {
+        CHECK(info.tile.rfind(fmt::format("m{} ", tm), 0) == 0);
+      }
+      if (c.cores == 2 && target::load_config(cfg).cores > 1) CHECK(info.core_split > 1);
+    }
   }
 }

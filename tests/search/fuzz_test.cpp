@@ -67,7 +67,7 @@ TEST_CASE("fuzz: a planted wrong rule is caught and shrunk to its one choice") {
   const Reference ref = make_reference(g, 3);
   // The greedy program does not use the planted node (it is no cheaper).
   const ProgramCheck check = interpreter_check(ref, 1e-5);
-  REQUIRE(check(space.program(space.greedy())).ok);
+  REQUIRE(check(space.program(space.greedy()), {}).ok);
 
   FuzzOptions o;
   o.genomes = 40;
@@ -90,7 +90,7 @@ TEST_CASE("fuzz: a planted wrong rule is caught and shrunk to its one choice") {
   CHECK_FALSE(f.minimal_check.ok);
   // The blend of greedy with that one choice is the minimal genome; without it the program passes.
   CHECK(f.minimal == blend(space.genomes(), space.greedy(), f.genome, f.genes));
-  CHECK(check(space.program(blend(space.genomes(), space.greedy(), f.genome, {}))).ok);
+  CHECK(check(space.program(blend(space.genomes(), space.greedy(), f.genome, {})), {}).ok);
   // The first diverging kernel is the exp2 of the negation.
   CHECK(f.divergence.find("exp2") != std::string::npos);
   const std::string text = r.to_text(space);

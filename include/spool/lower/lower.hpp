@@ -32,6 +32,34 @@
 
 namespace spool::lower {
 
+// How one kernel node is lowered, where the lowering has a choice (the
+// extraction search's lowering genes). Every field's zero keeps what the
+// lowering picks by itself, so a default KernelChoice is today's lowering.
+// A choice the kernel cannot take (a tile over the scratchpad budget, a
+// field that does not apply to its op) is ignored field by field and the
+// lowering's own choice stands: a choice never makes a program fail.
+struct KernelChoice {
+  // GEMM tile: rows, columns and k of a block (each clamped to the GEMM's
+  // shape; columns rounded to whole arrays' columns, k to the array's rows).
+  int64_t tile_m = 0, tile_n = 0, tile_k = 0;
+  // GEMM operand slots: 2 double, 3 triple buffered (1 is taken as 2: the
+  // k loop issues the next tile's loads before the current tile's steps,
+  // which needs a second slot).
+  int64_t slots = 0;
+  // GEMM loop order over the blocks, for a GEMM of several m blocks and
+  // several column blocks: 1 column blocks outer, m blocks inner (the
+  // generator's own order), 2 m blocks outer, column blocks inner.
+  int order = 0;
+  // Placement over cores: 1 keeps the node's tiles on one core, 2 spreads
+  // independent tiles (m blocks or batches) over the config's cores.
+  int cores = 0;
+
+  bool is_default() const { return tile_m == 0 && tile_n == 0 && tile_k == 0 && slots == 0 && order == 0 && cores == 0; }
+  // "m256 n512 slots3 m-outer" (only the fields that are set; "default" if none).
+  std::string to_string() const;
+  bool operator==(const KernelChoice&) const = default;
+};
+
 struct LowerOptions {
   // Place GEMM prologues and epilogues inside the GEMM kernel; false runs
   // them as standalone vector kernels (for comparisons).
@@ -48,6 +76,9 @@ struct LowerOptions {
   // simulator). Empty: the analytic estimate picks GEMM tiles and a kernel's
   // tiles stay on one core.
   std::function<int64_t(const npu::Program&)> tile_cycles;
+  // Per-kernel choices: called with each kernel node of the graph being
+  // lowered (empty: every kernel takes the default choice).
+  std::function<KernelChoice(const Graph&, NodeId)> choice;
 };
 
 struct KernelInfo {

@@ -11,6 +11,7 @@
 #include <spool/compile/compile.hpp>
 #include <spool/interp/interp.hpp>
 #include <spool/lower/lower.hpp>
+#include <spool/search/genetic.hpp>
 #include <spool/target/npu.hpp>
 #include <spool/sim/sim.hpp>
 
@@ -38,6 +39,12 @@ struct Options {
   size_t search_genomes = 0;
   uint64_t search_seed = 1;
   double search_seconds = 0;  // 0: no time budget
+  // Search the lowering's choices for the GEMMs too (search::gemm_lowering_genes).
+  bool search_lowering = true;
+  // Measures the search's candidates in batches (an MPI run spreads them
+  // over its ranks: mpi_search.hpp); empty: on this process's threads.
+  search::BatchFn search_batch;
+  int search_ranks = 1;
   sim::Trace* trace = nullptr;  // optional: the timing run's trace
   // Simulate a program whose DRAM footprint exceeds the config's capacity
   // (the report marks it) instead of failing.
@@ -65,6 +72,11 @@ struct SearchFigures {
   int64_t greedy_kernel_cycles = 0, best_kernel_cycles = 0;
   bool stopped_by_time = false;
   double ms = 0;
+  int ranks = 1;                           // processes that measured candidates
+  size_t lowering_genes = 0;               // of the genome, next to the e-graph's genes
+  std::vector<std::string> changed_genes;  // where the best genome differs from greedy's
+  // The lowering choices of the program that runs (empty when greedy's runs).
+  search::LoweringChoices lowering;
 };
 
 struct Check {

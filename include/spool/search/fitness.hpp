@@ -36,8 +36,11 @@ class SimulatedCycles {
   // kernels(program): thread-safe. Throws spool::Error if a kernel cannot be
   // lowered or simulated.
   int64_t operator()(const Graph& program) const { return kernels(program); }
-  int64_t kernels(const Graph& program) const;
-  int64_t whole(const Graph& program) const;
+  // With lowering choices (a genome's lowering genes), keyed as kernel_key
+  // keys them (search/space.hpp); a kernel's memo entry is its text and its
+  // choice.
+  int64_t kernels(const Graph& program, const std::map<std::string, lower::KernelChoice, std::less<>>& choices = {}) const;
+  int64_t whole(const Graph& program, const std::map<std::string, lower::KernelChoice, std::less<>>& choices = {}) const;
 
   // The one-node program of node `id` of `program` (the memo's key is its text).
   static Graph kernel_alone(const Graph& program, NodeId id);

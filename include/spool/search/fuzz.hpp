@@ -27,8 +27,9 @@ struct CheckResult {
   double error = 0;     // largest error relative to the output's scale
   std::string message;  // why it failed: an output and its error, or the text of the exception
 };
-// Checks one program; thread-safe.
-using ProgramCheck = std::function<CheckResult(const Graph& program)>;
+// Checks one program lowered with the given choices (the genome's lowering
+// genes; a check that does not lower ignores them); thread-safe.
+using ProgramCheck = std::function<CheckResult(const Graph& program, const LoweringChoices& lowering)>;
 
 // The reference: the HLIR's outputs on seeded random inputs.
 struct Reference {
@@ -40,7 +41,8 @@ Reference make_reference(const Graph& hlir, uint64_t input_seed);
 
 // Runs the program (LLIR) on the reference interpreter.
 ProgramCheck interpreter_check(const Reference& reference, double tolerance);
-// Lowers the program to NPU kernels and runs the functional simulator.
+// Lowers the program to NPU kernels (with the genome's lowering choices)
+// and runs the functional simulator.
 ProgramCheck simulator_check(const Reference& reference, const target::NpuConfig& config, double tolerance);
 
 struct FuzzOptions {

@@ -29,7 +29,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace spool::search {
 
@@ -39,6 +41,22 @@ namespace spool::search {
 // genome as failed and never picks it. The search passes programs in
 // canonical form (canonical_program).
 using FitnessFn = std::function<int64_t(const Graph& program)>;
+// The same with the lowering choices the genome makes for the program's
+// kernels (used_choices: only kernels the program has are named).
+using LoweredFitnessFn = std::function<int64_t(const Graph& program, const LoweringChoices& lowering)>;
+
+// One candidate of a batch: a program (canonical form) and its lowering.
+struct Candidate {
+  const Graph* program = nullptr;
+  const LoweringChoices* lowering = nullptr;
+};
+// Measures a batch of candidates at once, by the cheap measure (exact ==
+// false) or the exact one; one figure per candidate, in order, and
+// kUnmeasured for a candidate that could not be measured. It must give what
+// the fitness and exact functions give, whoever computes it (an MPI run
+// spreads each batch over its ranks: mpi_search.hpp).
+using BatchFn = std::function<std::vector<int64_t>(std::span<const Candidate> batch, bool exact)>;
+inline constexpr int64_t kUnmeasured = INT64_MAX;
 
 struct SearchOptions {
   size_t population = 24;
@@ -65,6 +83,10 @@ struct SearchOptions {
   uint64_t seed = 1;
   int threads = 0;       // 0: TBB's default; the result never depends on it
   bool progress = true;  // a progress line on stderr when it is a terminal
+  // When set, every measurement goes through it in batches (the fitness
+  // and exact functions given to genetic() are then not called).
+  BatchFn batch;
+  int ranks = 1;  // processes that measure (reported; the result never depends on it)
 };
 
 struct SearchResult {
@@ -76,6 +98,9 @@ struct SearchResult {
   int64_t best_rank_cycles = 0;
   Genome best;
   Graph best_program;         // in canonical form (canonical_program), as measured
+  LoweringChoices best_lowering;           // its lowering choices (used_choices)
+  std::vector<std::string> changed_genes;  // SearchSpace::changed_genes of the best genome
+  int ranks = 1;
   size_t genomes = 0;         // distinct genomes evaluated
   size_t exact = 0;           // distinct programs measured by exact
   size_t descent_rounds = 0;  // rounds of the descent that ran
@@ -94,12 +119,15 @@ struct SearchResult {
   // The report's "search" object: {genomes, greedy_cycles,
   // best_cycles, ratio, greedy_rank_cycles, best_rank_cycles, programs,
   // exact, failed, pruned, descent_rounds, descent_steps, generations,
-  // restarts, seconds, stopped_by_time}.
+  // restarts, seconds, stopped_by_time, ranks, changed_genes}.
   nlohmann::json to_json() const;
 };
 
 // Throws spool::Error if the greedy genome's program cannot be measured (by
 // fitness or by exact). An empty `exact` is `fitness`.
+SearchResult genetic(const SearchSpace& space, const LoweredFitnessFn& fitness, const LoweredFitnessFn& exact,
+                     const SearchOptions& options = {});
+// Measures that ignore the lowering choices (a space without lowering genes).
 SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const FitnessFn& exact,
                      const SearchOptions& options = {});
 inline SearchResult genetic(const SearchSpace& space, const FitnessFn& fitness, const SearchOptions& options = {}) {

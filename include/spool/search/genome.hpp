@@ -76,6 +76,17 @@ class GenomeSpace {
   // Throws spool::Error if a root has no acyclic term.
   explicit GenomeSpace(std::vector<GenomeRegion> regions);
 
+  // Free genes, appended after the e-graph's: genes of no e-class and no
+  // region (region == kFreeRegion), always reachable, with `counts[i]`
+  // candidates that have no children and no node. They carry choices that
+  // are not e-nodes (the lowering's, see SearchSpace); candidate 0 is the
+  // default. Returns the index of the first. Random genomes, mutation,
+  // neighbours, crossover and hashing treat them as any other gene.
+  static constexpr uint32_t kFreeRegion = UINT32_MAX;
+  uint32_t add_free_genes(std::span<const uint32_t> counts);
+  bool is_free(size_t g) const { return genes_[g].region == kFreeRegion; }
+  size_t num_free_genes() const { return free_genes_; }
+
   size_t num_genes() const { return genes_.size(); }
   size_t num_regions() const { return regions_.size(); }
   const GenomeRegion& region(size_t r) const { return regions_[r]; }
@@ -96,6 +107,7 @@ class GenomeSpace {
   Genome from_nodes(Pick&& pick) const {
     Genome genome(genes_.size(), 0);
     for (size_t g = 0; g < genes_.size(); ++g) {
+      if (is_free(g)) continue;
       const egraph::NodeId want = pick(genes_[g].region, genes_[g].cls);
       for (uint32_t k = 0; k < genes_[g].count; ++k)
         if (node(g, k) == want) genome[g] = k;
@@ -172,6 +184,7 @@ class GenomeSpace {
   };
   std::vector<LoopGenes> loops_;  // global loop groups (over all regions)
   size_t choice_genes_ = 0;
+  size_t free_genes_ = 0;
 
   size_t break_cycles(Genome& genome, std::span<const uint32_t> keep) const;
   // Applies the short-loop rule once; returns the genes changed.
