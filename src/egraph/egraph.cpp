@@ -100,6 +100,7 @@ ClassId EGraph::new_class() {
   }
   slots_[slot].id = c.value;
   slots_[slot].stamp = generation_;
+  slots_[slot].merged = generation_;
   parent_.push_back(kRoot | slot);
   ++num_classes_;
   return c;
@@ -298,6 +299,7 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   // Every parent of `other` now has a non-canonical child.
   const auto op = lists_.view(o.parents);
   pending_.insert(pending_.end(), op.begin(), op.end());
+  r.merged = generation_;
   r.op_min = std::min(r.op_min, o.op_min);
   r.op_max = std::max(r.op_max, o.op_max);
   lists_.append(r.nodes, o.nodes);
@@ -428,7 +430,11 @@ void EGraph::compact() {
   pool.reserve(children);
   std::vector<uint16_t> origins;
   origins.reserve(memo_size_);
+  // A generation's node mark (non-decreasing) becomes the number of live
+  // nodes below it.
+  size_t mark = 0;
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    while (mark < gen_nodes_.size() && gen_nodes_[mark] <= n) gen_nodes_[mark++] = static_cast<uint32_t>(nodes.size());
     const NodeRec& r = nodes_[n];
     if (r.dead == kDuplicate) continue;
     remap[n] = static_cast<uint32_t>(nodes.size());
@@ -437,6 +443,7 @@ void EGraph::compact() {
     nodes.back().cls = find(r.cls);
     origins.push_back(node_origin_[n]);
   }
+  for (; mark < gen_nodes_.size(); ++mark) gen_nodes_[mark] = static_cast<uint32_t>(nodes.size());
   nodes_.swap(nodes);
   node_origin_.swap(origins);
   pool_.swap(pool);

@@ -553,9 +553,15 @@ namespace {
 class Machine {
  public:
   Machine(const EGraph& g, const Query& q, MatchSet& out, ClassId* regs, AttrId* aregs, uint32_t since)
-      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs), since_(since) {}
+      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs), since_(since),
+        node_mark_(since == kAllMatches ? 0 : g.nodes_at(since)) {}
 
   bool changed(ClassId c) const { return since_ == kAllMatches || g_.class_stamp(c) > since_; }
+  bool merged(ClassId c) const { return since_ == kAllMatches || g_.class_merge_stamp(c) > since_; }
+  // Whether a match may be new before any node is bound: the candidate
+  // root class of a pattern that is a bare variable must have changed; a
+  // pattern rooted at an op is decided by the nodes it binds.
+  bool fresh_root(ClassId c) const { return q_.root_op.valid() ? since_ == kAllMatches : changed(c); }
 
   // `fresh`: the match so far visits a class changed after `since_`.
   void run(size_t pc, bool fresh) {
@@ -567,7 +573,8 @@ class Machine {
     const Instr& in = q_.program[pc];
     switch (in.kind) {
       case Instr::Kind::Compare:
-        if (regs_[in.reg] == regs_[in.other]) run(pc + 1, fresh);
+        // Two uses of one variable meet in one class: new if it was unioned since.
+        if (regs_[in.reg] == regs_[in.other]) run(pc + 1, fresh || merged(regs_[in.reg]));
         return;
       case Instr::Kind::Scan: {
         std::span<const ClassId> cands = in.op.valid() ? g_.classes_with_op(in.op) : g_.classes();
@@ -579,7 +586,11 @@ class Machine {
         return;
       }
       case Instr::Kind::Bind: {
-        const bool now_fresh = fresh || changed(regs_[in.reg]);
+        // A node bound in a child's class: new if the node is, or if the
+        // class was unioned since (the node may have been elsewhere then).
+        // The root's class may have been unioned: its old nodes matched
+        // (in their class then) all the same.
+        const bool now_fresh = fresh || (in.reg != 0 && merged(regs_[in.reg]));
         for (NodeId n : g_.sorted_class_nodes(regs_[in.reg], in.op)) {
           const ENodeRef node = g_.node(n);
           if (!in.any_arity && node.children.size() != in.arity) continue;
@@ -596,7 +607,7 @@ class Machine {
               break;
           }
           for (uint32_t k = 0; k < in.arity; ++k) regs_[in.other + k] = node.children[k];
-          run(pc + 1, now_fresh);
+          run(pc + 1, now_fresh || n.value >= node_mark_);
           if (aborted_) return;
         }
         return;
@@ -624,6 +635,7 @@ class Machine {
   ClassId* regs_;
   AttrId* aregs_;
   uint32_t since_;
+  uint32_t node_mark_;  // nodes from this id on are new since `since_`
 };
 
 }  // namespace
@@ -652,7 +664,7 @@ bool search(const EGraph& graph, const Query& query, std::span<const ClassId> ca
       m.cap = budget->limit - others;
     }
     regs[0] = candidates[i];
-    m.run(0, m.changed(candidates[i]));
+    m.run(0, m.fresh_root(candidates[i]));
     if (m.aborted()) {
       complete = false;
       break;

@@ -275,8 +275,21 @@ class EGraph {
   // it with the current generation. A match that only visits classes with
   // stamps <= G was already there when the graph was at generation G.
   uint32_t generation() const { return generation_; }
-  void next_generation() { ++generation_; }
+  void next_generation() {
+    gen_nodes_.push_back(static_cast<uint32_t>(nodes_.size()));
+    ++generation_;
+  }
   uint32_t class_stamp(ClassId c) const { return rec(c).stamp; }
+  // Finer: the generation of the class's last union with another class (or
+  // of its creation), and the node ids that already existed at generation
+  // `gen` (those below; kept through compaction). A match whose nodes all
+  // existed at G, and whose classes that must meet (a child and the node
+  // bound in it, two uses of one variable) were not unioned since, was
+  // already there at G.
+  uint32_t class_merge_stamp(ClassId c) const { return rec(c).merged; }
+  uint32_t nodes_at(uint32_t gen) const {
+    return gen < gen_nodes_.size() ? gen_nodes_[gen] : static_cast<uint32_t>(nodes_.size());
+  }
 
   // Counts unions done through merge() (including those done by rebuild).
   uint64_t union_count() const { return union_count_; }
@@ -360,6 +373,7 @@ class EGraph {
     ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
     uint32_t id = 0;  // the class owning the slot
     uint32_t stamp = 0;  // the generation of its last change
+    uint32_t merged = 0;  // the generation of its last union (or creation)
     // Every node's op is in [op_min, op_max] (exact after rebuild()): the
     // matcher answers "no node of this op" or "all of them" without
     // reading the node records.
@@ -420,6 +434,7 @@ class EGraph {
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;
   uint32_t generation_ = 0;
+  std::vector<uint32_t> gen_nodes_;  // per generation: nodes_.size() when it ended
   std::vector<uint16_t> node_origin_;  // per node, an index into origin_names_
   std::vector<std::string> origin_names_{"input"};
   uint32_t origin_ = 0;

@@ -163,9 +163,12 @@ std::span<const ClassId> query_candidates(const EGraph& graph, const Query& quer
 // Appends to `out` every match whose first root is in `candidates`, in
 // candidate order. Read-only on the graph; safe to run concurrently. Stops
 // early (returning false) when `stop` becomes true; checks it every few
-// candidates. With `since` set, only matches that visit at least one class
-// changed after generation `since` are reported (the others were already
-// there at that generation).
+// candidates. With `since` set, only matches that may be new since
+// generation `since` are reported: those binding a node added after it, or
+// whose classes that must meet (a child and the node bound in it, two uses
+// of one variable) were unioned after it, or, for a pattern that is a bare
+// variable, whose class changed after it (the others were already there at
+// that generation).
 //
 // With a `budget`, the search stops as soon as more than `budget->limit`
 // matches were found by this call and the calls sharing the budget that
