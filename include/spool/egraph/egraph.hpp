@@ -41,6 +41,12 @@ std::span<const typename V::value_type> span_of(const V& v) {
 // hot paths use instead of a vector, so adding a node does not allocate.
 class ChildBuf {
  public:
+  ChildBuf() = default;
+  // `n` slots to fill through data() or [].
+  explicit ChildBuf(size_t n) : size_(n) {
+    if (n > kInline) spill_.resize(n);
+  }
+  ClassId& operator[](size_t i) { return data()[i]; }
   void push_back(ClassId c) {
     if (size_ < kInline) {
       inline_[size_++] = c;
@@ -385,6 +391,8 @@ class EGraph {
   ClassRec& rec(ClassId c) { return slots_[parent_[c.value] & ~kRoot]; }
   const ClassRec& rec(ClassId c) const { return slots_[parent_[c.value] & ~kRoot]; }
   ClassId new_class();
+  // Throws spool::Error if `op` does not take `n` children.
+  void check_arity(OpId op, size_t n) const;
   uint32_t push_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, ClassId c);
   void mark_dirty(ClassId c);
   void queue_analysis(std::span<const NodeId> nodes);
