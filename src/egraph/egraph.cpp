@@ -320,6 +320,11 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   // Every parent of `other` now has a non-canonical child.
   const auto op = lists_.view(o.parents);
   pending_.insert(pending_.end(), op.begin(), op.end());
+  // The parents of a class whose data the merge changed are re-examined
+  // (only those: a big class absorbing a small one often keeps its data).
+  const MergeChange changed = analysis_ ? analysis_->merge(root, other) : MergeChange{};
+  if (changed.into) queue_analysis(lists_.view(r.parents));
+  if (changed.from) queue_analysis(op);
   r.merged = generation_;
   r.op_min = std::min(r.op_min, o.op_min);
   r.op_max = std::max(r.op_max, o.op_max);
@@ -329,11 +334,7 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   lists_.release(o.parents);
   free_slots_.push_back(parent_[other.value] & ~kRoot);
   parent_[other.value] = root.value;
-  if (analysis_ && analysis_->merge(root, other)) {
-    const auto rp = lists_.view(r.parents);
-    queue_analysis(rp);
-    modify_pending_.push_back(root);
-  }
+  if (changed.any()) modify_pending_.push_back(root);
   mark_dirty(root);
 }
 

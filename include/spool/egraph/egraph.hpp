@@ -84,6 +84,15 @@ struct ENodeRef {
 
 class EGraph;
 
+// What merging two classes' analysis data changed (egg's DidMerge): whether
+// the merged data differs from what `into` had, and from what `from` had.
+// The parents of a class whose data changed are re-examined.
+struct MergeChange {
+  bool into = false;
+  bool from = false;
+  bool any() const { return into || from; }
+};
+
 // Per-class data (shape, dtype, constant, ...) kept by a client. The engine
 // calls `make` for every new class, `merge` when two classes are unioned,
 // `remake` when a node's children changed data, and `modify` from rebuild()
@@ -97,10 +106,9 @@ class Analysis {
   virtual void make(const EGraph& graph, ClassId c, NodeId n) = 0;
   // Returns an empty string if `a` and `b` may be merged, otherwise why not.
   virtual std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const = 0;
-  // `from` is merged into `into` (which keeps the merged data); returns true
-  // if the merged data differs from what either class had before, so the
-  // parents of both are re-examined.
-  virtual bool merge(ClassId into, ClassId from) = 0;
+  // `from` is merged into `into` (which keeps the merged data); returns
+  // which of the two classes' data the merged data differs from.
+  virtual MergeChange merge(ClassId into, ClassId from) = 0;
   // Node `n` (in class `c`) has a child whose data changed: recompute what
   // it implies for `c`; returns whether `c`'s data changed.
   virtual bool remake(const EGraph& graph, ClassId c, NodeId n) = 0;

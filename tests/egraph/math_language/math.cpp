@@ -59,12 +59,15 @@ std::string ConstantFold::check_merge(const EGraph&, ClassId a, ClassId b) const
   return {};
 }
 
-bool ConstantFold::merge(ClassId into, ClassId from) {
+MergeChange ConstantFold::merge(ClassId into, ClassId from) {
   auto& x = data_[into.value];
   const auto& y = data_[from.value];
-  if (x.has_value() == y.has_value()) return false;
-  if (!x) x = y;
-  return true;
+  if (x.has_value() == y.has_value()) return {};
+  if (!x) {
+    x = y;
+    return {true, false};
+  }
+  return {false, true};
 }
 
 bool ConstantFold::remake(const EGraph& graph, ClassId c, NodeId n) {
