@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace spool::egraph::math {
@@ -54,6 +55,9 @@ class ConstantFold : public Analysis {
   const MathLanguage& lang_;
   bool prune_;
   std::vector<std::optional<double>> data_;
+  // The number attribute of each value modify() added, by bit pattern (so a
+  // class's constant is interned once per graph, not per rebuild).
+  std::unordered_map<uint64_t, AttrId> number_attr_;
 };
 
 // An e-graph over `lang` with the constant-folding analysis.
