@@ -100,6 +100,7 @@ ClassId EGraph::new_class() {
   }
   slots_[slot].id = c.value;
   slots_[slot].stamp = generation_;
+  slots_[slot].merged = generation_;
   parent_.push_back(kRoot | slot);
   ++num_classes_;
   return c;
@@ -217,24 +218,47 @@ bool EGraph::memo_erase(uint32_t node) {
 
 ClassId EGraph::add(const ENode& node) { return add(node.op, node.attr, span_of(node.children)); }
 
-ClassId EGraph::add(OpId op, AttrId attr, std::span<const ClassId> children) {
-  const OpDef& def = ops()[op];
-  if (def.arity != kVariadic && static_cast<size_t>(def.arity) != children.size())
-    fail("op '{}' takes {} children, got {}", def.name, def.arity, children.size());
-  if (children.size() > 255) fail("op '{}' has too many children ({})", def.name, children.size());
-  ChildBuf canon;
-  for (ClassId c : children) canon.push_back(find(c));
-  const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
-  const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
-  if (found != UINT32_MAX) return find(nodes_[found].cls);
-  const ClassId c = new_class();
-  const uint32_t n = push_node(op.value, attr.value, canon.data(), canon.size(), c);
-  memo_insert(n, hash);
-  if (analysis_) {
-    analysis_->make(*this, c, NodeId{n});
-    modify_pending_.push_back(c);
+namespace {
+
+// Calls f(children) with the children canonicalised, on the stack up to
+// four (most nodes), on the heap past that.
+template <typename F>
+auto with_canonical(EGraph& g, std::span<const ClassId> children, F&& f) {
+  if (children.size() <= 4) {
+    ClassId k[4];
+    for (size_t i = 0; i < children.size(); ++i) k[i] = g.find(children[i]);
+    return f(static_cast<const ClassId*>(k));
   }
-  return c;
+  std::vector<ClassId> k(children.size());
+  for (size_t i = 0; i < children.size(); ++i) k[i] = g.find(children[i]);
+  return f(static_cast<const ClassId*>(k.data()));
+}
+
+}  // namespace
+
+void EGraph::check_arity(OpId op, size_t n) const {
+  const OpDef& def = ops()[op];
+  if (def.arity != kVariadic && static_cast<size_t>(def.arity) != n)
+    fail("op '{}' takes {} children, got {}", def.name, def.arity, n);
+  if (n > 255) fail("op '{}' has too many children ({})", def.name, n);
+}
+
+ClassId EGraph::add(OpId op, AttrId attr, std::span<const ClassId> children) {
+  check_arity(op, children.size());
+  return with_canonical(*this, children, [&](const ClassId* kids) {
+    const size_t arity = children.size();
+    const uint32_t hash = hash_node(op.value, attr.value, kids, arity);
+    const uint32_t found = memo_find(hash, op.value, attr.value, kids, arity);
+    if (found != UINT32_MAX) return find(nodes_[found].cls);
+    const ClassId c = new_class();
+    const uint32_t n = push_node(op.value, attr.value, kids, arity, c);
+    memo_insert(n, hash);
+    if (analysis_) {
+      analysis_->make(*this, c, NodeId{n});
+      modify_pending_.push_back(c);
+    }
+    return c;
+  });
 }
 
 bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> children, ClassId target,
@@ -242,29 +266,27 @@ bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> childre
   // With an analysis the new node needs its own class first, so make() and
   // check_merge() see it like any other merge.
   if (analysis_) return merge(add(op, attr, children), target, reason);
-  const OpDef& def = ops()[op];
-  if (def.arity != kVariadic && static_cast<size_t>(def.arity) != children.size())
-    fail("op '{}' takes {} children, got {}", def.name, def.arity, children.size());
-  if (children.size() > 255) fail("op '{}' has too many children ({})", def.name, children.size());
-  ChildBuf canon;
-  for (ClassId c : children) canon.push_back(find(c));
-  const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
-  const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
-  if (found != UINT32_MAX) return merge(nodes_[found].cls, target, reason);
-  target = find(target);
-  const uint32_t n = push_node(op.value, attr.value, canon.data(), canon.size(), target);
-  memo_insert(n, hash);
-  mark_dirty(target);  // its node list is no longer sorted
-  return true;
+  check_arity(op, children.size());
+  return with_canonical(*this, children, [&](const ClassId* kids) {
+    const size_t arity = children.size();
+    const uint32_t hash = hash_node(op.value, attr.value, kids, arity);
+    const uint32_t found = memo_find(hash, op.value, attr.value, kids, arity);
+    if (found != UINT32_MAX) return merge(nodes_[found].cls, target, reason);
+    const ClassId into = find(target);
+    const uint32_t n = push_node(op.value, attr.value, kids, arity, into);
+    memo_insert(n, hash);
+    mark_dirty(into);  // its node list is no longer sorted
+    return true;
+  });
 }
 
 std::optional<ClassId> EGraph::lookup(OpId op, AttrId attr, std::span<const ClassId> children) {
-  ChildBuf canon;
-  for (ClassId c : children) canon.push_back(find(c));
-  const uint32_t hash = hash_node(op.value, attr.value, canon.data(), canon.size());
-  const uint32_t found = memo_find(hash, op.value, attr.value, canon.data(), canon.size());
-  if (found == UINT32_MAX) return std::nullopt;
-  return find(nodes_[found].cls);
+  return with_canonical(*this, children, [&](const ClassId* kids) -> std::optional<ClassId> {
+    const uint32_t hash = hash_node(op.value, attr.value, kids, children.size());
+    const uint32_t found = memo_find(hash, op.value, attr.value, kids, children.size());
+    if (found == UINT32_MAX) return std::nullopt;
+    return find(nodes_[found].cls);
+  });
 }
 
 bool EGraph::merge(ClassId a, ClassId b, std::string_view reason) {
@@ -298,6 +320,12 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   // Every parent of `other` now has a non-canonical child.
   const auto op = lists_.view(o.parents);
   pending_.insert(pending_.end(), op.begin(), op.end());
+  // The parents of a class whose data the merge changed are re-examined
+  // (only those: a big class absorbing a small one often keeps its data).
+  const MergeChange changed = analysis_ ? analysis_->merge(root, other) : MergeChange{};
+  if (changed.into) queue_analysis(lists_.view(r.parents));
+  if (changed.from) queue_analysis(op);
+  r.merged = generation_;
   r.op_min = std::min(r.op_min, o.op_min);
   r.op_max = std::max(r.op_max, o.op_max);
   lists_.append(r.nodes, o.nodes);
@@ -306,11 +334,7 @@ void EGraph::union_classes(ClassId root, ClassId other) {
   lists_.release(o.parents);
   free_slots_.push_back(parent_[other.value] & ~kRoot);
   parent_[other.value] = root.value;
-  if (analysis_ && analysis_->merge(root, other)) {
-    const auto rp = lists_.view(r.parents);
-    queue_analysis(rp);
-    modify_pending_.push_back(root);
-  }
+  if (changed.any()) modify_pending_.push_back(root);
   mark_dirty(root);
 }
 
@@ -418,28 +442,37 @@ size_t EGraph::rebuild() {
 // order, so every list that was sorted by node id stays sorted.
 void EGraph::compact() {
   SPOOL_ASSERT(clean(), "compact() needs a rebuilt e-graph");
+  // Nodes, their spilled children and origins move down in place: a live
+  // node's new id, and its children's new offset, are never above the old.
   std::vector<uint32_t> remap(nodes_.size(), UINT32_MAX);
-  std::vector<NodeRec> nodes;
-  std::vector<ClassId> pool;
-  nodes.reserve(memo_size_);
-  size_t children = 0;
-  for (const NodeRec& r : nodes_)
-    if (r.dead != kDuplicate && r.arity > 2) children += r.arity;
-  pool.reserve(children);
-  std::vector<uint16_t> origins;
-  origins.reserve(memo_size_);
+  uint32_t live = 0;
+  size_t pool_size = 0;
+  // A generation's node mark (non-decreasing) becomes the number of live
+  // nodes below it.
+  size_t mark = 0;
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
-    const NodeRec& r = nodes_[n];
+    while (mark < gen_nodes_.size() && gen_nodes_[mark] <= n) gen_nodes_[mark++] = live;
+    NodeRec r = nodes_[n];
     if (r.dead == kDuplicate) continue;
-    remap[n] = static_cast<uint32_t>(nodes.size());
-    nodes.push_back(make_rec(r.op, r.attr, kids_of(r), r.arity, pool));
-    nodes.back().dead = r.dead;  // kLive or kPruned
-    nodes.back().cls = find(r.cls);
-    origins.push_back(node_origin_[n]);
+    remap[n] = live;
+    if (r.arity > 2) {
+      const uint32_t from = r.kids[0].value;
+      std::copy(pool_.begin() + from, pool_.begin() + from + r.arity, pool_.begin() + pool_size);
+      r.kids[0] = ClassId{static_cast<uint32_t>(pool_size)};
+      pool_size += r.arity;
+    }
+    r.cls = find(r.cls);
+    nodes_[live] = r;
+    node_origin_[live] = node_origin_[n];
+    ++live;
   }
-  nodes_.swap(nodes);
-  node_origin_.swap(origins);
-  pool_.swap(pool);
+  for (; mark < gen_nodes_.size(); ++mark) gen_nodes_[mark] = live;
+  nodes_.resize(live);
+  nodes_.shrink_to_fit();
+  node_origin_.resize(live);
+  node_origin_.shrink_to_fit();
+  pool_.resize(pool_size);
+  pool_.shrink_to_fit();
 
   // Class records: one slot per canonical class, in class id order; their
   // lists remapped into a fresh pool of exactly-sized segments.
@@ -464,8 +497,13 @@ void EGraph::compact() {
   slots_.swap(slots);
   std::vector<uint32_t>().swap(free_slots_);
 
-  // Hashcons: rebuilt at a load of at most one half.
-  std::vector<MemoSlot>(std::max<size_t>(64, std::bit_ceil(nodes_.size() * 2))).swap(memo_);
+  // Hashcons: rebuilt at a load of at most one half (in place when its
+  // size stays).
+  const size_t memo_slots = std::max<size_t>(64, std::bit_ceil(nodes_.size() * 2));
+  if (memo_slots == memo_.size())
+    std::fill(memo_.begin(), memo_.end(), MemoSlot{});
+  else
+    std::vector<MemoSlot>(memo_slots).swap(memo_);
   parent_.shrink_to_fit();
   memo_size_ = 0;
   for (uint32_t n = 0; n < nodes_.size(); ++n) {

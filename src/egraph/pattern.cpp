@@ -389,33 +389,126 @@ ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classe
   return scratch[pattern.root()];
 }
 
+namespace {
+
+// Calls f(children) with the children of pattern node `n` taken from
+// `built`, on the stack up to four, on the heap past that.
+template <typename F>
+auto with_kids(const Pattern& pattern, const PatternNode& n, const ClassId* built, F&& f) {
+  SPOOL_ASSERT(n.kind == PatternNode::Kind::Node, "a wildcard cannot be instantiated");
+  SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
+  SPOOL_ASSERT(!n.any_children, "(op ...) cannot be instantiated");
+  const uint32_t* index = pattern.children.data() + n.first_child;
+  if (n.arity <= 4) {
+    ClassId k[4];
+    for (uint32_t i = 0; i < n.arity; ++i) k[i] = built[index[i]];
+    return f(std::span<const ClassId>(k, n.arity));
+  }
+  std::vector<ClassId> k(n.arity);
+  for (uint32_t i = 0; i < n.arity; ++i) k[i] = built[index[i]];
+  return f(std::span<const ClassId>(k));
+}
+
+}  // namespace
+
 bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
                       std::vector<ClassId>& scratch, ClassId target, std::string_view reason) {
-  const PatternNode& root = pattern.root_node();
+  const size_t size = pattern.nodes.size();
+  const PatternNode* nodes = pattern.nodes.data();
+  const PatternNode& root = nodes[size - 1];
   if (root.kind != PatternNode::Kind::Node)
     return graph.merge(instantiate(graph, pattern, classes, attrs, scratch), target, reason);
-  scratch.resize(pattern.nodes.size());
-  for (size_t i = 0; i + 1 < pattern.nodes.size(); ++i) {
-    const PatternNode& n = pattern.nodes[i];
-    if (n.kind == PatternNode::Kind::Var) {
-      scratch[i] = classes[n.var];
-    } else if (n.kind == PatternNode::Kind::Node) {
-      ChildBuf kids;
-      for (uint32_t k : pattern.kids(n)) kids.push_back(scratch[k]);
-      SPOOL_ASSERT(n.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
-      SPOOL_ASSERT(!n.any_children, "(op ...) cannot be instantiated");
-      const AttrId attr = n.attr.kind == AttrPattern::Kind::Var ? attrs[n.attr.var] : n.attr.id;
-      scratch[i] = graph.add(n.op, attr, kids.span());
-    } else {
-      SPOOL_ASSERT(false, "a wildcard cannot be instantiated");
-    }
+  // The classes of the pattern's nodes, on the stack for a small pattern.
+  constexpr size_t kSmall = 16;
+  ClassId small[kSmall];
+  ClassId* built = small;
+  if (size > kSmall) {
+    scratch.resize(size);
+    built = scratch.data();
   }
-  ChildBuf kids;
-  for (uint32_t k : pattern.kids(root)) kids.push_back(scratch[k]);
-  SPOOL_ASSERT(root.attr.kind != AttrPattern::Kind::Any, "an attribute wildcard cannot be instantiated");
-  SPOOL_ASSERT(!root.any_children, "(op ...) cannot be instantiated");
+  for (size_t i = 0; i + 1 < size; ++i) {
+    const PatternNode& n = nodes[i];
+    if (n.kind == PatternNode::Kind::Var) {
+      built[i] = classes[n.var];
+      continue;
+    }
+    const AttrId attr = n.attr.kind == AttrPattern::Kind::Var ? attrs[n.attr.var] : n.attr.id;
+    built[i] = with_kids(pattern, n, built, [&](std::span<const ClassId> kids) { return graph.add(n.op, attr, kids); });
+  }
   const AttrId attr = root.attr.kind == AttrPattern::Kind::Var ? attrs[root.attr.var] : root.attr.id;
-  return graph.add_to_class(root.op, attr, kids.span(), target, reason);
+  return with_kids(pattern, root, built, [&](std::span<const ClassId> kids) {
+    return graph.add_to_class(root.op, attr, kids, target, reason);
+  });
+}
+
+Builder compile_builder(const Pattern& pattern) {
+  Builder b;
+  const PatternNode& root = pattern.root_node();
+  if (root.kind == PatternNode::Kind::Var) {
+    b.var = root.var;
+    return b;
+  }
+  std::vector<uint32_t> step_of(pattern.nodes.size(), UINT32_MAX);
+  for (uint32_t i = 0; i < pattern.nodes.size(); ++i) {
+    const PatternNode& n = pattern.nodes[i];
+    if (n.kind == PatternNode::Kind::Var) continue;
+    if (n.kind == PatternNode::Kind::Wildcard) fail("a wildcard cannot be instantiated");
+    if (n.attr.kind == AttrPattern::Kind::Any) fail("an attribute wildcard cannot be instantiated");
+    if (n.any_children) fail("(op ...) cannot be instantiated");
+    Builder::Step st;
+    st.op = n.op;
+    st.attr_var = n.attr.kind == AttrPattern::Kind::Var;
+    st.attr = st.attr_var ? n.attr.var : n.attr.id.value;
+    st.first_kid = static_cast<uint32_t>(b.kids.size());
+    st.arity = n.arity;
+    for (uint32_t k : pattern.kids(n)) {
+      const PatternNode& kid = pattern.nodes[k];
+      if (kid.kind == PatternNode::Kind::Wildcard) fail("a wildcard cannot be instantiated");
+      b.kids.push_back(kid.kind == PatternNode::Kind::Var ? kid.var : Builder::kStep | step_of[k]);
+    }
+    step_of[i] = static_cast<uint32_t>(b.steps.size());
+    b.steps.push_back(st);
+  }
+  return b;
+}
+
+bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs, ClassId target,
+                std::string_view reason) {
+  if (builder.steps.empty()) return graph.merge(classes[builder.var], target, reason);
+  // The classes built so far, on the stack for a small pattern.
+  constexpr size_t kSmall = 8;
+  ClassId small[kSmall];
+  std::vector<ClassId> big;
+  ClassId* built = small;
+  if (builder.steps.size() > kSmall) {
+    big.resize(builder.steps.size());
+    built = big.data();
+  }
+  const uint32_t* all_kids = builder.kids.data();
+  // Calls f(children) with the children of step `st`, on the stack up to four.
+  auto with_kids = [&](const Builder::Step& st, auto&& f) {
+    const uint32_t* src = all_kids + st.first_kid;
+    auto kid = [&](uint32_t i) { return src[i] & Builder::kStep ? built[src[i] & ~Builder::kStep] : classes[src[i]]; };
+    if (st.arity <= 4) {
+      ClassId k[4];
+      for (uint32_t i = 0; i < st.arity; ++i) k[i] = kid(i);
+      return f(std::span<const ClassId>(k, st.arity));
+    }
+    std::vector<ClassId> k(st.arity);
+    for (uint32_t i = 0; i < st.arity; ++i) k[i] = kid(i);
+    return f(std::span<const ClassId>(k));
+  };
+  const size_t last = builder.steps.size() - 1;
+  for (size_t s = 0; s < last; ++s) {
+    const Builder::Step& st = builder.steps[s];
+    const AttrId attr = st.attr_var ? attrs[st.attr] : AttrId{st.attr};
+    built[s] = with_kids(st, [&](std::span<const ClassId> kids) { return graph.add(st.op, attr, kids); });
+  }
+  const Builder::Step& root = builder.steps[last];
+  const AttrId attr = root.attr_var ? attrs[root.attr] : AttrId{root.attr};
+  return with_kids(root, [&](std::span<const ClassId> kids) {
+    return graph.add_to_class(root.op, attr, kids, target, reason);
+  });
 }
 
 ClassId add_ground(EGraph& graph, const Pattern& pattern) {
@@ -553,9 +646,17 @@ namespace {
 class Machine {
  public:
   Machine(const EGraph& g, const Query& q, MatchSet& out, ClassId* regs, AttrId* aregs, uint32_t since)
-      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs), since_(since) {}
+      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs), since_(since),
+        node_mark_(since == kAllMatches ? 0 : g.nodes_at(since)),
+        var_reg_begin_(q.var_reg.data()),
+        var_reg_end_(q.var_reg.data() + q.var_reg.size()) {}
 
   bool changed(ClassId c) const { return since_ == kAllMatches || g_.class_stamp(c) > since_; }
+  bool merged(ClassId c) const { return since_ == kAllMatches || g_.class_merge_stamp(c) > since_; }
+  // Whether a match may be new before any node is bound: the candidate
+  // root class of a pattern that is a bare variable must have changed; a
+  // pattern rooted at an op is decided by the nodes it binds.
+  bool fresh_root(ClassId c) const { return q_.root_op.valid() ? since_ == kAllMatches : changed(c); }
 
   // `fresh`: the match so far visits a class changed after `since_`.
   void run(size_t pc, bool fresh) {
@@ -567,7 +668,8 @@ class Machine {
     const Instr& in = q_.program[pc];
     switch (in.kind) {
       case Instr::Kind::Compare:
-        if (regs_[in.reg] == regs_[in.other]) run(pc + 1, fresh);
+        // Two uses of one variable meet in one class: new if it was unioned since.
+        if (regs_[in.reg] == regs_[in.other]) run(pc + 1, fresh || merged(regs_[in.reg]));
         return;
       case Instr::Kind::Scan: {
         std::span<const ClassId> cands = in.op.valid() ? g_.classes_with_op(in.op) : g_.classes();
@@ -579,7 +681,11 @@ class Machine {
         return;
       }
       case Instr::Kind::Bind: {
-        const bool now_fresh = fresh || changed(regs_[in.reg]);
+        // A node bound in a child's class: new if the node is, or if the
+        // class was unioned since (the node may have been elsewhere then).
+        // The root's class may have been unioned: its old nodes matched
+        // (in their class then) all the same.
+        const bool now_fresh = fresh || (in.reg != 0 && merged(regs_[in.reg]));
         for (NodeId n : g_.sorted_class_nodes(regs_[in.reg], in.op)) {
           const ENodeRef node = g_.node(n);
           if (!in.any_arity && node.children.size() != in.arity) continue;
@@ -596,7 +702,7 @@ class Machine {
               break;
           }
           for (uint32_t k = 0; k < in.arity; ++k) regs_[in.other + k] = node.children[k];
-          run(pc + 1, now_fresh);
+          run(pc + 1, now_fresh || n.value >= node_mark_);
           if (aborted_) return;
         }
         return;
@@ -611,8 +717,9 @@ class Machine {
 
  private:
   void emit() {
-    out_.classes.push_back(regs_[0]);
-    for (uint32_t r : q_.var_reg) out_.classes.push_back(r == kUnset ? ClassId{} : regs_[r]);
+    std::vector<ClassId>& out = out_.classes;
+    out.push_back(regs_[0]);
+    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r) out.push_back(*r == kUnset ? ClassId{} : regs_[*r]);
     for (uint32_t a = 0; a < q_.num_attr_vars; ++a) out_.attrs.push_back(aregs_[a]);
     if (++count > cap) aborted_ = true;
   }
@@ -624,6 +731,9 @@ class Machine {
   ClassId* regs_;
   AttrId* aregs_;
   uint32_t since_;
+  uint32_t node_mark_;  // nodes from this id on are new since `since_`
+  const uint32_t* var_reg_begin_;
+  const uint32_t* var_reg_end_;
 };
 
 }  // namespace
@@ -632,6 +742,10 @@ bool search(const EGraph& graph, const Query& query, std::span<const ClassId> ca
             const std::atomic<bool>* stop, uint32_t since, MatchBudget* budget) {
   out.num_vars = static_cast<uint32_t>(query.var_reg.size());
   out.num_attr_vars = query.num_attr_vars;
+  // Room for a few matches up front: a buffer filled from empty would
+  // otherwise be regrown at 1, 2, 4, 8 and 16 matches.
+  if (out.classes.capacity() == 0 && !candidates.empty())
+    out.classes.reserve(std::min<size_t>(candidates.size(), 16) * (query.var_reg.size() + 1));
   boost::container::small_vector<ClassId, 32> regs(query.num_regs);
   boost::container::small_vector<AttrId, 8> aregs(query.num_attr_vars);
   Machine m(graph, query, out, regs.data(), aregs.data(), since);
@@ -652,7 +766,7 @@ bool search(const EGraph& graph, const Query& query, std::span<const ClassId> ca
       m.cap = budget->limit - others;
     }
     regs[0] = candidates[i];
-    m.run(0, m.changed(candidates[i]));
+    m.run(0, m.fresh_root(candidates[i]));
     if (m.aborted()) {
       complete = false;
       break;

@@ -113,6 +113,7 @@ Result<Rule> compile_rule(Language& language, const Registry& registry, const Ru
       if (!p) return p.error();
       action.pattern = p.take();
       if (auto d = check_rhs(action.pattern, rule, loc)) return *d;
+      action.builder = compile_builder(action.pattern);
       for (uint32_t i = 0; i < action.pattern.nodes.size(); ++i) {
         const PatternNode& n = action.pattern.nodes[i];
         if (n.kind != PatternNode::Kind::Node || n.attr.kind != AttrPattern::Kind::Exact) continue;

@@ -163,6 +163,9 @@ struct Runner::State {
   std::vector<std::vector<uint32_t>> origins;  // per ruleset and rule: its provenance id in the graph
   std::vector<Chunk> chunks;
   std::vector<ClassId> scratch;
+  // What a guard or an applier is shown of a match (refilled per call).
+  boost::container::small_vector<ClassId, 8> args;
+  boost::container::small_vector<AttrId, 4> attr_args;
   std::vector<uint8_t> dropped;
   std::vector<size_t> rule_matches;
   std::vector<uint32_t> since;  // per rule: report only matches newer than this generation
@@ -228,25 +231,26 @@ struct Runner::State {
     return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
   }
 
-  // Which budget `iterations`, `nodes` and the time exceed, if any.
-  std::optional<StopReason> over(size_t iterations, size_t nodes, Clock::time_point until) const {
+  // Which budget `iterations`, `nodes` and the time (it is `now`) exceed, if any.
+  std::optional<StopReason> over(size_t iterations, size_t nodes, Clock::time_point now,
+                                 Clock::time_point until) const {
     if (iterations >= cfg.iter_limit) return StopReason::IterLimit;
     if (nodes >= cfg.node_limit) return StopReason::NodeLimit;
-    if (Clock::now() >= until) return StopReason::TimeLimit;
+    if (now >= until) return StopReason::TimeLimit;
     return std::nullopt;
   }
 
   // Inside saturate steps, their budgets (an exhausted one ends that step,
-  // not the run); outside, the run's.
-  bool out_of_budget_before_iteration() {
+  // not the run); outside, the run's. It is `now`.
+  bool out_of_budget_before_iteration(Clock::time_point now) {
     if (steps.empty()) {
-      if (const auto reason = over(report.iterations, g.num_nodes(), deadline)) stop(*reason);
+      if (const auto reason = over(report.iterations, g.num_nodes(), now, deadline)) stop(*reason);
       return stopped;
     }
     for (Step& s : steps) {
       if (s.hit) return true;
       const size_t added = g.num_nodes() > s.first_nodes ? g.num_nodes() - s.first_nodes : 0;
-      if ((s.hit = over(report.iterations - s.first_iteration, added, s.deadline))) return true;
+      if ((s.hit = over(report.iterations - s.first_iteration, added, now, s.deadline))) return true;
     }
     return false;
   }
@@ -256,7 +260,7 @@ struct Runner::State {
 
   // One iteration of ruleset `si`; returns whether it changed the graph.
   bool iterate(size_t si) {
-    if (stopped || out_of_budget_before_iteration()) return false;
+    if (stopped || out_of_budget_before_iteration(Clock::now())) return false;
     const RuleSet& set = sets[si];
     std::vector<RuleState>& states = rule_state[si];
     const size_t iter = report.iterations;
@@ -275,8 +279,8 @@ struct Runner::State {
     // ---- search --------------------------------------------------------------
     const auto t_search = Clock::now();
     const size_t num_chunks = cut_chunks(set, states, iter, it);
-    const bool timed_out = match_chunks(set, num_chunks);
-    const auto t_apply = Clock::now();
+    Clock::time_point t_apply;
+    const bool timed_out = match_chunks(set, num_chunks, t_search, t_apply);
     it.search_ms = ms_between(t_search, t_apply);
     count_matches(set, num_chunks, it);
     if (timed_out) {
@@ -289,12 +293,11 @@ struct Runner::State {
     // ---- apply -------------------------------------------------------------------
     const size_t nodes_before = g.num_nodes();
     const uint64_t unions_before = g.union_count();
-    apply_chunks(si, num_chunks, it);
+    const auto t_rebuild = apply_chunks(si, num_chunks, it, t_apply);
     if (!halted())
       for (size_t r = 0; r < set.rules.size(); ++r)
         if (!it.rules[r].banned) states[r].applied_gen = gen;
     it.unions = static_cast<size_t>(g.union_count() - unions_before);
-    const auto t_rebuild = Clock::now();
     it.apply_ms = ms_between(t_apply, t_rebuild);
 
     // ---- rebuild -------------------------------------------------------------------
@@ -346,30 +349,35 @@ struct Runner::State {
     return num_chunks;
   }
 
-  // Matches the first `num_chunks` chunks, each into its own buffer.
-  // Returns whether the time budget ran out.
-  bool match_chunks(const RuleSet& set, size_t num_chunks) {
+  // Matches the first `num_chunks` chunks, each into its own buffer; the
+  // search started at `start` and ends at `end`. Returns whether the time
+  // budget ran out.
+  bool match_chunks(const RuleSet& set, size_t num_chunks, Clock::time_point start, Clock::time_point& end) {
     std::atomic<bool> timed_out{false};
-    auto search_chunk = [&](size_t i) {
+    // Times the chunk from `t0` (one clock read per chunk when run in a row).
+    auto search_chunk = [&](size_t i, Clock::time_point t0) {
       Chunk& c = chunks[i];
-      const auto t0 = Clock::now();
       const Query& q = set.rules[c.rule].query;
       search(g, q, query_candidates(g, q).subspan(c.begin, c.end - c.begin), c.matches, &timed_out, since[c.rule],
              &budgets[c.rule]);
       const auto t1 = Clock::now();
       c.ms = ms_between(t0, t1);
       if (t1 >= cap_deadline) timed_out.store(true, std::memory_order_relaxed);
+      return t1;
     };
     // A few chunks are cheaper to match here than to hand to other threads;
     // either way each chunk fills its own buffer, so the result is the same.
     if (num_chunks <= 4 || cfg.threads == 1) {
-      for (size_t i = 0; i < num_chunks; ++i) search_chunk(i);
+      end = start;
+      for (size_t i = 0; i < num_chunks; ++i) end = search_chunk(i, end);
+      if (num_chunks == 0) end = Clock::now();
     } else {
       arena->execute([&] {
         tbb::parallel_for(tbb::blocked_range<size_t>(0, num_chunks, 1), [&](const tbb::blocked_range<size_t>& range) {
-          for (size_t i = range.begin(); i != range.end(); ++i) search_chunk(i);
+          for (size_t i = range.begin(); i != range.end(); ++i) search_chunk(i, Clock::now());
         });
       });
+      end = Clock::now();
     }
     return timed_out.load();
   }
@@ -404,17 +412,23 @@ struct Runner::State {
   }
 
   // Applies the matches of the chunks whose rule was not dropped, in chunk
-  // order, until a budget runs out.
-  void apply_chunks(size_t si, size_t num_chunks, IterationReport& it) {
+  // order, until a budget runs out; started at `start`, returns when it
+  // ended (one clock read per chunk applied).
+  Clock::time_point apply_chunks(size_t si, size_t num_chunks, IterationReport& it, Clock::time_point start) {
     size_t since_clock = 0;
+    Clock::time_point t = start;
+    bool read = false;  // whether `t` was read after the last chunk applied
     for (size_t i = 0; i < num_chunks && !halted(); ++i) {
       const Chunk& c = chunks[i];
-      if (dropped[c.rule]) continue;
+      if (dropped[c.rule] || c.matches.size() == 0) continue;
       RuleReport& rr = it.rules[c.rule];
-      const auto t0 = Clock::now();
       apply_chunk(sets[si].rules[c.rule], origins[si][c.rule], c.matches, rr, since_clock);
-      rr.apply_ms += ms_between(t0, Clock::now());
+      const auto t1 = Clock::now();
+      rr.apply_ms += ms_between(t, t1);
+      t = t1;
+      read = true;
     }
+    return read ? t : Clock::now();
   }
 
   // Applies the matches of one chunk of `rule`; `since_clock` counts the
@@ -506,8 +520,6 @@ struct Runner::State {
     const ClassId root = ms.root(m);
     const ClassId* vars = ms.vars(m);
     const AttrId* attrs = ms.attr_vars(m);
-    boost::container::small_vector<ClassId, 8> args;
-    boost::container::small_vector<AttrId, 4> attr_args;
     auto view = [&](const Rule::Args& a) {
       args.clear();
       attr_args.clear();
@@ -521,7 +533,9 @@ struct Runner::State {
     for (const Rule::Action& action : rule.actions) {
       const ClassId target = action.target == UINT32_MAX ? root : vars[action.target];
       if (action.kind == ActionSpec::Kind::Union) {
-        changed |= instantiate_into(g, action.pattern, vars, attrs, scratch, target, rule.reason);
+        const bool compiled = !action.builder.steps.empty() || action.builder.var != UINT32_MAX;
+        changed |= compiled ? build_into(g, action.builder, vars, attrs, target, rule.reason)
+                            : instantiate_into(g, action.pattern, vars, attrs, scratch, target, rule.reason);
       } else if (std::optional<ClassId> built = action.applier(g, view(action.args))) {
         changed |= g.merge(target, *built, rule.reason);
       }

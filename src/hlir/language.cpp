@@ -496,12 +496,15 @@ std::string HlirAnalysis::check_merge(const EGraph&, ClassId a, ClassId b) const
   return {};
 }
 
-bool HlirAnalysis::merge(ClassId into, ClassId from) {
+MergeChange HlirAnalysis::merge(ClassId into, ClassId from) {
   ClassData& x = data_[into.value];
   const ClassData& y = data_[from.value];
-  if (x.constant.has_value() == y.constant.has_value()) return false;
-  if (!x.constant) x.constant = y.constant;
-  return true;
+  if (x.constant.has_value() == y.constant.has_value()) return {};
+  if (!x.constant) {
+    x.constant = y.constant;
+    return {true, false};
+  }
+  return {false, true};
 }
 
 bool HlirAnalysis::remake(const EGraph& graph, ClassId c, NodeId n) {

@@ -41,6 +41,12 @@ std::span<const typename V::value_type> span_of(const V& v) {
 // hot paths use instead of a vector, so adding a node does not allocate.
 class ChildBuf {
  public:
+  ChildBuf() = default;
+  // `n` slots to fill through data() or [].
+  explicit ChildBuf(size_t n) : size_(n) {
+    if (n > kInline) spill_.resize(n);
+  }
+  ClassId& operator[](size_t i) { return data()[i]; }
   void push_back(ClassId c) {
     if (size_ < kInline) {
       inline_[size_++] = c;
@@ -78,6 +84,15 @@ struct ENodeRef {
 
 class EGraph;
 
+// What merging two classes' analysis data changed (egg's DidMerge): whether
+// the merged data differs from what `into` had, and from what `from` had.
+// The parents of a class whose data changed are re-examined.
+struct MergeChange {
+  bool into = false;
+  bool from = false;
+  bool any() const { return into || from; }
+};
+
 // Per-class data (shape, dtype, constant, ...) kept by a client. The engine
 // calls `make` for every new class, `merge` when two classes are unioned,
 // `remake` when a node's children changed data, and `modify` from rebuild()
@@ -91,10 +106,9 @@ class Analysis {
   virtual void make(const EGraph& graph, ClassId c, NodeId n) = 0;
   // Returns an empty string if `a` and `b` may be merged, otherwise why not.
   virtual std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const = 0;
-  // `from` is merged into `into` (which keeps the merged data); returns true
-  // if the merged data differs from what either class had before, so the
-  // parents of both are re-examined.
-  virtual bool merge(ClassId into, ClassId from) = 0;
+  // `from` is merged into `into` (which keeps the merged data); returns
+  // which of the two classes' data the merged data differs from.
+  virtual MergeChange merge(ClassId into, ClassId from) = 0;
   // Node `n` (in class `c`) has a child whose data changed: recompute what
   // it implies for `c`; returns whether `c`'s data changed.
   virtual bool remake(const EGraph& graph, ClassId c, NodeId n) = 0;
@@ -275,8 +289,21 @@ class EGraph {
   // it with the current generation. A match that only visits classes with
   // stamps <= G was already there when the graph was at generation G.
   uint32_t generation() const { return generation_; }
-  void next_generation() { ++generation_; }
+  void next_generation() {
+    gen_nodes_.push_back(static_cast<uint32_t>(nodes_.size()));
+    ++generation_;
+  }
   uint32_t class_stamp(ClassId c) const { return rec(c).stamp; }
+  // Finer: the generation of the class's last union with another class (or
+  // of its creation), and the node ids that already existed at generation
+  // `gen` (those below; kept through compaction). A match whose nodes all
+  // existed at G, and whose classes that must meet (a child and the node
+  // bound in it, two uses of one variable) were not unioned since, was
+  // already there at G.
+  uint32_t class_merge_stamp(ClassId c) const { return rec(c).merged; }
+  uint32_t nodes_at(uint32_t gen) const {
+    return gen < gen_nodes_.size() ? gen_nodes_[gen] : static_cast<uint32_t>(nodes_.size());
+  }
 
   // Counts unions done through merge() (including those done by rebuild).
   uint64_t union_count() const { return union_count_; }
@@ -360,6 +387,7 @@ class EGraph {
     ListRef parents;  // nodes having this class as a child (may repeat until rebuild)
     uint32_t id = 0;  // the class owning the slot
     uint32_t stamp = 0;  // the generation of its last change
+    uint32_t merged = 0;  // the generation of its last union (or creation)
     // Every node's op is in [op_min, op_max] (exact after rebuild()): the
     // matcher answers "no node of this op" or "all of them" without
     // reading the node records.
@@ -371,6 +399,8 @@ class EGraph {
   ClassRec& rec(ClassId c) { return slots_[parent_[c.value] & ~kRoot]; }
   const ClassRec& rec(ClassId c) const { return slots_[parent_[c.value] & ~kRoot]; }
   ClassId new_class();
+  // Throws spool::Error if `op` does not take `n` children.
+  void check_arity(OpId op, size_t n) const;
   uint32_t push_node(uint16_t op, uint32_t attr, const ClassId* children, size_t arity, ClassId c);
   void mark_dirty(ClassId c);
   void queue_analysis(std::span<const NodeId> nodes);
@@ -420,6 +450,7 @@ class EGraph {
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;
   uint32_t generation_ = 0;
+  std::vector<uint32_t> gen_nodes_;  // per generation: nodes_.size() when it ended
   std::vector<uint16_t> node_origin_;  // per node, an index into origin_names_
   std::vector<std::string> origin_names_{"input"};
   uint32_t origin_ = 0;

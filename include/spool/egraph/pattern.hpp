@@ -108,6 +108,29 @@ ClassId instantiate(EGraph& graph, const Pattern& pattern, const ClassId* classe
 bool instantiate_into(EGraph& graph, const Pattern& pattern, const ClassId* classes, const AttrId* attrs,
                       std::vector<ClassId>& scratch, ClassId target, std::string_view reason);
 
+// A right-hand side compiled for building (what a rule's union action runs
+// per match): its op nodes in post-order, the root last, each child a class
+// variable or an earlier step; a pattern that is a bare variable has no
+// steps.
+struct Builder {
+  static constexpr uint32_t kStep = 0x8000'0000u;  // a child `kStep | s` is step s
+  struct Step {
+    OpId op;
+    bool attr_var = false;
+    uint32_t attr = 0;  // AttrId, or the attribute variable when attr_var
+    uint32_t first_kid = 0, arity = 0;
+  };
+  std::vector<Step> steps;
+  std::vector<uint32_t> kids;  // a class variable, or kStep | step
+  uint32_t var = UINT32_MAX;   // no steps: the class variable the pattern is
+};
+// Throws spool::Error if the pattern cannot be built (a wildcard, an
+// attribute wildcard, `(op ...)`).
+Builder compile_builder(const Pattern& pattern);
+// What instantiate_into() does, from the compiled form.
+bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs, ClassId target,
+                std::string_view reason);
+
 // ---- compiled matching ------------------------------------------------------
 
 struct Instr {
@@ -163,9 +186,12 @@ std::span<const ClassId> query_candidates(const EGraph& graph, const Query& quer
 // Appends to `out` every match whose first root is in `candidates`, in
 // candidate order. Read-only on the graph; safe to run concurrently. Stops
 // early (returning false) when `stop` becomes true; checks it every few
-// candidates. With `since` set, only matches that visit at least one class
-// changed after generation `since` are reported (the others were already
-// there at that generation).
+// candidates. With `since` set, only matches that may be new since
+// generation `since` are reported: those binding a node added after it, or
+// whose classes that must meet (a child and the node bound in it, two uses
+// of one variable) were unioned after it, or, for a pattern that is a bare
+// variable, whose class changed after it (the others were already there at
+// that generation).
 //
 // With a `budget`, the search stops as soon as more than `budget->limit`
 // matches were found by this call and the calls sharing the budget that

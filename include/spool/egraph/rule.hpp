@@ -89,6 +89,7 @@ struct Rule {
     ActionSpec::Kind kind = ActionSpec::Kind::Union;
     uint32_t target = UINT32_MAX;  // class variable; UINT32_MAX = the first pattern's root
     Pattern pattern;
+    Builder builder;  // Union: `pattern` compiled for building
     ApplierFn applier;
     Args args;
     // Union: the first pattern node whose children are all variables (its

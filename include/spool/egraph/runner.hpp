@@ -44,9 +44,10 @@ struct RunnerConfig {
   int threads = 0;  // 0: TBB's default; results never depend on it
   // Incremental matching: a plain rewrite (no guards, no custom appliers)
   // whose matches were all applied at generation G only reports matches that
-  // visit a class changed since G; the others would rebuild what is already
-  // there. The e-graph is the same either way; only the match counts and the
-  // time differ (false: every match every iteration, as egg does).
+  // may be new since G (a node added, or classes that must meet unioned,
+  // since G; see search()); the others would rebuild what is already there.
+  // The e-graph is the same either way; only the match counts and the time
+  // differ (false: every match every iteration, as egg does).
   bool incremental = true;
   // Checked after every iteration; returning true stops with StopReason::Goal.
   std::function<bool(EGraph&)> stop_when;

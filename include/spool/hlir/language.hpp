@@ -31,6 +31,7 @@ using egraph::ClassId;
 using egraph::EGraph;
 using egraph::ENodeRef;
 using egraph::Language;
+using egraph::MergeChange;
 using egraph::NodeId;
 using egraph::OpId;
 using egraph::ParseOptions;
@@ -125,7 +126,7 @@ class HlirAnalysis : public Analysis {
 
   void make(const EGraph& graph, ClassId c, NodeId n) override;
   std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const override;
-  bool merge(ClassId into, ClassId from) override;
+  MergeChange merge(ClassId into, ClassId from) override;
   bool remake(const EGraph& graph, ClassId c, NodeId n) override;
   void modify(EGraph& graph, ClassId c) override;
   std::string check(const EGraph& graph, ClassId c) const override;

@@ -110,14 +110,20 @@ std::string LambdaAnalysis::check_merge(const EGraph&, ClassId a, ClassId b) con
   return {};
 }
 
-bool LambdaAnalysis::merge(ClassId into, ClassId from) {
+MergeChange LambdaAnalysis::merge(ClassId into, ClassId from) {
+  // egg's: the intersection of the free variables, the constant either has.
   Data& to = data_[into.value];
   Data& other = data_[from.value];
-  bool changed = intersect(to.free, other.free);
-  changed |= to.free.size() != other.free.size();
+  MergeChange changed;
+  changed.into = intersect(to.free, other.free);
+  changed.from = to.free.size() != other.free.size();
   if (to.constant.has_value() != other.constant.has_value()) {
-    changed = true;
-    if (!to.constant) to.constant = other.constant;
+    if (!to.constant) {
+      to.constant = other.constant;
+      changed.into = true;
+    } else {
+      changed.from = true;
+    }
   }
   other = Data{};
   return changed;

@@ -47,7 +47,7 @@ class LambdaAnalysis : public Analysis {
 
   void make(const EGraph& graph, ClassId c, NodeId n) override;
   std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const override;
-  bool merge(ClassId into, ClassId from) override;
+  MergeChange merge(ClassId into, ClassId from) override;
   bool remake(const EGraph& graph, ClassId c, NodeId n) override;
   void modify(EGraph& graph, ClassId c) override;
   size_t memory_bytes() const override;

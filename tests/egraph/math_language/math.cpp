@@ -5,6 +5,8 @@
 #include <spool/egraph/pattern.hpp>
 #include <spool/support/error.hpp>
 
+#include <bit>
+
 namespace spool::egraph::math {
 
 std::unique_ptr<MathLanguage> make_language() {
@@ -59,12 +61,15 @@ std::string ConstantFold::check_merge(const EGraph&, ClassId a, ClassId b) const
   return {};
 }
 
-bool ConstantFold::merge(ClassId into, ClassId from) {
+MergeChange ConstantFold::merge(ClassId into, ClassId from) {
   auto& x = data_[into.value];
   const auto& y = data_[from.value];
-  if (x.has_value() == y.has_value()) return false;
-  if (!x) x = y;
-  return true;
+  if (x.has_value() == y.has_value()) return {};
+  if (!x) {
+    x = y;
+    return {true, false};
+  }
+  return {false, true};
 }
 
 bool ConstantFold::remake(const EGraph& graph, ClassId c, NodeId n) {
@@ -76,7 +81,9 @@ bool ConstantFold::remake(const EGraph& graph, ClassId c, NodeId n) {
 void ConstantFold::modify(EGraph& graph, ClassId c) {
   const auto v = data_[c.value];
   if (!v) return;
-  const ClassId k = graph.add_leaf(lang_.num, graph.attrs().intern_float(*v));
+  auto [it, added] = number_attr_.try_emplace(std::bit_cast<uint64_t>(*v));
+  if (added) it->second = graph.attrs().intern_float(*v);
+  const ClassId k = graph.add_leaf(lang_.num, it->second);
   graph.merge(c, k, "constant folding");
   if (prune_) graph.prune_to_leaves(c);
 }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace spool::egraph::math {
@@ -42,7 +43,7 @@ class ConstantFold : public Analysis {
 
   void make(const EGraph& graph, ClassId c, NodeId n) override;
   std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const override;
-  bool merge(ClassId into, ClassId from) override;
+  MergeChange merge(ClassId into, ClassId from) override;
   bool remake(const EGraph& graph, ClassId c, NodeId n) override;
   void modify(EGraph& graph, ClassId c) override;
   std::string check(const EGraph& graph, ClassId c) const override;
@@ -54,6 +55,9 @@ class ConstantFold : public Analysis {
   const MathLanguage& lang_;
   bool prune_;
   std::vector<std::optional<double>> data_;
+  // The number attribute of each value modify() added, by bit pattern (so a
+  // class's constant is interned once per graph, not per rebuild).
+  std::unordered_map<uint64_t, AttrId> number_attr_;
 };
 
 // An e-graph over `lang` with the constant-folding analysis.
