@@ -87,6 +87,10 @@ void with_unchecked_rules_note(const std::vector<std::string>& files, bool unche
 // (the one before it counts as completed); call it from the main thread.
 void install_interrupt_handler();
 void progress_step(std::string_view what);
+// How far the current step got (a search's genomes and best program so far,
+// a simulation's kernels and cycles): Ctrl-C prints it after the step.
+// From one thread at a time; progress_step clears it.
+void progress_detail(std::string_view where);
 
 void add_run_command(CLI::App& app);
 void add_models_command(CLI::App& app);

@@ -39,7 +39,7 @@ struct Published {
   }
 };
 
-Published g_step, g_done;
+Published g_step, g_done, g_detail;
 std::string g_done_text;  // main thread only
 timespec g_start{};
 timespec g_step_start{};
@@ -82,6 +82,11 @@ extern "C" void on_interrupt(int) {
     append(line, n, cap, " (for ");
     append_seconds(line, n, cap, seconds_since(g_step_start));
     append(line, n, cap, ")");
+    const std::string_view detail = g_detail.get();
+    if (!detail.empty()) {
+      append(line, n, cap, ", at ");
+      append(line, n, cap, detail);
+    }
   }
   const std::string_view done = g_done.get();
   append(line, n, cap, "; completed: ");
@@ -119,7 +124,10 @@ void progress_step(std::string_view what) {
     g_done.set(g_done_text);
   }
   clock_gettime(CLOCK_MONOTONIC, &g_step_start);
+  g_detail.set({});
   g_step.set(what);
 }
+
+void progress_detail(std::string_view where) { g_detail.set(where); }
 
 }  // namespace spool::cli

@@ -59,6 +59,11 @@ Graph extract_program(const Graph& hlir, const target::NpuConfig& config, const 
   search_options.seed = options.search_seed;
   search_options.max_seconds = options.search_seconds;
   search_options.threads = options.compile.threads;
+  if (options.search_progress)
+    search_options.on_progress = [&](const search::SearchResult& r, double seconds) {
+      options.search_progress(fmt::format("{} genomes in {:.1f}s, best {} cycles (greedy {}, x{:.3f})", r.genomes,
+                                          seconds, r.best_cycles, r.greedy_cycles, r.ratio()));
+    };
   search::SearchResult result = search::genetic(space, fitness, exact, search_options);
   // The search measures programs in canonical form (their CSE), which can
   // lower to more or fewer cycles than the program compile builds from the

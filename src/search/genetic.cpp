@@ -241,8 +241,10 @@ class Evaluator {
 
 class Progress {
  public:
-  explicit Progress(bool wanted) : on_(wanted && isatty(STDERR_FILENO)) {}
+  Progress(bool wanted, std::function<void(const SearchResult&, double)> hook)
+      : on_(wanted && isatty(STDERR_FILENO)), hook_(std::move(hook)) {}
   void update(const SearchResult& r, double seconds) {
+    if (hook_) hook_(r, seconds);
     if (!on_) return;
     std::fprintf(stderr,
                  "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s on "
@@ -259,6 +261,7 @@ class Progress {
 
  private:
   bool on_;
+  std::function<void(const SearchResult&, double)> hook_;
   bool drawn_ = false;
 };
 
@@ -284,7 +287,7 @@ class SearchRun {
         arena_(options.threads > 0 ? options.threads : tbb::task_arena::automatic),
         eval_(space, fitness, exact, options.batch, arena_),
         rng_(options.seed),
-        progress_(options.progress),
+        progress_(options.progress, options.on_progress),
         population_(std::max<size_t>(options.population, 2)),
         elite_(std::min(std::max<size_t>(options.elite, 1), population_ - 1)),
         budget_(std::max<size_t>(options.max_genomes, 1)),

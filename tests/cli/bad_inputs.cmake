@@ -151,7 +151,9 @@ endforeach()
 
 # ---- Ctrl-C ---------------------------------------------------------------------------
 # A long search interrupted after a second: exit status 130 (not a signal
-# death), the step it was in and the steps it had completed.
+# death), the step it was in and the steps it had completed. (Interrupted
+# once the search runs, the step is followed by ", at N genomes in Ts,
+# best C cycles (greedy G, xR)": search::SearchOptions::on_progress.)
 find_program(SPOOL_TIMEOUT timeout)
 if(SPOOL_TIMEOUT)
   set(interrupt_args --preserve-status -s INT 1 $<TARGET_FILE:spool_cli> run llama --size real --search 1000000)
@@ -163,7 +165,7 @@ if(SPOOL_TIMEOUT)
   endforeach()
   add_test(NAME cli_bad_interrupted_search COMMAND ${CMAKE_COMMAND} -DARG0=${SPOOL_TIMEOUT} -DARGC=${argc} ${defs}
     -DEXIT=130
-    "-DPASS=spool: interrupted \\(Ctrl-C\\) after [0-9.]+s during: compile, search extractions over 1000000 genomes, lower and simulate llama \\(3489 hlir nodes, timing only\\) \\(for [0-9.]+s\\); completed: build llama \\([0-9.]+s\\)"
+    "-DPASS=spool: interrupted \\(Ctrl-C\\) after [0-9.]+s during: compile, search extractions over 1000000 genomes, lower and simulate llama \\(3489 hlir nodes, timing only\\) \\(for [0-9.]+s\\)(, at [0-9]+ genomes in [0-9.]+s, best [0-9]+ cycles \\(greedy [0-9]+, x[0-9.]+\\))?; completed: build llama \\([0-9.]+s\\)"
     -P ${SPOOL_CLI_EXPECT})
   set_tests_properties(cli_bad_interrupted_search PROPERTIES TIMEOUT 30)
 endif()

@@ -155,8 +155,19 @@ TEST_CASE("search decided by whole-program cycles: never worse than greedy, bett
   o.progress = false;
   o.seed = 3;
   o.threads = 1;
+  // The progress hook sees the search as it goes (what a Ctrl-C report
+  // prints): genomes never fewer than before, the best never worse.
+  std::vector<std::pair<size_t, int64_t>> seen;
+  o.on_progress = [&](const SearchResult& r, double) { seen.emplace_back(r.genomes, r.best_cycles); };
   const SearchResult one = genetic(space, fitness, exact, o);
+  o.on_progress = nullptr;
   MESSAGE(one.summary());
+  REQUIRE(seen.size() >= 2);
+  for (size_t i = 1; i < seen.size(); ++i) {
+    CHECK(seen[i].first >= seen[i - 1].first);
+    CHECK(seen[i].second <= seen[i - 1].second);
+  }
+  CHECK(seen.back() == std::pair<size_t, int64_t>{one.genomes, one.best_cycles});
   CHECK(one.greedy_cycles == greedy_whole);
   CHECK(one.greedy_rank_cycles == greedy_kernels);
   CHECK(one.best_cycles <= best_neighbour);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -39,6 +40,8 @@ struct Options {
   size_t search_genomes = 0;
   uint64_t search_seed = 1;
   double search_seconds = 0;  // 0: no time budget
+  // The search's progress, as one line (genomes, best and greedy cycles).
+  std::function<void(std::string_view)> search_progress;
   // Search the lowering's choices for the GEMMs too (search::gemm_lowering_genes).
   bool search_lowering = true;
   // Measures the search's candidates in batches (an MPI run spreads them

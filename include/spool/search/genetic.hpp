@@ -58,6 +58,8 @@ struct Candidate {
 using BatchFn = std::function<std::vector<int64_t>(std::span<const Candidate> batch, bool exact)>;
 inline constexpr int64_t kUnmeasured = INT64_MAX;
 
+struct SearchResult;
+
 struct SearchOptions {
   size_t population = 24;
   size_t elite = 4;
@@ -83,6 +85,10 @@ struct SearchOptions {
   uint64_t seed = 1;
   int threads = 0;       // 0: TBB's default; the result never depends on it
   bool progress = true;  // a progress line on stderr when it is a terminal
+  // Called with the result so far (and the seconds spent) whenever the
+  // progress line would be drawn, terminal or not: where a Ctrl-C report
+  // reads how far the search got.
+  std::function<void(const SearchResult&, double)> on_progress;
   // When set, every measurement goes through it in batches (the fitness
   // and exact functions given to genetic() are then not called).
   BatchFn batch;
