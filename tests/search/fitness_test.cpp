@@ -13,6 +13,8 @@
 
 #include <doctest/doctest.h>
 
+#include "mlp.hpp"
+
 #include <spool/models/llama.hpp>
 #include <spool/models/qwen3.hpp>
 
@@ -21,26 +23,8 @@ using namespace spool::search;
 
 namespace {
 
-// Two identical MLP layers (different weights): their kernels repeat.
-Graph two_layer_mlp() {
-  Graph g("mlp2");
-  Tensor x = input(g, "x", DType::F32, {16, 64});
-  for (int l = 0; l < 2; ++l) {
-    const Tensor n = weight(g, "n" + std::to_string(l), DType::F32, {64});
-    const Tensor w1 = weight(g, "w1." + std::to_string(l), DType::F32, {128, 64});
-    const Tensor w2 = weight(g, "w2." + std::to_string(l), DType::F32, {64, 128});
-    x = x + nn::linear(nn::silu(nn::linear(nn::rms_norm(x, n), w1)), w2);
-  }
-  output("y", x);
-  return g;
-}
-
-compile::Options shipped_rules() {
-  compile::Options o;
-  o.roll = false;
-  o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
-  return o;
-}
+Graph two_layer_mlp() { return test::two_layer_mlp(16, 64); }
+using test::shipped_rules;
 
 }  // namespace
 

@@ -14,6 +14,8 @@
 
 #include <doctest/doctest.h>
 
+#include "mlp.hpp"
+
 #include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
 
@@ -22,26 +24,8 @@ using namespace spool::search;
 
 namespace {
 
-// Two identical MLP layers with GEMMs big enough for several tiles.
-Graph two_layer_mlp() {
-  Graph g("mlp2");
-  Tensor x = input(g, "x", DType::F32, {256, 256});
-  for (int l = 0; l < 2; ++l) {
-    const Tensor n = weight(g, "n" + std::to_string(l), DType::F32, {256});
-    const Tensor w1 = weight(g, "w1." + std::to_string(l), DType::F32, {512, 256});
-    const Tensor w2 = weight(g, "w2." + std::to_string(l), DType::F32, {256, 512});
-    x = x + nn::linear(nn::silu(nn::linear(nn::rms_norm(x, n), w1)), w2);
-  }
-  output("y", x);
-  return g;
-}
-
-compile::Options shipped_rules() {
-  compile::Options o;
-  o.roll = false;
-  o.rule_files = {std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules"};
-  return o;
-}
+Graph two_layer_mlp() { return test::two_layer_mlp(256, 256); }
+using test::shipped_rules;
 
 }  // namespace
 
