@@ -343,6 +343,7 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
   pipeline_options.search_genomes = options.search;
   pipeline_options.search_seed = options.seed + 1;
   pipeline_options.search_progress = [](std::string_view line) { progress_detail(line); };
+  pipeline_options.sim_progress = [](std::string_view line) { progress_detail(line); };
   if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
   pipeline_options.ignore_capacity = options.ignore_capacity;
   const target::NpuConfig config = target::load_config(options.npu);

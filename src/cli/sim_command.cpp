@@ -51,6 +51,7 @@ pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_
   pipeline::Options options;
   options.lower.spad_budget = o.spad_budget;
   options.trace = trace;
+  options.sim_progress = [](std::string_view line) { progress_detail(line); };
   options.ignore_capacity = o.ignore_capacity;
   if (functional_graph) options.inputs = interp::random_inputs(*functional_graph, o.seed);
   return options;
@@ -128,6 +129,9 @@ void run_program_file(const SimOptions& o) {
   sim::Trace trace;
   sim::Options options;
   if (!o.trace_file.empty()) options.trace = &trace;
+  options.progress = [](size_t finished, size_t total, int64_t cycle) {
+    progress_detail(fmt::format("{} of {} kernels simulated, to cycle {}", finished, total, cycle));
+  };
   progress_step(fmt::format("simulate the program ({} kernels)", program.kernels.size()));
   const sim::Report report = sim::run(program, config, options);
   std::printf("program file     %s\n", o.workload.c_str());

@@ -227,6 +227,10 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   t = Clock::now();
   sim::Options sim_options;
   sim_options.trace = options.trace;
+  if (options.sim_progress)
+    sim_options.progress = [&](size_t finished, size_t total, int64_t cycle) {
+      options.sim_progress(fmt::format("{} of {} kernels simulated, to cycle {}", finished, total, cycle));
+    };
   report.sim = sim::run(lowered.program, config, sim_options);
   report.simulate_ms = ms_since(t);
   spdlog::info("simulate: {} cycles ({:.3f} ms at the NPU clock) in {:.1f} ms", report.sim.cycles,

@@ -173,6 +173,7 @@ Report TimingSim::run() {
     core.free = end;
     core.kernel = -1;
     ++finished;
+    if (progress_) progress_(finished, n, ks.end_cycle);
   }
   return finish();
 }
@@ -306,12 +307,15 @@ Report TimingSim::finish() {
 
 }  // namespace detail
 
-Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay) {
+Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay,
+                       const ProgressFn& progress) {
   if (program.spad_bytes > config.spad_bytes())
     fail("program '{}' was allocated for a {}-byte scratchpad; config '{}' has {} bytes", program.name,
          program.spad_bytes, config.name, config.spad_bytes());
   const auto start = std::chrono::steady_clock::now();
-  Report report = detail::TimingSim(program, config, trace, replay).run();
+  detail::TimingSim sim(program, config, trace, replay);
+  sim.set_progress(progress);
+  Report report = sim.run();
   SimProfile& p = report.profile;
   p.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   p.step_ms = p.total_ms - p.replay_ms;

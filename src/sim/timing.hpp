@@ -124,11 +124,13 @@ class TimingSim {
   TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace, bool replay = true);
 
   Report run();
+  void set_progress(ProgressFn progress) { progress_ = std::move(progress); }
 
   // The simulator's own breakdown (Report::profile).
   SimProfile& profile() { return report_.profile; }
 
  private:
+  ProgressFn progress_;
   struct Core {
     int kernel = -1;
     Time free = 0;    // the core finished its last kernel

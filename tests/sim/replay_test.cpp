@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 using namespace spool;
 
@@ -121,5 +123,24 @@ TEST_CASE("replay: a traced or multi-core run steps every kernel") {
     const sim::Report multi = run(p, v4, true);
     CHECK(multi.profile.kernels_replayed == 0);
     check_same(multi, run(p, v4, false));
+  }
+}
+
+TEST_CASE("progress: called as each kernel ends, stepped or replayed, with the cycle it ended at") {
+  const target::NpuConfig v3 = target::load_config("tpuv3");
+  const npu::Program p = parse_program(layered({0, 0, 0, 0}));
+  for (const bool replay : {false, true}) {
+    std::vector<std::tuple<size_t, size_t, int64_t>> seen;
+    sim::Options o;
+    o.replay = replay;
+    o.progress = [&](size_t finished, size_t total, int64_t cycle) { seen.emplace_back(finished, total, cycle); };
+    const sim::Report r = sim::run(p, v3, o);
+    REQUIRE(seen.size() == 4);
+    for (size_t i = 0; i < seen.size(); ++i) {
+      CHECK(std::get<0>(seen[i]) == i + 1);
+      CHECK(std::get<1>(seen[i]) == 4);
+      CHECK(std::get<2>(seen[i]) == r.kernel_stats[i].end_cycle);
+    }
+    CHECK(std::get<2>(seen.back()) == r.cycles);
   }
 }

@@ -42,6 +42,8 @@ struct Options {
   double search_seconds = 0;  // 0: no time budget
   // The search's progress, as one line (genomes, best and greedy cycles).
   std::function<void(std::string_view)> search_progress;
+  // The final simulation's progress, as one line (kernels ended, cycle).
+  std::function<void(std::string_view)> sim_progress;
   // Search the lowering's choices for the GEMMs too (search::gemm_lowering_genes).
   bool search_lowering = true;
   // Measures the search's candidates in batches (an MPI run spreads them

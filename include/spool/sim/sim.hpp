@@ -123,6 +123,11 @@ struct Report {
   std::string to_text() const;
 };
 
+// Called as each kernel of a timing run ends: kernels finished, kernels in
+// the program, the cycle the kernel ended at (where a Ctrl-C report reads
+// how far a long simulation got).
+using ProgressFn = std::function<void(size_t finished, size_t total, int64_t cycle)>;
+
 struct Options {
   Mode mode = Mode::Timing;
   Memory* memory = nullptr;  // required for Mode::Functional
@@ -130,6 +135,7 @@ struct Options {
   // Replay kernels of a shape simulated before (SimProfile); false steps
   // every kernel. The result is the same either way.
   bool replay = true;
+  ProgressFn progress;  // optional
 };
 
 // Verifies and simulates. Throws spool::Error for an invalid program, a
@@ -139,7 +145,7 @@ Report run(const npu::Program& program, const target::NpuConfig& config, const O
 
 // The timing model alone (run() calls it); the program must be verified.
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace,
-                       bool replay = true);
+                       bool replay = true, const ProgressFn& progress = {});
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
 
