@@ -29,7 +29,7 @@ struct Published {
   void set(std::string_view text) {
     const int next = 1 - current.load(std::memory_order_relaxed);
     const size_t n = std::min(text.size(), kSlot);
-    std::memcpy(slots[next], text.data(), n);
+    if (n > 0) std::memcpy(slots[next], text.data(), n);  // an empty view may hold no pointer
     lengths[next] = n;
     current.store(next, std::memory_order_release);
   }
