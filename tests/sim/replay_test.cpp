@@ -7,6 +7,8 @@
 #include <spool/sim/sim.hpp>
 
 #include <doctest/doctest.h>
+
+#include "parse_program.hpp"
 #include <fmt/format.h>
 
 #include <string>
@@ -17,11 +19,7 @@ using namespace spool;
 
 namespace {
 
-npu::Program parse_program(const std::string& text) {
-  auto parsed = npu::parse(text, "test.npu");
-  REQUIRE_MESSAGE(parsed.ok(), parsed.error().render());
-  return parsed.take();
-}
+using sim_test::parse_program;
 
 // `layers` kernels of one shape, each a strided tile copy from its own
 // weight (read through an alias `offsets[i]` elements into it) with a

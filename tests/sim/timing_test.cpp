@@ -8,6 +8,8 @@
 #include <spool/models/workloads.hpp>
 
 #include <doctest/doctest.h>
+
+#include "parse_program.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -21,11 +23,7 @@ using namespace spool;
 
 namespace {
 
-npu::Program parse_program(const std::string& text) {
-  auto parsed = npu::parse(text, "test.npu");
-  REQUIRE_MESSAGE(parsed.ok(), parsed.error().render());
-  return parsed.take();
-}
+using sim_test::parse_program;
 
 target::NpuConfig toy_with(int weight_buffers) {
   std::ifstream in(std::string(SPOOL_SOURCE_DIR) + "/configs/toy.json");
