@@ -407,35 +407,50 @@ def gemma_case():
 
 # ---- DeepSeek-V3 (modeling_deepseek_v3.py) ---------------------------------------------
 
-def deepseek_moe(cfg, w, prefix, x, margins):
-    """HF DeepseekV3MoE: sigmoid scores, bias-corrected group-limited top-k, renormalised and scaled
-    weights, routed experts by index_add, plus the shared experts. Records the choice margins."""
-    t, e = x.shape[0], cfg["n_routed_experts"]
-    n_group, topk_group, k = cfg["n_group"], cfg["topk_group"], cfg["num_experts_per_tok"]
-    scores = F.linear(x.float(), w[prefix + "gate.weight"].float()).sigmoid()
-    choice = scores + w[prefix + "gate.e_score_correction_bias"]
+def deepseek_route(scores, bias, n_group, topk_group, k, norm_topk_prob, scaling):
+    """HF DeepseekV3TopkRouter's choice from sigmoid scores [T, E]: bias-corrected group-limited
+    top-k, weights from the uncorrected scores, renormalised (norm_topk_prob) and scaled. Returns the
+    experts [T, k], their weights, and the smallest margins of the group and the expert choices."""
+    t, e = scores.shape
+    choice = scores + bias
     group_scores = choice.view(t, n_group, e // n_group).topk(2, dim=-1)[0].sum(dim=-1)
     ranked = group_scores.sort(dim=-1, descending=True).values
-    margins.append((ranked[:, topk_group - 1] - ranked[:, topk_group]).min().item())
+    group_margin = (ranked[:, topk_group - 1] - ranked[:, topk_group]).min().item()
     group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
     group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
     score_mask = group_mask.unsqueeze(-1).expand(t, n_group, e // n_group).reshape(t, e)
     choice = choice.masked_fill(~score_mask.bool(), 0.0)
     ranked = choice.sort(dim=-1, descending=True).values
-    margins.append((ranked[:, k - 1] - ranked[:, k]).min().item())
+    expert_margin = (ranked[:, k - 1] - ranked[:, k]).min().item()
     topk_indices = torch.topk(choice, k=k, dim=-1, sorted=False)[1]
     topk_weights = scores.gather(1, topk_indices)
-    if cfg["norm_topk_prob"]:
+    if norm_topk_prob:
         topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20)
-    topk_weights = topk_weights * cfg["routed_scaling_factor"]
+    return topk_indices, topk_weights * scaling, group_margin, expert_margin
+
+
+def routed_sum(x, topk_indices, topk_weights, e, expert):
+    """The routed experts' outputs summed by index_add, as HF DeepseekV3MoE.moe does: expert(ex, rows)."""
     routed = torch.zeros_like(x)
     mask = F.one_hot(topk_indices, num_classes=e).permute(2, 0, 1)  # [E, T, k]
     for ex in range(e):
         tokens, slots = torch.where(mask[ex])
         if tokens.numel() == 0:
             continue
-        y = mlp(w, f"{prefix}experts.{ex}.", x[tokens])
-        routed.index_add_(0, tokens, y * topk_weights[tokens, slots, None].to(x.dtype))
+        routed.index_add_(0, tokens, expert(ex, x[tokens]) * topk_weights[tokens, slots, None].to(x.dtype))
+    return routed
+
+
+def deepseek_moe(cfg, w, prefix, x, margins):
+    """HF DeepseekV3MoE: sigmoid scores, bias-corrected group-limited top-k, renormalised and scaled
+    weights, routed experts by index_add, plus the shared experts. Records the choice margins."""
+    e = cfg["n_routed_experts"]
+    scores = F.linear(x.float(), w[prefix + "gate.weight"].float()).sigmoid()
+    topk_indices, topk_weights, group_margin, expert_margin = deepseek_route(
+        scores, w[prefix + "gate.e_score_correction_bias"], cfg["n_group"], cfg["topk_group"],
+        cfg["num_experts_per_tok"], cfg["norm_topk_prob"], cfg["routed_scaling_factor"])
+    margins += [group_margin, expert_margin]
+    routed = routed_sum(x, topk_indices, topk_weights, e, lambda ex, rows: mlp(w, f"{prefix}experts.{ex}.", rows))
     return routed + mlp(w, prefix + "shared_experts.", x)
 
 
@@ -787,29 +802,16 @@ def deepseek_v3_block():
               for p, shape in (("gate_proj", (f, h)), ("up_proj", (f, h)), ("down_proj", (h, f)))}
 
     scores = F.linear(x, gate).sigmoid()
-    choice = scores + bias
-    group_scores = choice.view(t, n_group, e // n_group).topk(2, dim=-1)[0].sum(dim=-1)
-    ranked = group_scores.sort(dim=-1, descending=True).values
-    assert (ranked[:, topk_group - 1] - ranked[:, topk_group]).min() > 1e-4, "group choice too close"
-    group_idx = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
-    group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
-    score_mask = group_mask.unsqueeze(-1).expand(t, n_group, e // n_group).reshape(t, e)
-    choice = choice.masked_fill(~score_mask.bool(), 0.0)
-    ranked = choice.sort(dim=-1, descending=True).values
-    assert (ranked[:, k - 1] - ranked[:, k]).min() > 1e-4, "expert choice too close"
-    topk_indices = torch.topk(choice, k=k, dim=-1, sorted=False)[1]
-    topk_weights = scores.gather(1, topk_indices)
-    topk_weights = topk_weights / (topk_weights.sum(dim=-1, keepdim=True) + 1e-20) * scaling
+    topk_indices, topk_weights, group_margin, expert_margin = deepseek_route(
+        scores, bias, n_group, topk_group, k, True, scaling)
+    assert group_margin > 1e-4, "group choice too close"
+    assert expert_margin > 1e-4, "expert choice too close"
 
-    routed = torch.zeros_like(x)
-    mask = F.one_hot(topk_indices, num_classes=e).permute(2, 0, 1)  # [E, T, k]
-    for ex in range(e):
-        tokens, slots = torch.where(mask[ex])
-        if tokens.numel() == 0:
-            continue
+    def expert(ex, rows):
         w = {p: experts[p][ex] for p in experts}
-        y = F.linear(F.silu(F.linear(x[tokens], w["gate_proj"])) * F.linear(x[tokens], w["up_proj"]), w["down_proj"])
-        routed.index_add_(0, tokens, y * topk_weights[tokens, slots, None])
+        return F.linear(F.silu(F.linear(rows, w["gate_proj"])) * F.linear(rows, w["up_proj"]), w["down_proj"])
+
+    routed = routed_sum(x, topk_indices, topk_weights, e, expert)
     out = routed + F.linear(F.silu(F.linear(x, shared["gate_proj"])) * F.linear(x, shared["up_proj"]),
                             shared["down_proj"])
     tensors = {"x": x, "mlp.gate.weight": gate, "mlp.gate.e_score_correction_bias": bias, "out_y": out}
