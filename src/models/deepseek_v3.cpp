@@ -95,16 +95,15 @@ double count_parameters(const DeepseekV3Config& c, bool active) {
          dense_layers * 3.0 * hidden * d(c.ffn);
 }
 
-int64_t as_count(double n) {
-  if (!(n < 9.2e18)) fail("deepseek_v3 config: the parameter count {:.3g} does not fit in 64 bits", n);
-  return static_cast<int64_t>(n);
-}
-
 }  // namespace
 
-int64_t DeepseekV3Config::parameters() const { return as_count(count_parameters(*this, false)); }
+int64_t DeepseekV3Config::parameters() const {
+  return checked_parameter_count("deepseek_v3", count_parameters(*this, false));
+}
 
-int64_t DeepseekV3Config::active_parameters() const { return as_count(count_parameters(*this, true)); }
+int64_t DeepseekV3Config::active_parameters() const {
+  return checked_parameter_count("deepseek_v3", count_parameters(*this, true));
+}
 
 std::string DeepseekV3Config::describe() const {
   const int64_t dense = layers - moe_layer_count(*this);

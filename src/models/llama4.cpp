@@ -100,16 +100,15 @@ double count_parameters(const Llama4Config& c, bool active) {
          moe_layers * moe + dense_layers * 3.0 * hidden * d(c.ffn_dense);
 }
 
-int64_t as_count(double n) {
-  if (!(n < 9.2e18)) fail("llama4 config: the parameter count {:.3g} does not fit in 64 bits", n);
-  return static_cast<int64_t>(n);
-}
-
 }  // namespace
 
-int64_t Llama4Config::parameters() const { return as_count(count_parameters(*this, false)); }
+int64_t Llama4Config::parameters() const {
+  return checked_parameter_count("llama4", count_parameters(*this, false));
+}
 
-int64_t Llama4Config::active_parameters() const { return as_count(count_parameters(*this, true)); }
+int64_t Llama4Config::active_parameters() const {
+  return checked_parameter_count("llama4", count_parameters(*this, true));
+}
 
 std::string Llama4Config::describe() const {
   const int64_t moe_count = moe_layer_count(*this), nope = nope_layer_count(*this);

@@ -26,4 +26,12 @@ inline void check_decoder_dims(std::string_view model,
   if (head_dim % 2 != 0) fail("{} config: head_dim must be even for RoPE, got {}", model, head_dim);
 }
 
+// A parameter count computed in double (a config of absurd sizes must
+// describe itself, not overflow), as an integer: an error naming the model
+// when it does not fit in 64 bits.
+inline int64_t checked_parameter_count(std::string_view model, double n) {
+  if (!(n < 9.2e18)) fail("{} config: the parameter count {:.3g} does not fit in 64 bits", model, n);
+  return static_cast<int64_t>(n);
+}
+
 }  // namespace spool::models
