@@ -24,10 +24,10 @@
 
 #include <spool/models/llama.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -40,8 +40,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 using namespace spool;
 
@@ -180,9 +180,10 @@ int cold(const std::string& spool, int layers, int runs) {
   struct Mode {
     std::vector<double> compile, roll, saturate, lower, simulate, pipeline, wall;
   } modes[2];  // rolled, unrolled
-  std::printf("compile_bench --cold: %s run llama --size real --layers %d --timing-only [--no-roll], %d fresh "
-              "processes each, alternating\n",
-              spool.c_str(), layers, runs);
+  std::printf(
+      "compile_bench --cold: %s run llama --size real --layers %d --timing-only [--no-roll], %d fresh "
+      "processes each, alternating\n",
+      spool.c_str(), layers, runs);
   std::printf("%4s %8s | %8s %7s %8s | %8s %8s %9s | %8s\n", "run", "mode", "compile", "roll", "saturate", "lower",
               "simulate", "pipeline", "wall ms");
   for (int i = 0; i < runs; ++i)
@@ -213,9 +214,10 @@ int cold(const std::string& spool, int layers, int runs) {
                 median(r.pipeline), median(r.wall));
   }
   const double rolled = median(modes[0].compile), unrolled = median(modes[1].compile);
-  std::printf("cold compile (roll to unroll), median of %d fresh processes each: rolled %.1f ms, unrolled %.1f ms, "
-              "%.1fx\n",
-              runs, rolled, unrolled, rolled > 0 ? unrolled / rolled : 0.0);
+  std::printf(
+      "cold compile (roll to unroll), median of %d fresh processes each: rolled %.1f ms, unrolled %.1f ms, "
+      "%.1fx\n",
+      runs, rolled, unrolled, rolled > 0 ? unrolled / rolled : 0.0);
   return 0;
 }
 

@@ -19,8 +19,8 @@
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
 #include <spool/search/space.hpp>
-#include <spool/target/npu.hpp>
 #include <spool/support/error.hpp>
+#include <spool/target/npu.hpp>
 
 #include <spool/models/registry.hpp>
 
@@ -112,7 +112,8 @@ int run(int argc, char** argv) {
     else if (a == "--rules") rules = value();
     else if (a == "--whole") whole = true;
     else if (a == "--neighbours") neighbours = true;
-    else if (a == "--no-lowering-genes") lowering_genes = false;
+    else if (a == "--no-lowering-genes")
+      lowering_genes = false;
     else if (!a.empty() && a[0] != '-') model = a;
     else fail("unknown option {}", a);
   }
@@ -145,7 +146,9 @@ int run(int argc, char** argv) {
   };
   const search::SearchResult r = search::genetic(
       space,
-      [&](const Graph& p, const search::LoweringChoices& l) { return whole ? fitness.whole(p, l) : fitness.kernels(p, l); },
+      [&](const Graph& p, const search::LoweringChoices& l) {
+        return whole ? fitness.whole(p, l) : fitness.kernels(p, l);
+      },
       exact, so);
   std::printf("search       %s (ranked by %s, decided by whole-program cycles)\n", r.summary().c_str(),
               whole ? "whole-program cycles" : "per-kernel cycles");

@@ -102,7 +102,8 @@ void add_compile_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_flag("--no-check-rules", o->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
   cmd->add_option("--json", o->json, "Write the compile report (roll, egraph, compile keys) as JSON");
-  CLI::Option* check = cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
+  CLI::Option* check =
+      cmd->add_flag("--check", o->check, "Run the compiled program on the interpreter against the HLIR (tiny models)");
   add_interp_budget(cmd, o->interp_budget)->needs(check);
   cmd->callback([o] {
     if (o->no_check_rules && o->rules.empty()) fail("--no-check-rules needs --rules FILE");

@@ -53,17 +53,19 @@ CLI::Validator non_negative_real() {
 }
 
 CLI::Option* add_interp_budget(CLI::App* cmd, double& budget) {
-  return cmd->add_option("--interp-budget", budget,
-                  "Values the reference interpreter may compute (default 1e8, about 20 s); a bigger run is refused")
+  return cmd
+      ->add_option("--interp-budget", budget,
+                   "Values the reference interpreter may compute (default 1e8, about 20 s); a bigger run is refused")
       ->check(CLI::Range(1.0, 1e15));
 }
 
 void check_interp_work(const Graph& graph, double budget, std::string_view what, std::string_view instead) {
   const auto work = static_cast<double>(interp::work_estimate(graph));
   if (work > budget)
-    fail("the reference interpreter would compute about {:.3g} values for {} ({} hlir nodes), above --interp-budget "
-         "{:.3g} (about 20 s); raise --interp-budget, or {}",
-         work, what, graph.num_live(), budget, instead);
+    fail(
+        "the reference interpreter would compute about {:.3g} values for {} ({} hlir nodes), above --interp-budget "
+        "{:.3g} (about 20 s); raise --interp-budget, or {}",
+        work, what, graph.num_live(), budget, instead);
 }
 
 void add_model_options(CLI::App* cmd, models::ModelOptions& options) {

@@ -24,8 +24,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -228,11 +228,12 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
               c.times.roll_ms, c.times.saturate_ms, c.times.extract_ms, c.times.unroll_ms, r.lower_ms,
               r.simulate_ms, r.total_ms);
   const sim::SimProfile& sp = r.sim.profile;
-  std::printf("sim ms     verify %.1f, step %.1f (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
-              "stepped before, %lld refused: DRAM differed); %lld DMA descriptors\n",
-              sp.verify_ms, sp.step_ms, static_cast<long long>(sp.kernels_stepped),
-              static_cast<long long>(sp.statements), sp.replay_ms, static_cast<long long>(sp.kernels_replayed),
-              static_cast<long long>(sp.replays_refused), static_cast<long long>(sp.descriptors));
+  std::printf(
+      "sim ms     verify %.1f, step %.1f (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
+      "stepped before, %lld refused: DRAM differed); %lld DMA descriptors\n",
+      sp.verify_ms, sp.step_ms, static_cast<long long>(sp.kernels_stepped), static_cast<long long>(sp.statements),
+      sp.replay_ms, static_cast<long long>(sp.kernels_replayed), static_cast<long long>(sp.replays_refused),
+      static_cast<long long>(sp.descriptors));
   const sim::Report& s = r.sim;
   std::printf("sim        %lld cycles, DRAM %s read + %s written, %.2f GFLOP, scratchpad peak %s\n",
               static_cast<long long>(s.cycles), megabytes(s.dram_read_bytes).c_str(),
@@ -247,9 +248,9 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
               r.dram_roofline_ms > 0 ? s.time_ms / r.dram_roofline_ms : 0.0);
   const npu::DramFootprint& f = r.memory.footprint;
   std::printf("dram       footprint %s (weights %s, inputs %s, outputs %s, temporaries at peak %s) of %s: %s\n",
-              format_bytes(f.total()).c_str(), format_bytes(f.weight_bytes).c_str(), format_bytes(f.input_bytes).c_str(),
-              format_bytes(f.output_bytes).c_str(), format_bytes(f.temp_peak_bytes).c_str(),
-              format_bytes(r.memory.capacity_bytes).c_str(),
+              format_bytes(f.total()).c_str(), format_bytes(f.weight_bytes).c_str(),
+              format_bytes(f.input_bytes).c_str(), format_bytes(f.output_bytes).c_str(),
+              format_bytes(f.temp_peak_bytes).c_str(), format_bytes(r.memory.capacity_bytes).c_str(),
               r.memory.fits ? "fits"
                             : fmt::format("DOES NOT FIT (needs {} cores' DRAM; simulated under --ignore-capacity)",
                                           r.memory.cores_needed)
@@ -553,8 +554,9 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_option("--search", options->search,
                       "Genetic extraction search over this many genomes (0: greedy extraction)")
       ->check(count(1'000'000));
-  CLI::Option* timing_only = run_cmd->add_flag("--timing-only", options->timing_only,
-                    "Simulate for time only: no values, no check (the default for --size real without --weights)");
+  CLI::Option* timing_only =
+      run_cmd->add_flag("--timing-only", options->timing_only,
+                        "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
   run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules), checked first")

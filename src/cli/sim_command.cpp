@@ -169,8 +169,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
   cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                 "Simulate a workload whose DRAM footprint exceeds the NPU's capacity");
-  CLI::Option* functional = cmd->add_flag("--functional", options->functional,
-                "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
+  CLI::Option* functional =
+      cmd->add_flag("--functional", options->functional,
+                    "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
   add_interp_budget(cmd, options->interp_budget)->needs(functional);
   cmd->add_option("--spad-budget", options->spad_budget,
                   "Scratchpad bytes a kernel may use when tiles are chosen (default: the whole scratchpad)")

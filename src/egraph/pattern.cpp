@@ -506,9 +506,8 @@ bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, c
   }
   const Builder::Step& root = builder.steps[last];
   const AttrId attr = root.attr_var ? attrs[root.attr] : AttrId{root.attr};
-  return with_kids(root, [&](std::span<const ClassId> kids) {
-    return graph.add_to_class(root.op, attr, kids, target, reason);
-  });
+  return with_kids(
+      root, [&](std::span<const ClassId> kids) { return graph.add_to_class(root.op, attr, kids, target, reason); });
 }
 
 ClassId add_ground(EGraph& graph, const Pattern& pattern) {
@@ -646,7 +645,12 @@ namespace {
 class Machine {
  public:
   Machine(const EGraph& g, const Query& q, MatchSet& out, ClassId* regs, AttrId* aregs, uint32_t since)
-      : g_(g), q_(q), out_(out), regs_(regs), aregs_(aregs), since_(since),
+      : g_(g),
+        q_(q),
+        out_(out),
+        regs_(regs),
+        aregs_(aregs),
+        since_(since),
         node_mark_(since == kAllMatches ? 0 : g.nodes_at(since)),
         var_reg_begin_(q.var_reg.data()),
         var_reg_end_(q.var_reg.data() + q.var_reg.size()) {}
@@ -719,7 +723,8 @@ class Machine {
   void emit() {
     std::vector<ClassId>& out = out_.classes;
     out.push_back(regs_[0]);
-    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r) out.push_back(*r == kUnset ? ClassId{} : regs_[*r]);
+    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r)
+      out.push_back(*r == kUnset ? ClassId{} : regs_[*r]);
     for (uint32_t a = 0; a < q_.num_attr_vars; ++a) out_.attrs.push_back(aregs_[a]);
     if (++count > cap) aborted_ = true;
   }

@@ -138,8 +138,8 @@ class Emitter {
   // other buffers, at the same offsets, is those kernels with the buffers
   // renamed.
   struct BuiltGemm {
-    std::vector<int> buffers;       // per access slot (-1: none)
-    std::vector<int64_t> offsets;   // per access slot: offset, index offset and stride
+    std::vector<int> buffers;      // per access slot (-1: none)
+    std::vector<int64_t> offsets;  // per access slot: offset, index offset and stride
     std::vector<npu::Kernel> kernels;
     int64_t footprint = 0;
   };

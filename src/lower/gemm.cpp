@@ -317,8 +317,10 @@ std::optional<std::vector<Kernel>> renamed(const Emitter::BuiltGemm& built, cons
         self(loop->body, self);
       } else if (auto* d = std::get_if<DmaOp>(&s.node)) {
         const auto it = to.find(d->dram);
-        if (it == to.end()) ok = false;
-        else d->dram = it->second;
+        if (it == to.end())
+          ok = false;
+        else
+          d->dram = it->second;
       }
     }
   };
@@ -411,8 +413,9 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0,
                         operand_slots(fits[best].tile, K, N)};
   remember(em, key, job, fits[best].kernels, fits[best].footprint);
-  if (emit_chosen(GemmTile{fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, 0, operand_slots(fits[best].tile, K, N)},
-                  fits[best].split))
+  if (emit_chosen(
+          GemmTile{fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, 0, operand_slots(fits[best].tile, K, N)},
+          fits[best].split))
     return std::nullopt;
   emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
   return std::nullopt;

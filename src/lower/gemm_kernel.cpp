@@ -347,8 +347,8 @@ void GemmKernel::load_indices(int var, int64_t lo) {
 void GemmKernel::store(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt) {
   const Access& o = j_.out;
   kb_.emit(dma(false, o.buffer, base(o) + mt * (t_.TM * o.strides[rank_ - 2]) + n0 * o.strides[rank_ - 1],
-               {o.strides[rank_ - 2], o.strides[rank_ - 1]}, SpadRef{O_, slot_of(blk, mt), Affine::of(0), 0}, {t_.TN, 1},
-               {ragged(t_.TM, M_, mt, MT_), Extent::of(W)}, kStoreTag));
+               {o.strides[rank_ - 2], o.strides[rank_ - 1]}, SpadRef{O_, slot_of(blk, mt), Affine::of(0), 0},
+               {t_.TN, 1}, {ragged(t_.TM, M_, mt, MT_), Extent::of(W)}, kStoreTag));
 }
 
 }  // namespace spool::lower::detail

@@ -72,9 +72,7 @@ class GemmKernel {
   void rows_outer();
   // The slot of C (and of the block's operand tiles) of column block `blk`
   // of m block `mt`: consecutive blocks of the loop order alternate.
-  Affine slot_of(const Affine& blk, const Affine& mt) const {
-    return t_.rows_outer ? mt * NB_ + blk : blk * MT_ + mt;
-  }
+  Affine slot_of(const Affine& blk, const Affine& mt) const { return t_.rows_outer ? mt * NB_ + blk : blk * MT_ + mt; }
   void load_per_col(const Affine& n0, int64_t W, const Affine& blk);
   void load_indices(int var, int64_t lo);
   void store(const Affine& n0, int64_t W, const Affine& blk, const Affine& mt);

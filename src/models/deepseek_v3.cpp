@@ -18,9 +18,7 @@ namespace {
 constexpr double kLatentNormEps = 1e-6;
 
 // 671.0B, 1.2M: a parameter count as model cards write it.
-std::string billions(double v) {
-  return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
-}
+std::string billions(double v) { return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6); }
 
 }  // namespace
 
@@ -46,7 +44,8 @@ void DeepseekV3Config::validate() const {
                                  {"moe_layer_freq", moe_layer_freq},
                                  {"vocab", vocab}});
   if (q_lora_rank < 0) fail("deepseek_v3 config: q_lora_rank must not be negative (0: no low-rank query path)");
-  if (qk_rope_head_dim % 2 != 0) fail("deepseek_v3 config: qk_rope_head_dim must be even for RoPE, got {}", qk_rope_head_dim);
+  if (qk_rope_head_dim % 2 != 0)
+    fail("deepseek_v3 config: qk_rope_head_dim must be even for RoPE, got {}", qk_rope_head_dim);
   if (first_k_dense_replace < 0) fail("deepseek_v3 config: first_k_dense_replace must not be negative");
   if (experts % n_group != 0) fail("deepseek_v3 config: experts ({}) must divide into n_group ({}) groups", experts, n_group);
   if (topk_group > n_group) fail("deepseek_v3 config: topk_group ({}) exceeds n_group ({})", topk_group, n_group);
@@ -88,8 +87,8 @@ double count_parameters(const DeepseekV3Config& c, bool active) {
                            d(c.kv_lora_rank) * heads * d(c.qk_nope_head_dim + c.v_head_dim) +
                            heads * d(c.v_head_dim) * hidden;
   const double expert = 3.0 * hidden * d(c.moe_ffn);
-  const double moe = d(active ? c.top_k : c.experts) * expert + d(c.shared_experts) * expert + d(c.experts) * hidden +
-                     d(c.experts);
+  const double moe =
+      d(active ? c.top_k : c.experts) * expert + d(c.shared_experts) * expert + d(c.experts) * hidden + d(c.experts);
   const double moe_layers = d(moe_layer_count(c)), dense_layers = d(c.layers) - moe_layers;
   return 2.0 * d(c.vocab) * hidden + hidden + d(c.layers) * (attention + 2.0 * hidden) + moe_layers * moe +
          dense_layers * 3.0 * hidden * d(c.ffn);
@@ -108,11 +107,13 @@ int64_t DeepseekV3Config::active_parameters() const {
 std::string DeepseekV3Config::describe() const {
   const int64_t dense = layers - moe_layer_count(*this);
   return fmt::format(
-             "{} layers ({} dense), hidden {}, {} heads with MLA (q rank {}, kv rank {}, head dims nope {} rope {} v {}; "
+             "{} layers ({} dense), hidden {}, {} heads with MLA (q rank {}, kv rank {}, head dims nope {} rope {} v "
+             "{}; "
              "cache {} values per token and layer), dense FFN {}, {} experts top-{} in {} groups (top-{} groups) of "
              "FFN {}, {} shared, vocab {}",
              layers, dense, hidden, heads, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
-             kv_lora_rank + qk_rope_head_dim, ffn, experts, top_k, n_group, topk_group, moe_ffn, shared_experts, vocab) +
+             kv_lora_rank + qk_rope_head_dim, ffn, experts, top_k, n_group, topk_group, moe_ffn, shared_experts,
+             vocab) +
          nn::describe(rope_scaling) +
          fmt::format("; {} parameters, {} active", billions(count_parameters(*this, false)),
                      billions(count_parameters(*this, true)));
@@ -137,7 +138,9 @@ Tensor mla_attention(const DeepseekV3Config& c, const Tensor& h, const nn::RopeT
   Graph& g = h.graph();
   const int64_t seq = h.dim(0), heads = c.heads, nope = c.qk_nope_head_dim, rot = c.qk_rope_head_dim;
   const int64_t dv = c.v_head_dim, rank = c.kv_lora_rank, qk = nope + rot;
-  auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, h.dtype(), prefix + name, shape); };
+  auto w = [&](const std::string& name, const Shape& shape) {
+    return model_weight(g, h.dtype(), prefix + name, shape);
+  };
 
   // Queries [heads, seq, nope + rope], through the low-rank path.
   Tensor q;
@@ -160,7 +163,7 @@ Tensor mla_attention(const DeepseekV3Config& c, const Tensor& h, const nn::RopeT
   const Tensor latent = nn::rms_norm(kv_a.slice(-1, 0, rank), w("kv_a_layernorm.weight", {rank}), kLatentNormEps);
   const Tensor k_rope = rotate(kv_a.slice(-1, rank, rank + rot));
   const Tensor latents = append_to_cache(fmt::format("cache_latent.{}", layer), latent, phase);  // [T, rank]
-  const Tensor rope_keys = append_to_cache(fmt::format("cache_key.{}", layer), k_rope, phase);  // [T, rope]
+  const Tensor rope_keys = append_to_cache(fmt::format("cache_key.{}", layer), k_rope, phase);   // [T, rope]
   const int64_t t = latents.dim(0);
 
   const Tensor kv_b = w("kv_b_proj.weight", {heads * (nope + dv), rank});

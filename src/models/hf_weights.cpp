@@ -364,8 +364,8 @@ DeepseekV3Config deepseek_v3_config_from_hf(const HfConfig& c) {
   out.rope_scaling = k.rope_scaling;
   if (k.tie) fail("{}: tie_word_embeddings is true, but DeepSeek-V3 has its own LM head", c.path());
   if (k.kv_heads != k.heads)
-    fail("{}: num_key_value_heads ({}) differs from num_attention_heads ({}); MLA has one latent per token",
-         c.path(), k.kv_heads, k.heads);
+    fail("{}: num_key_value_heads ({}) differs from num_attention_heads ({}); MLA has one latent per token", c.path(),
+         k.kv_heads, k.heads);
   out.q_lora_rank = c.integer_or("q_lora_rank", 0);  // null: no low-rank query path
   out.kv_lora_rank = c.integer("kv_lora_rank");
   out.qk_nope_head_dim = c.integer("qk_nope_head_dim");
@@ -679,7 +679,8 @@ interp::Env load_hf_weights(const std::string& family, const std::string& dir, c
     // The multi-token-prediction layers follow the decoder's layers in the
     // checkpoint (model.layers.N, ... for N = num_hidden_layers); the causal
     // LM does not run them.
-    const int64_t layers = config.integer("num_hidden_layers"), extra = config.integer_or("num_nextn_predict_layers", 0);
+    const int64_t layers = config.integer("num_hidden_layers"),
+                  extra = config.integer_or("num_nextn_predict_layers", 0);
     for (int64_t l = layers; l < layers + extra; ++l) {
       const std::string prefix = fmt::format("model.layers.{}.", l);
       for (auto it = checkpoint.begin(); it != checkpoint.end();)
@@ -688,8 +689,8 @@ interp::Env load_hf_weights(const std::string& family, const std::string& dir, c
   }
   // qwen3_moe's and deepseek_v3's experts are one stacked weight per
   // projection (llama4's are stored stacked already).
-  return bind_weights(graph, std::move(checkpoint), /*stacked_experts=*/family == "qwen3_moe" || family == "deepseek_v3",
-                      family);
+  return bind_weights(graph, std::move(checkpoint),
+                      /*stacked_experts=*/family == "qwen3_moe" || family == "deepseek_v3", family);
 }
 
 LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase,

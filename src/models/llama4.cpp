@@ -14,9 +14,7 @@ namespace spool::models {
 namespace {
 
 // 671.0B, 1.2M: a parameter count as model cards write it.
-std::string billions(double v) {
-  return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6);
-}
+std::string billions(double v) { return v >= 1e9 ? fmt::format("{:.1f}B", v / 1e9) : fmt::format("{:.1f}M", v / 1e6); }
 
 }  // namespace
 
@@ -93,8 +91,8 @@ double count_parameters(const Llama4Config& c, bool active) {
   const auto d = [](int64_t v) { return static_cast<double>(v); };
   const double hidden = d(c.hidden);
   const double attention = 2.0 * hidden * d(c.heads) * d(c.head_dim) + 2.0 * hidden * d(c.kv_heads) * d(c.head_dim);
-  const double moe = d(active ? c.top_k : c.experts) * 3.0 * hidden * d(c.ffn) + 3.0 * hidden * d(c.ffn) +
-                     d(c.experts) * hidden;
+  const double moe =
+      d(active ? c.top_k : c.experts) * 3.0 * hidden * d(c.ffn) + 3.0 * hidden * d(c.ffn) + d(c.experts) * hidden;
   const double moe_layers = d(moe_layer_count(c)), dense_layers = d(c.layers) - moe_layers;
   return (c.tie_word_embeddings ? 1.0 : 2.0) * d(c.vocab) * hidden + hidden + d(c.layers) * (attention + 2.0 * hidden) +
          moe_layers * moe + dense_layers * 3.0 * hidden * d(c.ffn_dense);
@@ -102,9 +100,7 @@ double count_parameters(const Llama4Config& c, bool active) {
 
 }  // namespace
 
-int64_t Llama4Config::parameters() const {
-  return checked_parameter_count("llama4", count_parameters(*this, false));
-}
+int64_t Llama4Config::parameters() const { return checked_parameter_count("llama4", count_parameters(*this, false)); }
 
 int64_t Llama4Config::active_parameters() const {
   return checked_parameter_count("llama4", count_parameters(*this, true));
@@ -115,11 +111,12 @@ std::string Llama4Config::describe() const {
   std::string attention = fmt::format("{} NoPE", nope);
   if (use_qk_norm) attention += ", L2 q/k norm";
   if (attention_chunk_size > 0) attention += fmt::format(", RoPE layers chunked by {}", attention_chunk_size);
-  if (attn_temperature_tuning) attention += fmt::format(", temperature tuning (floor {:g}, scale {:g})", floor_scale, attn_scale);
-  return fmt::format("{} layers ({} MoE; {}), hidden {}, {} heads, {} KV heads, head dim {}, {} experts top-{} of FFN {} "
-                     "+ shared, dense FFN {}, vocab {}",
-                     layers, moe_count, attention, hidden, heads, kv_heads, head_dim, experts, top_k, ffn, ffn_dense,
-                     vocab) +
+  if (attn_temperature_tuning)
+    attention += fmt::format(", temperature tuning (floor {:g}, scale {:g})", floor_scale, attn_scale);
+  return fmt::format(
+             "{} layers ({} MoE; {}), hidden {}, {} heads, {} KV heads, head dim {}, {} experts top-{} of FFN {} "
+             "+ shared, dense FFN {}, vocab {}",
+             layers, moe_count, attention, hidden, heads, kv_heads, head_dim, experts, top_k, ffn, ffn_dense, vocab) +
          nn::describe(rope_scaling) +
          fmt::format("; {} parameters, {} active", billions(count_parameters(*this, false)),
                      billions(count_parameters(*this, true)));
@@ -152,9 +149,12 @@ Tensor llama4_attention(const Llama4Config& c, const Tensor& h, const nn::RopeTa
                         const std::string& prefix, int64_t layer) {
   Graph& g = h.graph();
   const int64_t seq = h.dim(0), d = c.head_dim;
-  auto w = [&](const std::string& name, const Shape& shape) { return model_weight(g, h.dtype(), prefix + name, shape); };
+  auto w = [&](const std::string& name, const Shape& shape) {
+    return model_weight(g, h.dtype(), prefix + name, shape);
+  };
   Tensor q = nn::linear(h, w("q_proj.weight", {c.heads * d, c.hidden})).reshape({seq, c.heads, d}).transpose(0, 1);
-  Tensor k = nn::linear(h, w("k_proj.weight", {c.kv_heads * d, c.hidden})).reshape({seq, c.kv_heads, d}).transpose(0, 1);
+  Tensor k =
+      nn::linear(h, w("k_proj.weight", {c.kv_heads * d, c.hidden})).reshape({seq, c.kv_heads, d}).transpose(0, 1);
   const Tensor v = nn::linear(h, w("v_proj.weight", {c.kv_heads * d, c.hidden})).reshape({seq, c.kv_heads, d});
   const bool rope_layer = c.uses_rope(layer);
   if (rope_layer) {
@@ -176,7 +176,8 @@ Tensor llama4_attention(const Llama4Config& c, const Tensor& h, const nn::RopeTa
   const Tensor keys = append_to_cache(fmt::format("cache_key.{}", layer), k.transpose(0, 1), phase);
   const Tensor values = append_to_cache(fmt::format("cache_value.{}", layer), v, phase);
   const int64_t chunk = rope_layer ? c.attention_chunk_size : 0;
-  const Tensor attn = nn::attention(q, keys.transpose(0, 1), values.transpose(0, 1), /*causal=*/true, std::nullopt, chunk);
+  const Tensor attn =
+      nn::attention(q, keys.transpose(0, 1), values.transpose(0, 1), /*causal=*/true, std::nullopt, chunk);
   return nn::linear(attn.transpose(0, 1).reshape({seq, c.heads * d}), w("o_proj.weight", {c.hidden, c.heads * d}));
 }
 

@@ -1,14 +1,14 @@
 // The whole pipeline on one graph, top to bottom; each stage is one call and
 // is logged.
 
-#include <spool/pipeline/pipeline.hpp>
 #include <spool/ir/text.hpp>
 #include <spool/npu/text.hpp>
-#include <spool/support/units.hpp>
+#include <spool/pipeline/pipeline.hpp>
 #include <spool/search/fitness.hpp>
 #include <spool/search/genetic.hpp>
 #include <spool/search/space.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/units.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -154,14 +154,17 @@ Memory check_memory(const npu::DramFootprint& footprint, const target::NpuConfig
   m.ignored = !m.fits && ignore;
   if (!m.fits && !ignore) {
     const std::string parts =
-        final ? fmt::format("weights {}, inputs {}, outputs {}, temporaries at peak {}", format_bytes(footprint.weight_bytes),
-                            format_bytes(footprint.input_bytes), format_bytes(footprint.output_bytes), format_bytes(footprint.temp_peak_bytes))
-              : fmt::format("weights {}, inputs {}, outputs {}, before any temporary", format_bytes(footprint.weight_bytes),
-                            format_bytes(footprint.input_bytes), format_bytes(footprint.output_bytes));
-    fail("the program needs {} of DRAM ({}) but {} has {}: it would need the DRAM of {} {} core{} ({} each); "
-         "--ignore-capacity simulates it anyway",
-         format_bytes(footprint.total()), parts, config.name, format_bytes(m.capacity_bytes), m.cores_needed, config.name,
-         m.cores_needed == 1 ? "" : "s", format_bytes(per_core));
+        final ? fmt::format("weights {}, inputs {}, outputs {}, temporaries at peak {}",
+                            format_bytes(footprint.weight_bytes), format_bytes(footprint.input_bytes),
+                            format_bytes(footprint.output_bytes), format_bytes(footprint.temp_peak_bytes))
+              : fmt::format("weights {}, inputs {}, outputs {}, before any temporary",
+                            format_bytes(footprint.weight_bytes), format_bytes(footprint.input_bytes),
+                            format_bytes(footprint.output_bytes));
+    fail(
+        "the program needs {} of DRAM ({}) but {} has {}: it would need the DRAM of {} {} core{} ({} each); "
+        "--ignore-capacity simulates it anyway",
+        format_bytes(footprint.total()), parts, config.name, format_bytes(m.capacity_bytes), m.cores_needed,
+        config.name, m.cores_needed == 1 ? "" : "s", format_bytes(per_core));
   }
   return m;
 }

@@ -264,7 +264,8 @@ FuzzReport fuzz(const SearchSpace& space, const Reference& reference, const Prog
   for (size_t i = 0; i < drawn.size(); ++i)
     if (built[i] && first_of.emplace(prints[i], i).second) to_check.push_back(i);
   arena.execute([&] {
-    tbb::parallel_for(size_t{0}, to_check.size(), [&](size_t k) { results[to_check[k]] = check(programs[to_check[k]], lowerings[to_check[k]]); });
+    tbb::parallel_for(size_t{0}, to_check.size(),
+                      [&](size_t k) { results[to_check[k]] = check(programs[to_check[k]], lowerings[to_check[k]]); });
   });
   report.genomes = drawn.size();
   report.programs = to_check.size();

@@ -246,12 +246,12 @@ class Progress {
   void update(const SearchResult& r, double seconds) {
     if (hook_) hook_(r, seconds);
     if (!on_) return;
-    std::fprintf(stderr,
-                 "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s on "
-                 "%d rank%s",
-                 r.generations, static_cast<long long>(r.best_cycles), static_cast<long long>(r.greedy_cycles),
-                 r.ratio(), r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0, r.ranks,
-                 r.ranks == 1 ? "" : "s");
+    std::fprintf(
+        stderr,
+        "\r\033[Ksearch: generation %zu, best %lld cycles (greedy %lld, x%.3f), %zu genomes, %.0f genomes/s on "
+        "%d rank%s",
+        r.generations, static_cast<long long>(r.best_cycles), static_cast<long long>(r.greedy_cycles), r.ratio(),
+        r.genomes, seconds > 0 ? static_cast<double>(r.genomes) / seconds : 0.0, r.ranks, r.ranks == 1 ? "" : "s");
     std::fflush(stderr);
     drawn_ = true;
   }

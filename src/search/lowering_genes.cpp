@@ -13,22 +13,27 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <string_view>
-#include <array>
-#include <cstdio>
 
 namespace spool::search {
 namespace {
 
 int64_t& field_of(lower::KernelChoice& c, LoweringGene::Field f, int64_t& scratch) {
   switch (f) {
-    case LoweringGene::Field::TileM: return c.tile_m;
-    case LoweringGene::Field::TileN: return c.tile_n;
-    case LoweringGene::Field::TileK: return c.tile_k;
-    case LoweringGene::Field::Slots: return c.slots;
-    default: return scratch;
+    case LoweringGene::Field::TileM:
+      return c.tile_m;
+    case LoweringGene::Field::TileN:
+      return c.tile_n;
+    case LoweringGene::Field::TileK:
+      return c.tile_k;
+    case LoweringGene::Field::Slots:
+      return c.slots;
+    default:
+      return scratch;
   }
 }
 
@@ -68,12 +73,18 @@ uint64_t text_hash(std::string_view text) {
 
 const char* field_name(LoweringGene::Field field) {
   switch (field) {
-    case LoweringGene::Field::TileM: return "tile_m";
-    case LoweringGene::Field::TileN: return "tile_n";
-    case LoweringGene::Field::TileK: return "tile_k";
-    case LoweringGene::Field::Slots: return "slots";
-    case LoweringGene::Field::Order: return "order";
-    case LoweringGene::Field::Cores: return "cores";
+    case LoweringGene::Field::TileM:
+      return "tile_m";
+    case LoweringGene::Field::TileN:
+      return "tile_n";
+    case LoweringGene::Field::TileK:
+      return "tile_k";
+    case LoweringGene::Field::Slots:
+      return "slots";
+    case LoweringGene::Field::Order:
+      return "order";
+    case LoweringGene::Field::Cores:
+      return "cores";
   }
   return "?";
 }
@@ -142,7 +153,8 @@ std::vector<std::string> SearchSpace::changed_genes(const Genome& genome) const 
   for (uint32_t g : differing_genes(genomes_, genome, greedy_)) {
     if (const LoweringGene* lg = lowering_gene(g)) {
       out.push_back(fmt::format("{} of {}: {} -> {}", field_name(lg->field), lg->label,
-                                value_str(lg->field, lg->values[greedy_[g]]), value_str(lg->field, lg->values[genome[g]])));
+                                value_str(lg->field, lg->values[greedy_[g]]),
+                                value_str(lg->field, lg->values[genome[g]])));
     } else {
       out.push_back(fmt::format("e-class c{} of region {}: {} -> {}", genomes_.gene(g).cls.value,
                                 genomes_.gene(g).region, describe(g, greedy_[g]), describe(g, genome[g])));
@@ -187,7 +199,8 @@ std::vector<LoweringGene> gemm_lowering_genes(const Graph& program, const target
     const int64_t unit = std::min(N, config.systolic.cols * config.systolic.arrays);
     // Named by its first node in the greedy program (two GEMMs of one shape
     // may differ in their prologues or epilogue).
-    const std::string label = fmt::format("gemm %{} {} (M {} K {} N {}, tuned {})", id.value, shape_str(os), M, K, N, tile);
+    const std::string label =
+        fmt::format("gemm %{} {} (M {} K {} N {}, tuned {})", id.value, shape_str(os), M, K, N, tile);
     auto gene = [&](LoweringGene::Field f, std::vector<int64_t> values, int64_t tuned) {
       std::vector<int64_t> vs{0};
       for (int64_t v : values)
@@ -200,8 +213,8 @@ std::vector<LoweringGene> gemm_lowering_genes(const Graph& program, const target
     gene(LoweringGene::Field::TileN, {clamp_n(TN / 2), TN < N ? clamp_n(TN * 2) : 0, TN < N ? clamp_n(TN * 4) : 0}, TN);
     const int64_t kmax = K <= R ? K : (K + R - 1) / R * R;
     auto clamp_k = [&](int64_t v) { return K <= R || v < R ? 0 : std::min(kmax, (v + R - 1) / R * R); };
-    gene(LoweringGene::Field::TileK, {clamp_k(TK / 2), TK < kmax ? clamp_k(TK * 2) : 0, TK < kmax ? clamp_k(TK * 4) : 0},
-         TK);
+    gene(LoweringGene::Field::TileK,
+         {clamp_k(TK / 2), TK < kmax ? clamp_k(TK * 2) : 0, TK < kmax ? clamp_k(TK * 4) : 0}, TK);
     gene(LoweringGene::Field::Slots, {2, 3}, 0);
     const int64_t MT = (M + TM - 1) / TM, NB = (N + TN - 1) / TN;
     if (MT > 1 && NB > 1) gene(LoweringGene::Field::Order, {2}, 0);

@@ -92,7 +92,12 @@ namespace detail {
 using namespace spool::npu;
 
 TimingSim::TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace, bool replay)
-    : p_(p), c_(c), trace_(trace), replay_(replay), dram_(c), core_period_(period_of(c.core_clock_mhz)),
+    : p_(p),
+      c_(c),
+      trace_(trace),
+      replay_(replay),
+      dram_(c),
+      core_period_(period_of(c.core_clock_mhz)),
       noc_period_(period_of(c.noc.clock_mhz)) {
   rtt_ = 2 * c.noc.latency_cycles * noc_period_ + c.dram.latency_cycles * dram_.period();
   // DRAM layout: root buffers in order, 4 KiB aligned.

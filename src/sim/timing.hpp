@@ -32,7 +32,8 @@ class IssueQueue {
   // before the floor is as free as one at it: timing_memo.cpp).
   std::vector<Time> relative(Time floor) const {
     std::vector<Time> out;
-    for (size_t i = 0; i < starts_.size(); ++i) out.push_back(std::max<Time>(starts_[(head_ + i) % starts_.size()] - floor, 0));
+    for (size_t i = 0; i < starts_.size(); ++i)
+      out.push_back(std::max<Time>(starts_[(head_ + i) % starts_.size()] - floor, 0));
     return out;
   }
   void set_relative(const std::vector<Time>& rel, Time floor) {
@@ -100,12 +101,12 @@ struct VecStatic {
 struct KernelMemo {
   struct Descriptor {
     Time arrival = 0, last_arrival = 0;  // its first and last requests reach the channels
-    Time served = 0;                      // serve()'s result
+    Time served = 0;                     // serve()'s result
     int64_t requests = 0, useful_bytes = 0;
     bool operator==(const Descriptor&) const = default;
   };
-  int kernel = -1;  // the kernel it was recorded on (its shape)
-  int refusals = 0;  // replays refused since the last one taken
+  int kernel = -1;    // the kernel it was recorded on (its shape)
+  int refusals = 0;   // replays refused since the last one taken
   int64_t skips = 0;  // kernels of the shape stepped without trying a replay
   std::vector<Descriptor> dram;
   Time issue = 0, end = 0, vector_free = 0, dma_free = 0;

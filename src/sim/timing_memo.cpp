@@ -249,8 +249,8 @@ void TimingSim::end_memo(Core& core) {
 // The kernel's DMA descriptors in issue order through the DRAM model, each
 // served at its recorded arrival and compared with the record from `at`;
 // false at the first difference.
-bool TimingSim::replay_dram(const std::vector<Stmt>& body, std::vector<int64_t>& vars, const KernelMemo& m,
-                            size_t& at, Time t0) {
+bool TimingSim::replay_dram(const std::vector<Stmt>& body, std::vector<int64_t>& vars, const KernelMemo& m, size_t& at,
+                            Time t0) {
   for (const Stmt& s : body) {
     if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
       // Timing-only runs take a run-time count's nominal value (next_stmt).

@@ -301,8 +301,8 @@ TEST_CASE("attributes compare as attr_str prints them, without printing them") {
 
 TEST_CASE("an integer constant outside int64's range is an error, not a wrapped value") {
   // An ONNX ignore_index of INT64_MAX arrives as the double 2^63 (a fuzz finding).
-  CHECK_THROWS_WITH_AS(Scalar::of(DType::I64, 0x1p63), "constant: 9.223372036854776e+18 is outside the range of a i64 value",
-                       spool::Error);
+  CHECK_THROWS_WITH_AS(Scalar::of(DType::I64, 0x1p63),
+                       "constant: 9.223372036854776e+18 is outside the range of a i64 value", spool::Error);
   CHECK_THROWS_AS(Scalar::of(DType::I32, -1e30), spool::Error);
   CHECK(Scalar::of(DType::I64, -0x1p63).i == INT64_MIN);
 }

@@ -228,8 +228,8 @@ TEST_CASE("gemm: every kernel choice (tile, slots, loop order, placement) comput
     Tensor r = input(g, "r", DType::F32, {M, N});
     GemmAttr attr;
     attr.epilogue.instrs = {instr(Op::Add, 0, 1), instr(Op::Add, 2, 3)};
-    output("y", Tensor(&g, g.add(Op::Gemm, {x.edge(), w.transpose(0, 1).edge(), b.broadcast_to({M, N}).edge(), r.edge()},
-                                 attr)));
+    output("y", Tensor(&g, g.add(Op::Gemm,
+                                 {x.edge(), w.transpose(0, 1).edge(), b.broadcast_to({M, N}).edge(), r.edge()}, attr)));
     const int64_t tm = toy ? 16 : 64, tn = toy ? 16 : 256, tk = toy ? 16 : 128;
     std::vector<lower::KernelChoice> choices;
     for (int order : {1, 2})

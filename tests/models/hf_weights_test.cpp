@@ -224,16 +224,18 @@ TEST_CASE("deepseek-v3 golden: the expanded and the absorbed MLA both match PyTo
     // The cache of a prefill in either form, decoded in this one.
     for (const MlaForm cache_form : {MlaForm::Expanded, MlaForm::Absorbed}) {
       const interp::Env cache = next_cache(run_form(cache_form, Phase::prefill(n - 1), prompt, {}), 1);
-      const test::AllClose step = test::allclose(run_form(form, Phase::decode(n - 1), {tokens.back()}, cache).at("logits"),
-                                                 load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
+      const test::AllClose step =
+          test::allclose(run_form(form, Phase::decode(n - 1), {tokens.back()}, cache).at("logits"),
+                         load_npy(dir + "/decode_logits.npy"), {.stol = 1e-4});
       MESSAGE("decode vs PyTorch: relative to scale " << step.worst_to_scale);
       CHECK(step);
     }
   }
 }
 
-TEST_CASE("tiny llama4 (Scout layout) from a Hugging Face folder matches PyTorch (NoPE, L2 q/k norm, chunks, "
-          "temperature tuning)") {
+TEST_CASE(
+    "tiny llama4 (Scout layout) from a Hugging Face folder matches PyTorch (NoPE, L2 q/k norm, chunks, "
+    "temperature tuning)") {
   check_golden("llama4");
 }
 
@@ -258,8 +260,7 @@ TEST_CASE("llama4 and deepseek-v3 folders: the config's layer plan and attention
   // (16 + 8)^-0.5 * mscale(4, 0.707)^2
   const double mscale = 0.1 * 0.707 * std::log(4.0) + 1.0;
   CHECK(c.softmax_scale() == doctest::Approx(mscale * mscale / std::sqrt(24.0)).epsilon(1e-12));
-  CHECK(c.rope_scaling.attention_factor ==
-        doctest::Approx((0.1 * std::log(4.0) + 1.0) / mscale).epsilon(1e-12));
+  CHECK(c.rope_scaling.attention_factor == doctest::Approx((0.1 * std::log(4.0) + 1.0) / mscale).epsilon(1e-12));
 }
 
 TEST_CASE("the config of a folder gives the model's shapes") {
@@ -528,7 +529,8 @@ TEST_CASE("deepseek_v3 and llama4 configs: bad keys are named with the file") {
   l4 = golden_config("llama4");
   l4["model_type"] = "llama4";
   CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
-                       doctest::Contains("l4/config.json: model_type is \"llama4\" but the model is llama4_text"), Error);
+                       doctest::Contains("l4/config.json: model_type is \"llama4\" but the model is llama4_text"),
+                       Error);
   l4 = golden_config("llama4");
   l4["layer_types"] = {"full_attention"};
   CHECK_THROWS_WITH_AS(llama4_config_from_hf(HfConfig(l4, "l4/config.json")),
@@ -547,8 +549,8 @@ TEST_CASE("a deepseek_v3 folder's multi-token-prediction tensors are skipped, ot
   // The golden holds model.layers.3.eh_proj.weight (num_nextn_predict_layers 1).
   const Checkpoint checkpoint = read_checkpoint(golden_dir("deepseek_v3"));
   CHECK(checkpoint.contains("model.layers.3.eh_proj.weight"));
-  const Graph g = build_deepseek_v3(deepseek_v3_config_from_hf(HfConfig::read(golden_dir("deepseek_v3") + "/config.json")),
-                                    Phase::prefill(2));
+  const Graph g = build_deepseek_v3(
+      deepseek_v3_config_from_hf(HfConfig::read(golden_dir("deepseek_v3") + "/config.json")), Phase::prefill(2));
   CHECK_NOTHROW(load_hf_weights("deepseek_v3", golden_dir("deepseek_v3"), g));
   CHECK_THROWS_WITH_AS(bind_weights(g, checkpoint, true, "deepseek_v3"),
                        doctest::Contains("unknown tensor 'model.layers.3.eh_proj.weight'"), Error);

@@ -277,8 +277,10 @@ TEST_CASE("deepseek-v3: the absorbed MLA equals the expanded form in prefill and
   }
   // A decode step runs absorbed by default, a prefill expanded.
   DeepseekV3Config c = DeepseekV3Config::tiny();
-  CHECK(print_graph(build_deepseek_v3(c, Phase::decode(6))) == print_graph(build_form(MlaForm::Absorbed, Phase::decode(6))));
-  CHECK(print_graph(build_deepseek_v3(c, Phase::prefill(7))) == print_graph(build_form(MlaForm::Expanded, Phase::prefill(7))));
+  CHECK(print_graph(build_deepseek_v3(c, Phase::decode(6))) ==
+        print_graph(build_form(MlaForm::Absorbed, Phase::decode(6))));
+  CHECK(print_graph(build_deepseek_v3(c, Phase::prefill(7))) ==
+        print_graph(build_form(MlaForm::Expanded, Phase::prefill(7))));
 }
 
 TEST_CASE("deepseek-v3: the compressed cache holds kv_lora_rank + qk_rope_head_dim values per token and layer") {

@@ -59,7 +59,8 @@ TEST_CASE("l2_norm divides each row by its root mean square, without a weight") 
     double sum = 0.0;
     for (int64_t j = 0; j < 6; ++j) sum += xv.get(r * 6 + j) * xv.get(r * 6 + j);
     const double scale = 1.0 / std::sqrt(sum / 6.0 + 1e-5);
-    for (int64_t j = 0; j < 6; ++j) CHECK(out.at("y").get(r * 6 + j) == doctest::Approx(xv.get(r * 6 + j) * scale).epsilon(1e-5));
+    for (int64_t j = 0; j < 6; ++j)
+      CHECK(out.at("y").get(r * 6 + j) == doctest::Approx(xv.get(r * 6 + j) * scale).epsilon(1e-5));
   }
 }
 
@@ -72,7 +73,8 @@ TEST_CASE("chunked attention: a query sees the keys of its own chunk up to itsel
     const Tensor k = input(g, "k", DType::F32, {1, t, d});
     const Tensor v = input(g, "v", DType::F32, {1, t, dv});
     output("y", nn::attention(q, k, v, /*causal=*/true, 0.5, chunk));
-    const interp::Env env = {{"q", pattern({hq, s, d}, 0.2)}, {"k", pattern({1, t, d}, 1.1)}, {"v", pattern({1, t, dv}, 2.3)}};
+    const interp::Env env = {
+        {"q", pattern({hq, s, d}, 0.2)}, {"k", pattern({1, t, d}, 1.1)}, {"v", pattern({1, t, dv}, 2.3)}};
     const auto out = interp::run(g, env);
     HostTensor expected(DType::F32, {hq, s, dv});
     for (int64_t h = 0; h < hq; ++h)
@@ -89,7 +91,8 @@ TEST_CASE("chunked attention: a query sees the keys of its own chunk up to itsel
         for (double& w : weights) total += (w = std::exp(w - top));
         for (int64_t c = 0; c < dv; ++c) {
           double sum = 0.0;
-          for (int64_t j = first; j <= pos; ++j) sum += weights[static_cast<size_t>(j - first)] / total * env.at("v").get(j * dv + c);
+          for (int64_t j = first; j <= pos; ++j)
+            sum += weights[static_cast<size_t>(j - first)] / total * env.at("v").get(j * dv + c);
           expected.set((h * s + i) * dv + c, sum);
         }
       }

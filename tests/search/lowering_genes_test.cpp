@@ -16,8 +16,8 @@
 
 #include "mlp.hpp"
 
-#include <nlohmann/json.hpp>
 #include <tbb/parallel_for.h>
+#include <nlohmann/json.hpp>
 
 using namespace spool;
 using namespace spool::search;
@@ -93,7 +93,8 @@ TEST_CASE("lowering genes: defaults in the greedy genome, choices reach the lowe
   CHECK(drew);
 }
 
-TEST_CASE("lowering genes: the search is the same on 1 and 2 threads and through a batch measure, never worse than greedy") {
+TEST_CASE(
+    "lowering genes: the search is the same on 1 and 2 threads and through a batch measure, never worse than greedy") {
   const compile::Saturated sat = compile::saturate(two_layer_mlp(), shipped_rules());
   SearchSpace space = search_space(sat);
   const target::NpuConfig config = target::load_config("toy");
@@ -135,7 +136,8 @@ TEST_CASE("lowering genes: the search is the same on 1 and 2 threads and through
     std::vector<int64_t> out(batch.size());
     tbb::parallel_for(size_t{0}, batch.size(), [&](size_t i) {
       const SimulatedCycles& c = *ranks[i % ranks.size()];
-      out[i] = whole ? c.whole(*batch[i].program, *batch[i].lowering) : c.kernels(*batch[i].program, *batch[i].lowering);
+      out[i] =
+          whole ? c.whole(*batch[i].program, *batch[i].lowering) : c.kernels(*batch[i].program, *batch[i].lowering);
     });
     return out;
   };

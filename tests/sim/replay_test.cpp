@@ -8,8 +8,8 @@
 
 #include <doctest/doctest.h>
 
-#include "parse_program.hpp"
 #include <fmt/format.h>
+#include "parse_program.hpp"
 
 #include <string>
 #include <tuple>

@@ -9,9 +9,9 @@
 
 #include <doctest/doctest.h>
 
-#include "parse_program.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include "parse_program.hpp"
 
 #include <fstream>
 #include <functional>

@@ -450,7 +450,7 @@ class EGraph {
   std::vector<ClassId> todo_classes_;
   uint64_t union_count_ = 0;
   uint32_t generation_ = 0;
-  std::vector<uint32_t> gen_nodes_;  // per generation: nodes_.size() when it ended
+  std::vector<uint32_t> gen_nodes_;    // per generation: nodes_.size() when it ended
   std::vector<uint16_t> node_origin_;  // per node, an index into origin_names_
   std::vector<std::string> origin_names_{"input"};
   uint32_t origin_ = 0;

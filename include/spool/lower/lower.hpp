@@ -54,7 +54,9 @@ struct KernelChoice {
   // independent tiles (m blocks or batches) over the config's cores.
   int cores = 0;
 
-  bool is_default() const { return tile_m == 0 && tile_n == 0 && tile_k == 0 && slots == 0 && order == 0 && cores == 0; }
+  bool is_default() const {
+    return tile_m == 0 && tile_n == 0 && tile_k == 0 && slots == 0 && order == 0 && cores == 0;
+  }
   // "m256 n512 slots3 m-outer" (only the fields that are set; "default" if none).
   std::string to_string() const;
   bool operator==(const KernelChoice&) const = default;
@@ -95,7 +97,7 @@ struct LowerReport {
   int64_t spad_peak_bytes = 0;
   int64_t dram_aliases = 0;       // views read in place through an alias
   int inputs_updated_in_place = 0;  // outputs bound to the input they update (a KV cache)
-  int gemms_reused = 0;  // GEMM nodes whose kernels are an earlier node's, on other buffers
+  int gemms_reused = 0;             // GEMM nodes whose kernels are an earlier node's, on other buffers
   std::vector<std::string> notes;  // fusions that fell back to a standalone kernel, and why
   std::vector<KernelInfo> per_kernel;
 

@@ -6,11 +6,10 @@
 // language_model. tensors; the vision tensors are not read). The model's shapes come from config.json; the
 // weights (f32, bf16 or f16 in the file, read in that dtype) become the
 // values of the graph's Weight nodes, in the model's dtype: bf16 values of a
-// bf16 model are taken as they are, anything else is rounded once on load. Every problem is a spool::Error naming the file and the key or
-// tensor: a missing, mistyped or unknown config key, an unsupported feature
-// (a RoPE scaling type other than linear, llama3 and yarn, attention bias,
-// another activation, ...), a missing, unknown
-// or mis-shaped tensor, an unsupported dtype, a malformed file.
+// bf16 model are taken as they are, anything else is rounded once on load. Every problem is a spool::Error naming the
+// file and the key or tensor: a missing, mistyped or unknown config key, an unsupported feature (a RoPE scaling type
+// other than linear, llama3 and yarn, attention bias, another activation, ...), a missing, unknown or mis-shaped
+// tensor, an unsupported dtype, a malformed file.
 //
 // Reading holds every value as a double (interp::HostTensor), so it is meant
 // for small checkpoints run on the reference interpreter.
@@ -20,9 +19,9 @@
 
 #include <spool/models/decoder.hpp>
 #include <spool/models/deepseek_v3.hpp>
-#include <spool/models/llama4.hpp>
 #include <spool/models/gemma.hpp>
 #include <spool/models/llama.hpp>
+#include <spool/models/llama4.hpp>
 #include <spool/models/qwen3.hpp>
 #include <spool/models/qwen3_moe.hpp>
 
@@ -123,8 +122,8 @@ struct LoadedModel {
   DType dtype = DType::F32;  // the model's dtype
 };
 // `family` is llama, qwen3, gemma, qwen3_moe, deepseek_v3 or llama4;
-// config.json's model_type must match (llama4: llama4_text). The model runs in `dtype`; without one, in the checkpoint's
-// (config.json's torch_dtype: bfloat16 gives bf16, anything else f32).
+// config.json's model_type must match (llama4: llama4_text). The model runs in `dtype`; without one, in the
+// checkpoint's (config.json's torch_dtype: bfloat16 gives bf16, anything else f32).
 LoadedModel load_hf_model(const std::string& family, const std::string& dir, const Phase& phase,
                           std::optional<DType> dtype = std::nullopt);
 bool has_hf_loader(const std::string& family);

@@ -48,8 +48,8 @@ struct Llama4Config {
   int64_t ffn_dense = 128;  // intermediate_size_mlp: dense layers
   int64_t experts = 4;      // num_local_experts
   int64_t top_k = 1;        // num_experts_per_tok
-  int64_t moe_layer_step = 1;        // interleave_moe_layer_step (when moe_layers is empty)
-  std::vector<int64_t> moe_layers;   // the MoE layers' indices; empty: from moe_layer_step
+  int64_t moe_layer_step = 1;           // interleave_moe_layer_step (when moe_layers is empty)
+  std::vector<int64_t> moe_layers;      // the MoE layers' indices; empty: from moe_layer_step
   std::vector<int64_t> no_rope_layers;  // 1: RoPE layer, 0: NoPE layer; empty: from the interval
   int64_t no_rope_layer_interval = 4;
   bool use_qk_norm = true;

@@ -12,15 +12,15 @@
 #include <spool/interp/interp.hpp>
 #include <spool/lower/lower.hpp>
 #include <spool/search/genetic.hpp>
-#include <spool/target/npu.hpp>
 #include <spool/sim/sim.hpp>
+#include <spool/target/npu.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
-#include <functional>
 #include <optional>
 #include <string>
 

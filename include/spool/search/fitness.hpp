@@ -39,8 +39,10 @@ class SimulatedCycles {
   // With lowering choices (a genome's lowering genes), keyed as kernel_key
   // keys them (search/space.hpp); a kernel's memo entry is its text and its
   // choice.
-  int64_t kernels(const Graph& program, const std::map<std::string, lower::KernelChoice, std::less<>>& choices = {}) const;
-  int64_t whole(const Graph& program, const std::map<std::string, lower::KernelChoice, std::less<>>& choices = {}) const;
+  int64_t kernels(const Graph& program,
+                  const std::map<std::string, lower::KernelChoice, std::less<>>& choices = {}) const;
+  int64_t whole(const Graph& program,
+                const std::map<std::string, lower::KernelChoice, std::less<>>& choices = {}) const;
 
   // The one-node program of node `id` of `program` (the memo's key is its text).
   static Graph kernel_alone(const Graph& program, NodeId id);

@@ -144,8 +144,8 @@ struct Options {
 Report run(const npu::Program& program, const target::NpuConfig& config, const Options& options = {});
 
 // The timing model alone (run() calls it); the program must be verified.
-Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace,
-                       bool replay = true, const ProgressFn& progress = {});
+Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay = true,
+                       const ProgressFn& progress = {});
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
 
