@@ -2,8 +2,9 @@
 //
 // First the fidelity report: every workload of a calibration file (default:
 // bench/sim/tpuv3-measured.json, cycles measured on one TPU v3 TensorCore as
-// published with the PyTorchSim artifact's validation set) compiled,
-// simulated, and its predicted cycles against the measured ones. Then the
+// published with the PyTorchSim artifact's validation set; then
+// bench/sim/tpuv3-validation.json, the whole set Spool's workloads express)
+// compiled, simulated, and its predicted cycles against the measured ones. Then the
 // speed: wall time and simulated cycles per wall second for timing-mode runs
 // of built-in workloads (the whole sim::run, which verifies the program
 // first); target: bert:large on tpuv3 in <= 0.5 s.
@@ -36,13 +37,14 @@ int main(int argc, char** argv) {
   int repeat = 5;
   bool print_reports = false;
   std::vector<std::string> cases;
-  std::string calibration = std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-measured.json";
+  std::vector<std::string> calibrations{std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-measured.json",
+                                        std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-validation.json"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--calibration" && i + 1 < argc) {
-      calibration = argv[++i];
+      calibrations = {argv[++i]};
     } else if (arg == "--reports") {
       print_reports = true;
     } else {
@@ -54,8 +56,10 @@ int main(int argc, char** argv) {
              "bert:large@tpuv4", "bert:large@toy"};
 
   try {
-    const spool::models::Calibration c = spool::models::calibrate(calibration);
-    std::printf("fidelity: %s\n%s\n", calibration.c_str(), c.to_text().c_str());
+    for (const std::string& calibration : calibrations) {
+      const spool::models::Calibration c = spool::models::calibrate(calibration);
+      std::printf("fidelity: %s\n%s\n", calibration.c_str(), c.to_text().c_str());
+    }
   } catch (const spool::Error& e) {
     std::fprintf(stderr, "sim_bench: error: %s\n", e.what());
     return 1;

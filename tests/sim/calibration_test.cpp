@@ -46,6 +46,26 @@ TEST_CASE("calibration: the TPU v3 set is compiled, simulated and compared point
   CHECK(c.to_json()["workloads"].size() == 4);
 }
 
+TEST_CASE("calibration: the validation set's GEMMs and BERT blocks stay within 15 % of the hardware") {
+  // Every workload of bench/sim/tpuv3-validation.json: no parameter is
+  // fitted to it. The GEMMs (bound by the arrays) and the BERT encoder
+  // blocks are what the model explains; the standalone layernorms and
+  // softmaxes are not (README, Simulator), and are only required to run.
+  const models::Calibration c =
+      models::calibrate(std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-validation.json");
+  REQUIRE(c.points.size() == 16);
+  int guarded = 0;
+  for (const models::CalibrationPoint& p : c.points) {
+    CAPTURE(p.workload);
+    CHECK(p.predicted > 0);
+    if (p.workload.rfind("gemm:", 0) == 0 || p.workload.rfind("bert:", 0) == 0) {
+      CHECK(std::fabs(p.error) <= 0.15);
+      ++guarded;
+    }
+  }
+  CHECK(guarded == 7);
+}
+
 TEST_CASE("calibration: malformed files are errors naming the file and the key") {
   CHECK_THROWS_WITH_AS(models::calibrate("/no/such/file.json"),
                        "cannot read the calibration file '/no/such/file.json'", spool::Error);
