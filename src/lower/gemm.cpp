@@ -18,6 +18,7 @@
 #include <spool/support/error.hpp>
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <map>
@@ -255,8 +256,9 @@ std::vector<Fit> fitting_tiles(const Emitter& em, const GemmJob& job, int64_t& s
 size_t fastest_fit(const Emitter& em, const std::vector<Fit>& fits) {
   size_t best = 0;
   if (fits.size() < 2) return best;
-  std::vector<int64_t> cycles;
-  for (const Fit& f : fits) cycles.push_back(simulated_cycles(em, f.kernels));
+  // The candidates are timed independently of each other, in parallel.
+  std::vector<int64_t> cycles(fits.size());
+  tbb::parallel_for(size_t{0}, fits.size(), [&](size_t i) { cycles[i] = simulated_cycles(em, fits[i].kernels); });
   const int64_t fastest = *std::min_element(cycles.begin(), cycles.end());
   // Within kTieTolerance of the fastest, the tile with the longest k
   // tiles wins (then the fastest): its operand rows are longer DMA runs,

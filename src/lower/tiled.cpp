@@ -9,6 +9,8 @@
 #include <spool/support/error.hpp>
 #include <spool/support/fault.hpp>
 
+#include <tbb/parallel_invoke.h>
+
 #include <algorithm>
 #include <tuple>
 
@@ -305,7 +307,10 @@ std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, 
   npu::Program one = trial;
   one.kernels = {single};
   one.kernels[0].deps.clear();
-  if (em.options.tile_cycles(trial) >= em.options.tile_cycles(one)) return {single};
+  int64_t split_cycles = 0, single_cycles = 0;
+  tbb::parallel_invoke([&] { split_cycles = em.options.tile_cycles(trial); },
+                       [&] { single_cycles = em.options.tile_cycles(one); });
+  if (split_cycles >= single_cycles) return {single};
   return kernels;
 }
 

@@ -76,7 +76,8 @@ struct LowerOptions {
   // Cycles of a program of independent kernels: how tile candidates and
   // spreading tiles over cores are decided (sim::tile_timer: the timing
   // simulator). Empty: the analytic estimate picks GEMM tiles and a kernel's
-  // tiles stay on one core.
+  // tiles stay on one core. Called from several threads at once (a GEMM's
+  // candidates are timed in parallel): it must be safe to.
   std::function<int64_t(const npu::Program&)> tile_cycles;
   // Per-kernel choices: called with each kernel node of the graph being
   // lowered (empty: every kernel takes the default choice).
