@@ -358,9 +358,8 @@ std::pair<GemmTile, bool> chosen_tile(const Emitter& em, const GemmJob& job, Gem
   if (ch.tile_n > 0 && !job.row_softmax) t.TN = std::min(N, ceil_div(ch.tile_n, unit) * unit);
   if (ch.tile_k > 0) t.TK = K <= R ? K : std::min(ceil_div(ch.tile_k, R) * R, ceil_div(K, R) * R);
   if (ch.tile_m > 0 || ch.tile_n > 0 || ch.tile_k > 0) t.slots = 0;  // the rule for the new shape
-  // Two or three: the k loop issues a tile's loads before the previous
-  // tile's steps, so one slot is not a choice the generator can take.
-  if (ch.slots > 0) t.slots = std::clamp<int64_t>(ch.slots, 2, 3);
+  // One (single buffering), two or three.
+  if (ch.slots > 0) t.slots = std::clamp<int64_t>(ch.slots, 1, 3);
   if (ch.order > 0) t.rows_outer = ch.order == 2;
   if (ch.cores > 0) split = ch.cores >= 2 && em.options.multi_core && em.config.cores > 1;
   return {t, split};

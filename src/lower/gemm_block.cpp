@@ -69,7 +69,8 @@ void GemmKernel::compute(const Affine& n0, int64_t W, const Affine& blk, const A
   // for that time: a GEMV (M = 1), bound by its weight reads, lost ~20%.
   // The pipeline's distance is D = slots - 1: tiles 0 .. D-1 load first;
   // tile i's steps follow the load of tile i + D; the last D tiles (the last
-  // one possibly ragged) run after the loop without loads.
+  // one possibly ragged) run after the loop without loads. With one slot
+  // (D = 0) there is no pipeline.
   const Affine slot0 = cslot * KT_;
   const int64_t D = slots_ - 1;
   auto at = [&](int64_t i) { return Affine::of(i); };
@@ -82,13 +83,27 @@ void GemmKernel::compute(const Affine& n0, int64_t W, const Affine& blk, const A
     if (D < KT_) k_load(b, at(D), slot0 + at(D));
   }
   k_run(b, at(0), false, slot0);
-  if (KT_ - D - 1 > 0) {
+  if (D == 0) {
+    // One slot: each tile loads, then steps. The loop's steps take whole k
+    // tiles, so the last tile (possibly ragged) is peeled after it.
+    if (KT_ > 2) {
+      const int kk = kb_.loop_begin("k", KT_ - 2);
+      k_load(b, Affine::var(kk) + at(1), slot0 + Affine::var(kk) + at(1));
+      k_run(b, Affine::var(kk) + at(1), true, slot0 + Affine::var(kk) + at(1));
+      kb_.loop_end();
+    }
+    if (KT_ > 1) {
+      k_load(b, at(KT_ - 1), slot0 + at(KT_ - 1));
+      k_run(b, at(KT_ - 1), true, slot0 + at(KT_ - 1));
+    }
+  } else if (KT_ - D - 1 > 0) {
     const int kk = kb_.loop_begin("k", KT_ - D - 1);
     k_load(b, Affine::var(kk) + at(1 + D), slot0 + Affine::var(kk) + at(1 + D));
     k_run(b, Affine::var(kk) + at(1), true, slot0 + Affine::var(kk) + at(1));
     kb_.loop_end();
   }
-  for (int64_t i = std::max<int64_t>(1, KT_ - D); i < KT_; ++i) k_run(b, at(i), true, slot0 + at(i));
+  if (D > 0)
+    for (int64_t i = std::max<int64_t>(1, KT_ - D); i < KT_; ++i) k_run(b, at(i), true, slot0 + at(i));
   if (split_k_) add_split_k(b);
   const bool round = j_.dtype != DType::F32;
   if (has_epilogue_ || round || !in_place_ || j_.row_softmax) epilogue(b);

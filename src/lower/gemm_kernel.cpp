@@ -51,7 +51,7 @@ Kernel GemmKernel::build(int64_t& footprint) {
     b_prologue_t_ = b_prologue_t_ && b.index_buffer < 0 && b.strides[rank_ - 2] == 1 && b.strides[rank_ - 1] != 1;
   // Operand buffers (the matmul's), then the prologue inputs.
   // Operand slots: the loads of k tile i + slots - 1 are issued before
-  // the array steps of tile i. Two suffice when the arrays stream many
+  // the array steps of tile i (one slot, a choice: no prefetch). Two suffice when the arrays stream many
   // rows per weight tile; a block of few rows (a GEMV, decode attention)
   // is bound by its operand reads and by weight preloads about equally, and
   // with two slots the DMA engine would wait out each tile's round trip.
@@ -158,7 +158,8 @@ void GemmKernel::batches_pipelined(size_t axis, int64_t lo, int64_t n) {
   const Affine m = Affine::of(mlo);
   // One k tile: a block's loads are issued before the previous block's
   // steps (see columns); the first block of a batch loads with the second.
-  const bool early = KT_ == 1;
+  // That needs a second operand slot: with one, each block loads, then steps.
+  const bool early = KT_ == 1 && slots_ >= 2;
   auto loads = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Loads); };
   auto steps = [&](const Affine& j) { compute(j * TN, TN, j, m, Part::Steps); };
   auto first_block = [&] {

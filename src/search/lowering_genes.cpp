@@ -215,7 +215,7 @@ std::vector<LoweringGene> gemm_lowering_genes(const Graph& program, const target
     auto clamp_k = [&](int64_t v) { return K <= R || v < R ? 0 : std::min(kmax, (v + R - 1) / R * R); };
     gene(LoweringGene::Field::TileK,
          {clamp_k(TK / 2), TK < kmax ? clamp_k(TK * 2) : 0, TK < kmax ? clamp_k(TK * 4) : 0}, TK);
-    gene(LoweringGene::Field::Slots, {2, 3}, 0);
+    gene(LoweringGene::Field::Slots, {1, 2, 3}, 0);
     const int64_t MT = (M + TM - 1) / TM, NB = (N + TN - 1) / TN;
     if (MT > 1 && NB > 1) gene(LoweringGene::Field::Order, {2}, 0);
     if (config.cores > 1 && options.multi_core) gene(LoweringGene::Field::Cores, {1, 2}, split > 1 ? 2 : 1);

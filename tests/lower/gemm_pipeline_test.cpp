@@ -267,3 +267,46 @@ TEST_CASE("gemm: every kernel choice (tile, slots, loop order, placement) comput
     }
   }
 }
+
+TEST_CASE("gemm: one operand slot loads each tile after the previous one's steps, on every path") {
+  // One slot cannot hold a tile ahead: the batched column pipeline (one m
+  // block, an even number of column blocks, one k tile) and the k loop with
+  // a ragged last tile both load a tile only once the steps before it are
+  // issued, and the ragged tile's steps cover only its columns.
+  for (const char* cfg : {"toy", "tpuv3"}) {
+    CAPTURE(cfg);
+    const bool toy = std::string(cfg) == "toy";
+    const int64_t tm = toy ? 16 : 64, tn = toy ? 8 : 256, tk = toy ? 16 : 128;
+    struct Shape3 {
+      int64_t batch, m, k, n;
+    };
+    // Batched, one k tile, two column blocks; then k = 2.4 tiles (ragged).
+    for (const Shape3 s : {Shape3{4, tm, tk / 2, 2 * tn}, Shape3{3, tm, tk * 2 + tk / 2 - 2, 2 * tn},
+                           Shape3{1, 3 * tm, tk * 2 + 6, 3 * tn}}) {
+      CAPTURE(s.batch);
+      CAPTURE(s.k);
+      Graph g("one_slot");
+      Tensor a = input(g, "a", DType::F32, {s.batch, s.m, s.k});
+      Tensor b = weight(g, "b", DType::F32, {s.batch, s.k, s.n});
+      output("y", Tensor(&g, g.add(Op::Gemm, {a.edge(), b.edge()}, GemmAttr{})));
+      for (int order : {1, 2}) {
+        CAPTURE(order);
+        lower::KernelChoice c;
+        c.tile_m = tm;
+        c.tile_n = tn;
+        c.tile_k = tk;
+        c.slots = 1;
+        c.order = order;
+        lower::LowerOptions options;
+        options.choice = [c](const Graph&, NodeId) { return c; };
+        lower::Lowered l;
+        CHECK(lower_and_run(g, cfg, 11, 2, &l, options).within(1e-5));
+        // The choice was taken: every operand buffer has one slot.
+        const std::string text = npu::print(l.program);
+        CHECK(text.find("spad %A : f32[") != std::string::npos);
+        CHECK(text.find("] x1 at") != std::string::npos);
+        CHECK(text.find("spad %A : f32[" + std::to_string(tm * tk) + "] x2") == std::string::npos);
+      }
+    }
+  }
+}

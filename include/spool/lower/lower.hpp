@@ -42,9 +42,8 @@ struct KernelChoice {
   // GEMM tile: rows, columns and k of a block (each clamped to the GEMM's
   // shape; columns rounded to whole arrays' columns, k to the array's rows).
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;
-  // GEMM operand slots: 2 double, 3 triple buffered (1 is taken as 2: the
-  // k loop issues the next tile's loads before the current tile's steps,
-  // which needs a second slot).
+  // GEMM operand slots: 1 single (each k tile or column block loads after
+  // the previous one's steps are issued), 2 double, 3 triple buffered.
   int64_t slots = 0;
   // GEMM loop order over the blocks, for a GEMM of several m blocks and
   // several column blocks: 1 column blocks outer, m blocks inner (the
