@@ -23,7 +23,9 @@ void EGraph::set_analysis(std::unique_ptr<Analysis> analysis) {
 // ---- class lists ------------------------------------------------------------------
 
 void EGraph::ListPool::grow(ListRef& r, size_t need) {
-  const uint32_t cap = std::bit_ceil(static_cast<uint32_t>(std::max<size_t>(need, 1)));
+  // At least four slots: most lists reach a few entries, and growing one
+  // slot at a time would copy them at 1, 2 and 4.
+  const uint32_t cap = std::bit_ceil(static_cast<uint32_t>(std::max<size_t>(need, 4)));
   const int k = std::countr_zero(cap);
   // free_[k] holds segments of at least 2^k slots (see release).
   uint32_t begin;

@@ -721,11 +721,11 @@ class Machine {
 
  private:
   void emit() {
-    std::vector<ClassId>& out = out_.classes;
-    out.push_back(regs_[0]);
-    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r)
-      out.push_back(*r == kUnset ? ClassId{} : regs_[*r]);
-    for (uint32_t a = 0; a < q_.num_attr_vars; ++a) out_.attrs.push_back(aregs_[a]);
+    // One capacity check per match, then the row written in place.
+    ClassId* row = out_.classes.extend(1 + static_cast<size_t>(var_reg_end_ - var_reg_begin_));
+    *row++ = regs_[0];
+    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r) *row++ = *r == kUnset ? ClassId{} : regs_[*r];
+    if (q_.num_attr_vars != 0) std::copy(aregs_, aregs_ + q_.num_attr_vars, out_.attrs.extend(q_.num_attr_vars));
     if (++count > cap) aborted_ = true;
   }
 

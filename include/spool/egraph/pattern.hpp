@@ -25,12 +25,15 @@
 #include <spool/egraph/egraph.hpp>
 #include <spool/support/diagnostic.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace spool::egraph {
@@ -163,13 +166,68 @@ struct Query {
                                           const std::vector<std::optional<uint32_t>>& binders,
                                           const Vars& vars);
 
+// A growable array of ids that appends a row of `n` values in place (one
+// capacity check per row, a block copy when it grows): what the matcher
+// writes its matches into.
+template <typename T>
+class RowBuf {
+ public:
+  RowBuf() = default;
+  RowBuf(const RowBuf& o) { *this = o; }
+  RowBuf(RowBuf&& o) noexcept
+      : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+  RowBuf& operator=(const RowBuf& o) {
+    if (this != &o) {
+      size_ = 0;
+      reserve(o.size_);
+      std::copy(o.data(), o.data() + o.size_, data_.get());
+      size_ = o.size_;
+    }
+    return *this;
+  }
+  RowBuf& operator=(RowBuf&& o) noexcept {
+    data_ = std::move(o.data_);
+    size_ = std::exchange(o.size_, 0);
+    cap_ = std::exchange(o.cap_, 0);
+    return *this;
+  }
+
+  size_t size() const { return size_; }
+  size_t capacity() const { return cap_; }
+  bool empty() const { return size_ == 0; }
+  const T* data() const { return data_.get(); }
+  const T& operator[](size_t i) const { return data_[i]; }
+  void clear() { size_ = 0; }
+  void reserve(size_t n) {
+    if (n > cap_) regrow(n);
+  }
+  void push_back(T v) { *extend(1) = v; }
+  // Appends `n` slots for the caller to fill and returns the first.
+  T* extend(size_t n) {
+    if (cap_ - size_ < n) regrow(std::max(2 * cap_, size_ + n));
+    T* p = data_.get() + size_;
+    size_ += n;
+    return p;
+  }
+
+ private:
+  void regrow(size_t n) {
+    std::unique_ptr<T[]> d(new T[n]);
+    if (size_ != 0) std::copy(data_.get(), data_.get() + size_, d.get());
+    data_ = std::move(d);
+    cap_ = n;
+  }
+  std::unique_ptr<T[]> data_;
+  size_t size_ = 0, cap_ = 0;
+};
+
 // Matches found by one search: for each match, the classes of every class
 // variable and the values of every attribute variable, plus the root class.
 struct MatchSet {
   uint32_t num_vars = 0;
   uint32_t num_attr_vars = 0;
-  std::vector<ClassId> classes;  // (1 + num_vars) per match: root, then variables
-  std::vector<AttrId> attrs;     // num_attr_vars per match
+  RowBuf<ClassId> classes;  // (1 + num_vars) per match: root, then variables
+  RowBuf<AttrId> attrs;     // num_attr_vars per match
   size_t size() const { return num_vars + 1 == 0 ? 0 : classes.size() / (num_vars + 1); }
   void clear() {
     classes.clear();
