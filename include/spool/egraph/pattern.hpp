@@ -28,11 +28,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -168,34 +170,41 @@ struct Query {
 
 // A growable array of ids that appends a row of `n` values in place (one
 // capacity check per row, a block copy when it grows): what the matcher
-// writes its matches into.
+// writes its matches into. Its storage is not initialised up front, so
+// the capacity it grows into costs no memory until rows are written.
 template <typename T>
 class RowBuf {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
  public:
   RowBuf() = default;
   RowBuf(const RowBuf& o) { *this = o; }
   RowBuf(RowBuf&& o) noexcept
-      : data_(std::move(o.data_)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
   RowBuf& operator=(const RowBuf& o) {
     if (this != &o) {
       size_ = 0;
       reserve(o.size_);
-      std::copy(o.data(), o.data() + o.size_, data_.get());
+      if (o.size_ != 0) std::memcpy(data_, o.data_, o.size_ * sizeof(T));
       size_ = o.size_;
     }
     return *this;
   }
   RowBuf& operator=(RowBuf&& o) noexcept {
-    data_ = std::move(o.data_);
-    size_ = std::exchange(o.size_, 0);
-    cap_ = std::exchange(o.cap_, 0);
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      cap_ = std::exchange(o.cap_, 0);
+    }
     return *this;
   }
+  ~RowBuf() { release(); }
 
   size_t size() const { return size_; }
   size_t capacity() const { return cap_; }
   bool empty() const { return size_ == 0; }
-  const T* data() const { return data_.get(); }
+  const T* data() const { return data_; }
   const T& operator[](size_t i) const { return data_[i]; }
   void clear() { size_ = 0; }
   void reserve(size_t n) {
@@ -205,19 +214,25 @@ class RowBuf {
   // Appends `n` slots for the caller to fill and returns the first.
   T* extend(size_t n) {
     if (cap_ - size_ < n) regrow(std::max(2 * cap_, size_ + n));
-    T* p = data_.get() + size_;
+    T* p = data_ + size_;
     size_ += n;
     return p;
   }
 
  private:
   void regrow(size_t n) {
-    std::unique_ptr<T[]> d(new T[n]);
-    if (size_ != 0) std::copy(data_.get(), data_.get() + size_, d.get());
-    data_ = std::move(d);
+    T* d = std::allocator<T>().allocate(n);
+    if (size_ != 0) std::memcpy(d, data_, size_ * sizeof(T));
+    release();
+    data_ = d;
     cap_ = n;
   }
-  std::unique_ptr<T[]> data_;
+  void release() {
+    if (data_) std::allocator<T>().deallocate(data_, cap_);
+    data_ = nullptr;
+    cap_ = 0;
+  }
+  T* data_ = nullptr;
   size_t size_ = 0, cap_ = 0;
 };
 
