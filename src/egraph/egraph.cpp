@@ -380,10 +380,13 @@ void EGraph::finish_class(ClassId c) {
   auto dead = [&](NodeId n) { return nodes_[n.value].dead == kDuplicate; };
   std::span<NodeId> nodes = lists_.view(rec.nodes);
   auto end = std::remove_if(nodes.begin(), nodes.end(), dead);
-  std::sort(nodes.begin(), end, [&](NodeId x, NodeId y) {
+  // Often still sorted (a node added with a new, higher id and an op no
+  // lower than the rest): checked in one pass before sorting.
+  auto by_op = [&](NodeId x, NodeId y) {
     const uint16_t ox = nodes_[x.value].op, oy = nodes_[y.value].op;
     return ox != oy ? ox < oy : x < y;
-  });
+  };
+  if (!std::is_sorted(nodes.begin(), end, by_op)) std::sort(nodes.begin(), end, by_op);
   rec.nodes.size = static_cast<uint32_t>(end - nodes.begin());
   if (rec.nodes.size > 0) {
     rec.op_min = nodes_[nodes.front().value].op;
@@ -391,7 +394,7 @@ void EGraph::finish_class(ClassId c) {
   }
   std::span<NodeId> parents = lists_.view(rec.parents);
   auto pend = std::remove_if(parents.begin(), parents.end(), dead);
-  std::sort(parents.begin(), pend);
+  if (!std::is_sorted(parents.begin(), pend)) std::sort(parents.begin(), pend);
   pend = std::unique(parents.begin(), pend);
   rec.parents.size = static_cast<uint32_t>(pend - parents.begin());
 }
@@ -526,8 +529,15 @@ void EGraph::build_index() const {
   const size_t num_ops = ops().size();
   op_begin_.assign(num_ops + 1, 0);
   auto for_each_op = [&](ClassId c, auto&& visit) {
+    const ClassRec& r = rec(c);
+    // A class of one op (most) is answered from its record. (Pruning may
+    // leave the range wider than the ops left, never narrower.)
+    if (r.op_min == r.op_max) {
+      if (r.nodes.size != 0) visit(uint32_t{r.op_min});
+      return;
+    }
     uint32_t last = UINT32_MAX;
-    for (NodeId n : lists_.view(rec(c).nodes)) {
+    for (NodeId n : lists_.view(r.nodes)) {
       const uint32_t op = nodes_[n.value].op;
       if (op != last) visit(op);
       last = op;
