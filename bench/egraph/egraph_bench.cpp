@@ -44,16 +44,26 @@
 // (The small lines' peak is mostly the process itself: this binary and
 // libstdc++ mapped, about 4.6 MB before any e-graph.)
 
-#include <spool/hlir/appliers.hpp>
-#include <spool/hlir/language.hpp>
+// Two binaries are built from this file: egraph_bench_hlir (SPOOL_BENCH_HLIR
+// = 1) holds every workload; egraph_bench holds the engine's own and runs
+// egraph_bench_hlir (SPOOL_BENCH_HLIR_EXE) for hlir-llama-block, so the
+// small lines' process does not load the HLIR language, the rule files'
+// compiler and the model builders it never uses.
+#ifndef SPOOL_BENCH_HLIR
+#define SPOOL_BENCH_HLIR 0
+#endif
+
 #include <math_language/lambda.hpp>
 #include <math_language/math.hpp>
 #include <spool/egraph/pattern.hpp>
 #include <spool/egraph/runner.hpp>
 
-#include <spool/rules/rule_file.hpp>
-
+#if SPOOL_BENCH_HLIR
+#include <spool/hlir/appliers.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/models/llama.hpp>
+#include <spool/rules/rule_file.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -67,10 +77,13 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using namespace spool::egraph;
+#if SPOOL_BENCH_HLIR
 namespace hlir = spool::hlir;
+#endif
 
 namespace {
 
@@ -202,6 +215,7 @@ Measure egg_lambda(int threads) {
   return m;
 }
 
+#if SPOOL_BENCH_HLIR
 Measure llama_block(int threads) {
   spool::models::LlamaConfig config = spool::models::LlamaConfig::tiny();
   config.layers = 1;
@@ -233,6 +247,7 @@ Measure llama_block(int threads) {
   m.stop = fmt::format("{} HLIR nodes; {}", graph.num_live(), m.stop);
   return m;
 }
+#endif
 
 double peak_rss_mb() {
   rusage u{};
@@ -271,12 +286,24 @@ Measure run_workload(const std::string& name, int threads) {
   if (name == "math-suite") return math_suite(threads);
   if (name == "egg-math") return egg_math(threads);
   if (name == "egg-lambda") return egg_lambda(threads);
+#if SPOOL_BENCH_HLIR
   if (name == "hlir-llama-block") return llama_block(threads);
+#endif
   throw spool::Error(fmt::format("unknown workload '{}'", name));
 }
 
-// Runs this binary again with `--only name` and the other options; returns
-// its exit status.
+// The binary that runs workload `name`: this one, or egraph_bench_hlir for
+// the HLIR line when this one was built without it.
+const char* binary_for(const std::string& name) {
+#if !SPOOL_BENCH_HLIR
+  if (name == "hlir-llama-block") return SPOOL_BENCH_HLIR_EXE;
+#endif
+  (void)name;
+  return "/proc/self/exe";
+}
+
+// Runs this binary (or the one holding the workload) again with `--only
+// name` and the other options; returns its exit status.
 int run_alone(const char* self, const std::string& name, int repeat, int threads, bool full) {
   std::vector<std::string> args = {self, "--only", name, "--repeat", std::to_string(repeat), "--threads",
                                    std::to_string(threads)};
@@ -288,7 +315,7 @@ int run_alone(const char* self, const std::string& name, int repeat, int threads
   const pid_t pid = fork();
   if (pid < 0) throw spool::Error("fork failed");
   if (pid == 0) {
-    execv("/proc/self/exe", argv.data());
+    execv(binary_for(name), argv.data());
     std::_Exit(127);
   }
   int status = 0;
@@ -315,6 +342,7 @@ int run(int argc, char** argv) {
     for (const std::string& name : kWorkloads) failures += run_alone(argv[0], name, repeat, threads, full) != 0;
     return failures == 0 ? 0 : 1;
   }
+  if (std::string_view(binary_for(only)) != "/proc/self/exe") return run_alone(argv[0], only, repeat, threads, full);
   print(only, best_of(repeat, [&] { return run_workload(only, 1); }), repeat);
   if (threads != 1) {
     const std::string label = fmt::format("{} [{} threads]", only, threads == 0 ? "default" : std::to_string(threads));
