@@ -32,17 +32,20 @@
 // math_associate_adds) only new matches are, which builds the same e-graph
 // (--full-matching finds all of them in the assoc lines too).
 //
-// Measured on a loaded 2-core machine (best of 16, one fresh process per
-// run, egg and spool alternated, ratios from runs in the same minute; the
-// egg-lambda and assoc-add-10 rows are two rounds, the others three):
+// Measured on a loaded 2-core machine (load average 4-5: other builds
+// running; best of 16, one fresh process per run, egg and spool
+// alternated, ratios from runs in the same minute; the egg-lambda and
+// assoc-add-10 rows are two rounds, the others three):
 //   line          egg 0.9.5          spool             egg/spool  peak RSS egg / spool
-//   assoc-add-7      2.83 ms            1.79 ms        1.57-1.59     4.4 /  5.9 MB
-//   assoc-add-10   861-1038 ms         317-348 ms      2.71-2.98    69.1 / 47.6 MB
-//   math-suite       1.39 ms            0.78 ms        1.77-1.81     3.5 /  5.4 MB
-//   egg-math         8.68 ms            5.27 ms        1.62-1.68     4.4 /  6.1 MB
-//   egg-lambda     857-1330 ms         245-356 ms      3.49-3.73    33.2 / 37.8 MB
-// (The small lines' peak is mostly the process itself: this binary and
-// libstdc++ mapped, about 4.6 MB before any e-graph.)
+//   assoc-add-7    2.86-2.88 ms       1.46-1.50 ms     1.91-1.97   4.4-4.5 /  5.7 MB
+//   assoc-add-10    544-615 ms         184-208 ms      2.96           69.1 / 50.1 MB
+//   math-suite     1.38-1.39 ms       0.71 ms          1.95-1.96   3.4-3.6 /  5.1 MB
+//   egg-math       8.51-8.66 ms       4.56-4.66 ms     1.86-1.87   4.4-4.6 /  5.9-6.0 MB
+//   egg-lambda      760-781 ms         216-218 ms      3.52-3.59      33.3 / 39.4 MB
+// (The small lines' peak is mostly the process itself: this binary,
+// libstdc++ and libc mapped, about 4.3 MB before any e-graph. The big
+// lines' peak over 16 runs is 1-3 MB above a single run's: the memory a
+// run frees stays in the process, see main().)
 
 // Two binaries are built from this file: egraph_bench_hlir (SPOOL_BENCH_HLIR
 // = 1) holds every workload; egraph_bench holds the engine's own and runs
@@ -360,7 +363,8 @@ int main(int argc, char** argv) {
   // (about 90 page faults a run on assoc-add-7, a tenth of its time; egg's
   // harness, which runs each test on a thread of its own, faults about 28
   // a run). Freed memory stays in the process instead, so repeats time the
-  // engine rather than the kernel; the peak is still the largest run's.
+  // engine rather than the kernel (the peak over many runs can then exceed
+  // a single run's by what fragmentation keeps: 1-3 MB on the big lines).
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest
   try {
