@@ -158,8 +158,10 @@ bool EGraph::same_content(uint32_t node, uint16_t op, uint32_t attr, const Class
   return true;
 }
 
-uint32_t EGraph::memo_find(uint32_t hash, uint16_t op, uint32_t attr, const ClassId* children,
-                           size_t arity) const {
+// Inlined into its callers (all in this file): a lookup is the inner step
+// of applying a match, and the call cost a tenth of it.
+[[gnu::always_inline]] inline uint32_t EGraph::memo_find(uint32_t hash, uint16_t op, uint32_t attr,
+                                                         const ClassId* children, size_t arity) const {
   const size_t mask = memo_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const MemoSlot& slot = memo_[i];

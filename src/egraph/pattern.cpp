@@ -472,18 +472,11 @@ Builder compile_builder(const Pattern& pattern) {
   return b;
 }
 
-bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs, ClassId target,
-                std::string_view reason) {
-  if (builder.steps.empty()) return graph.merge(classes[builder.var], target, reason);
-  // The classes built so far, on the stack for a small pattern.
-  constexpr size_t kSmall = 8;
-  ClassId small[kSmall];
-  std::vector<ClassId> big;
-  ClassId* built = small;
-  if (builder.steps.size() > kSmall) {
-    big.resize(builder.steps.size());
-    built = big.data();
-  }
+namespace {
+
+// build_into() with `built` holding a class per step.
+inline bool build_steps(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs,
+                        ClassId target, std::string_view reason, ClassId* built) {
   const uint32_t* all_kids = builder.kids.data();
   // Calls f(children) with the children of step `st`, on the stack up to four.
   auto with_kids = [&](const Builder::Step& st, auto&& f) {
@@ -508,6 +501,26 @@ bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, c
   const AttrId attr = root.attr_var ? attrs[root.attr] : AttrId{root.attr};
   return with_kids(
       root, [&](std::span<const ClassId> kids) { return graph.add_to_class(root.op, attr, kids, target, reason); });
+}
+
+// A right-hand side of many steps, its classes on the heap (kept out of
+// build_into() so the common case has a small frame).
+[[gnu::noinline]] bool build_big(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs,
+                                 ClassId target, std::string_view reason) {
+  std::vector<ClassId> built(builder.steps.size());
+  return build_steps(graph, builder, classes, attrs, target, reason, built.data());
+}
+
+}  // namespace
+
+bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs, ClassId target,
+                std::string_view reason) {
+  if (builder.steps.empty()) return graph.merge(classes[builder.var], target, reason);
+  // The classes built so far, on the stack for a small pattern.
+  constexpr size_t kSmall = 8;
+  if (builder.steps.size() > kSmall) return build_big(graph, builder, classes, attrs, target, reason);
+  ClassId built[kSmall];
+  return build_steps(graph, builder, classes, attrs, target, reason, built);
 }
 
 ClassId add_ground(EGraph& graph, const Pattern& pattern) {

@@ -448,6 +448,9 @@ struct Runner::State {
     if (rule.guards.empty() && !rule.actions.empty() && rule.actions[0].first_lookup != UINT32_MAX &&
         g.num_nodes() > kPrefetchNodes)
       predict = &rule.actions[0];
+    // Counted in a local (the calls below may not change it), stored back
+    // once the chunk is done.
+    size_t ticks = since_clock;
     for (size_t m = 0; m < matches.size(); ++m) {
       if (predict) {
         if (m + 16 < matches.size()) {
@@ -460,8 +463,8 @@ struct Runner::State {
         budget_hit(StopReason::NodeLimit);
         break;
       }
-      if (++since_clock >= clock_every) {
-        since_clock = 0;
+      if (++ticks >= clock_every) {
+        ticks = 0;
         if (Clock::now() >= cap_deadline) {
           budget_hit(StopReason::TimeLimit);
           break;
@@ -472,6 +475,7 @@ struct Runner::State {
       g.set_origin(0);
       if (applied) ++rr.applications;
     }
+    since_clock = ticks;
   }
 
   // An iteration that changed nothing saturates the ruleset only if no rule
