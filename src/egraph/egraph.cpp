@@ -269,13 +269,20 @@ bool EGraph::add_to_class(OpId op, AttrId attr, std::span<const ClassId> childre
                           std::string_view reason) {
   // With an analysis the new node needs its own class first, so make() and
   // check_merge() see it like any other merge.
-  if (analysis_) return merge(add(op, attr, children), target, reason);
+  if (analysis_) {
+    const ClassId c = find(add(op, attr, children));
+    // Most right-hand sides are already in the class: no call to merge().
+    return c != find(target) && merge(c, target, reason);
+  }
   check_arity(op, children.size());
   return with_canonical(*this, children, [&](const ClassId* kids) {
     const size_t arity = children.size();
     const uint32_t hash = hash_node(op.value, attr.value, kids, arity);
     const uint32_t found = memo_find(hash, op.value, attr.value, kids, arity);
-    if (found != UINT32_MAX) return merge(nodes_[found].cls, target, reason);
+    if (found != UINT32_MAX) {
+      const ClassId c = find(nodes_[found].cls);
+      return c != find(target) && merge(c, target, reason);
+    }
     const ClassId into = find(target);
     const uint32_t n = push_node(op.value, attr.value, kids, arity, into);
     memo_insert(n, hash);
