@@ -37,11 +37,11 @@
 // alternated, ratios from runs in the same minute; the egg-lambda and
 // assoc-add-10 rows are two rounds, the others three):
 //   line          egg 0.9.5          spool             egg/spool  peak RSS egg / spool
-//   assoc-add-7    2.86-2.88 ms       1.46-1.50 ms     1.91-1.97   4.4-4.5 /  5.7 MB
-//   assoc-add-10    544-615 ms         184-208 ms      2.96           69.1 / 50.1 MB
-//   math-suite     1.38-1.39 ms       0.71 ms          1.95-1.96   3.4-3.6 /  5.1 MB
-//   egg-math       8.51-8.66 ms       4.56-4.66 ms     1.86-1.87   4.4-4.6 /  5.9-6.0 MB
-//   egg-lambda      760-781 ms         216-218 ms      3.52-3.59      33.3 / 39.4 MB
+//   assoc-add-7    2.86 ms            1.39 ms          2.06        4.2-4.4 /  5.7 MB
+//   assoc-add-10    495-520 ms         167-178 ms      2.79-3.12      69.1 / 50.1 MB
+//   math-suite     1.38-1.39 ms       0.69-0.70 ms     1.97-2.01      3.5 /  5.1 MB
+//   egg-math       8.45-8.56 ms       4.39-4.42 ms     1.91-1.95   4.2-4.6 /  5.9-6.0 MB
+//   egg-lambda      799-817 ms         229-230 ms      3.48-3.57      33.3 / 39.3 MB
 // (The small lines' peak is mostly the process itself: this binary,
 // libstdc++ and libc mapped, about 4.3 MB before any e-graph. The big
 // lines' peak over 16 runs is 1-3 MB above a single run's: the memory a
