@@ -32,7 +32,7 @@
 // math_associate_adds) only new matches are, which builds the same e-graph
 // (--full-matching finds all of them in the assoc lines too).
 //
-// Measured on a loaded 2-core machine (load average 4-5: other builds
+// Measured on a loaded 2-core machine (load average 4-6: other builds
 // running; best of 16, one fresh process per run, egg and spool
 // alternated, ratios from runs in the same minute; the egg-lambda and
 // assoc-add-10 rows are two rounds, the others three):
