@@ -32,32 +32,46 @@
 // math_associate_adds) only new matches are, which builds the same e-graph
 // (--full-matching finds all of them in the assoc lines too).
 //
-// Measured on a loaded 2-core machine (best of 16, one fresh process per
-// run, egg and spool alternated, ratios from runs in the same minute; the
-// egg-lambda and assoc-add-10 rows are two rounds, the others three):
+// Measured on a loaded 2-core machine (load average 4-6: other builds
+// running; best of 16, one fresh process per run, egg and spool
+// alternated, ratios from runs in the same minute; the egg-lambda and
+// assoc-add-10 rows are two rounds, the others three):
 //   line          egg 0.9.5          spool             egg/spool  peak RSS egg / spool
-//   assoc-add-7      2.83 ms            1.79 ms        1.57-1.59     4.4 /  5.9 MB
-//   assoc-add-10   861-1038 ms         317-348 ms      2.71-2.98    69.1 / 47.6 MB
-//   math-suite       1.39 ms            0.78 ms        1.77-1.81     3.5 /  5.4 MB
-//   egg-math         8.68 ms            5.27 ms        1.62-1.68     4.4 /  6.1 MB
-//   egg-lambda     857-1330 ms         245-356 ms      3.49-3.73    33.2 / 37.8 MB
-// (The small lines' peak is mostly the process itself: this binary and
-// libstdc++ mapped, about 4.6 MB before any e-graph.)
+//   assoc-add-7    2.86 ms            1.39 ms          2.06        4.2-4.4 /  5.7 MB
+//   assoc-add-10    495-520 ms         167-178 ms      2.79-3.12      69.1 / 50.1 MB
+//   math-suite     1.38-1.39 ms       0.69-0.70 ms     1.97-2.01      3.5 /  5.1 MB
+//   egg-math       8.45-8.56 ms       4.39-4.42 ms     1.91-1.95   4.2-4.6 /  5.9-6.0 MB
+//   egg-lambda      799-817 ms         229-230 ms      3.48-3.57      33.3 / 39.3 MB
+// (The small lines' peak is mostly the process itself: this binary,
+// libstdc++ and libc mapped, about 4.3 MB before any e-graph. The big
+// lines' peak over 16 runs is 1-3 MB above a single run's: the memory a
+// run frees stays in the process, see main().)
 
-#include <spool/hlir/appliers.hpp>
-#include <spool/hlir/language.hpp>
+// Two binaries are built from this file: egraph_bench_hlir (SPOOL_BENCH_HLIR
+// = 1) holds every workload; egraph_bench holds the engine's own and runs
+// egraph_bench_hlir (SPOOL_BENCH_HLIR_EXE) for hlir-llama-block, so the
+// small lines' process does not load the HLIR language, the rule files'
+// compiler and the model builders it never uses.
+#ifndef SPOOL_BENCH_HLIR
+#define SPOOL_BENCH_HLIR 0
+#endif
+
 #include <math_language/lambda.hpp>
 #include <math_language/math.hpp>
 #include <spool/egraph/pattern.hpp>
 #include <spool/egraph/runner.hpp>
 
-#include <spool/rules/rule_file.hpp>
-
+#if SPOOL_BENCH_HLIR
+#include <spool/hlir/appliers.hpp>
+#include <spool/hlir/language.hpp>
 #include <spool/models/llama.hpp>
+#include <spool/rules/rule_file.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,10 +80,13 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using namespace spool::egraph;
+#if SPOOL_BENCH_HLIR
 namespace hlir = spool::hlir;
+#endif
 
 namespace {
 
@@ -201,6 +218,7 @@ Measure egg_lambda(int threads) {
   return m;
 }
 
+#if SPOOL_BENCH_HLIR
 Measure llama_block(int threads) {
   spool::models::LlamaConfig config = spool::models::LlamaConfig::tiny();
   config.layers = 1;
@@ -232,6 +250,7 @@ Measure llama_block(int threads) {
   m.stop = fmt::format("{} HLIR nodes; {}", graph.num_live(), m.stop);
   return m;
 }
+#endif
 
 double peak_rss_mb() {
   rusage u{};
@@ -270,12 +289,24 @@ Measure run_workload(const std::string& name, int threads) {
   if (name == "math-suite") return math_suite(threads);
   if (name == "egg-math") return egg_math(threads);
   if (name == "egg-lambda") return egg_lambda(threads);
+#if SPOOL_BENCH_HLIR
   if (name == "hlir-llama-block") return llama_block(threads);
+#endif
   throw spool::Error(fmt::format("unknown workload '{}'", name));
 }
 
-// Runs this binary again with `--only name` and the other options; returns
-// its exit status.
+// The binary that runs workload `name`: this one, or egraph_bench_hlir for
+// the HLIR line when this one was built without it.
+const char* binary_for(const std::string& name) {
+#if !SPOOL_BENCH_HLIR
+  if (name == "hlir-llama-block") return SPOOL_BENCH_HLIR_EXE;
+#endif
+  (void)name;
+  return "/proc/self/exe";
+}
+
+// Runs this binary (or the one holding the workload) again with `--only
+// name` and the other options; returns its exit status.
 int run_alone(const char* self, const std::string& name, int repeat, int threads, bool full) {
   std::vector<std::string> args = {self, "--only", name, "--repeat", std::to_string(repeat), "--threads",
                                    std::to_string(threads)};
@@ -287,7 +318,7 @@ int run_alone(const char* self, const std::string& name, int repeat, int threads
   const pid_t pid = fork();
   if (pid < 0) throw spool::Error("fork failed");
   if (pid == 0) {
-    execv("/proc/self/exe", argv.data());
+    execv(binary_for(name), argv.data());
     std::_Exit(127);
   }
   int status = 0;
@@ -314,6 +345,7 @@ int run(int argc, char** argv) {
     for (const std::string& name : kWorkloads) failures += run_alone(argv[0], name, repeat, threads, full) != 0;
     return failures == 0 ? 0 : 1;
   }
+  if (std::string_view(binary_for(only)) != "/proc/self/exe") return run_alone(argv[0], only, repeat, threads, full);
   print(only, best_of(repeat, [&] { return run_workload(only, 1); }), repeat);
   if (threads != 1) {
     const std::string label = fmt::format("{} [{} threads]", only, threads == 0 ? "default" : std::to_string(threads));
@@ -325,6 +357,16 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Each run frees its e-graph, and glibc then hands the top of the heap
+  // back to the kernel (once 128 KiB of it is free) and serves large blocks
+  // with fresh mappings: every --repeat run faulted its memory in again
+  // (about 90 page faults a run on assoc-add-7, a tenth of its time; egg's
+  // harness, which runs each test on a thread of its own, faults about 28
+  // a run). Freed memory stays in the process instead, so repeats time the
+  // engine rather than the kernel (the peak over many runs can then exceed
+  // a single run's by what fragmentation keeps: 1-3 MB on the big lines).
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -472,18 +472,11 @@ Builder compile_builder(const Pattern& pattern) {
   return b;
 }
 
-bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs, ClassId target,
-                std::string_view reason) {
-  if (builder.steps.empty()) return graph.merge(classes[builder.var], target, reason);
-  // The classes built so far, on the stack for a small pattern.
-  constexpr size_t kSmall = 8;
-  ClassId small[kSmall];
-  std::vector<ClassId> big;
-  ClassId* built = small;
-  if (builder.steps.size() > kSmall) {
-    big.resize(builder.steps.size());
-    built = big.data();
-  }
+namespace {
+
+// build_into() with `built` holding a class per step.
+inline bool build_steps(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs,
+                        ClassId target, std::string_view reason, ClassId* built) {
   const uint32_t* all_kids = builder.kids.data();
   // Calls f(children) with the children of step `st`, on the stack up to four.
   auto with_kids = [&](const Builder::Step& st, auto&& f) {
@@ -508,6 +501,26 @@ bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, c
   const AttrId attr = root.attr_var ? attrs[root.attr] : AttrId{root.attr};
   return with_kids(
       root, [&](std::span<const ClassId> kids) { return graph.add_to_class(root.op, attr, kids, target, reason); });
+}
+
+// A right-hand side of many steps, its classes on the heap (kept out of
+// build_into() so the common case has a small frame).
+[[gnu::noinline]] bool build_big(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs,
+                                 ClassId target, std::string_view reason) {
+  std::vector<ClassId> built(builder.steps.size());
+  return build_steps(graph, builder, classes, attrs, target, reason, built.data());
+}
+
+}  // namespace
+
+bool build_into(EGraph& graph, const Builder& builder, const ClassId* classes, const AttrId* attrs, ClassId target,
+                std::string_view reason) {
+  if (builder.steps.empty()) return graph.merge(classes[builder.var], target, reason);
+  // The classes built so far, on the stack for a small pattern.
+  constexpr size_t kSmall = 8;
+  if (builder.steps.size() > kSmall) return build_big(graph, builder, classes, attrs, target, reason);
+  ClassId built[kSmall];
+  return build_steps(graph, builder, classes, attrs, target, reason, built);
 }
 
 ClassId add_ground(EGraph& graph, const Pattern& pattern) {
@@ -690,6 +703,8 @@ class Machine {
         // The root's class may have been unioned: its old nodes matched
         // (in their class then) all the same.
         const bool now_fresh = fresh || (in.reg != 0 && merged(regs_[in.reg]));
+        // The last instruction emits directly (one call less per match).
+        const bool last = pc + 1 == q_.program.size();
         for (NodeId n : g_.sorted_class_nodes(regs_[in.reg], in.op)) {
           const ENodeRef node = g_.node(n);
           if (!in.any_arity && node.children.size() != in.arity) continue;
@@ -706,7 +721,11 @@ class Machine {
               break;
           }
           for (uint32_t k = 0; k < in.arity; ++k) regs_[in.other + k] = node.children[k];
-          run(pc + 1, now_fresh || n.value >= node_mark_);
+          const bool f = now_fresh || n.value >= node_mark_;
+          if (!last)
+            run(pc + 1, f);
+          else if (f)
+            emit();
           if (aborted_) return;
         }
         return;
@@ -721,11 +740,11 @@ class Machine {
 
  private:
   void emit() {
-    std::vector<ClassId>& out = out_.classes;
-    out.push_back(regs_[0]);
-    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r)
-      out.push_back(*r == kUnset ? ClassId{} : regs_[*r]);
-    for (uint32_t a = 0; a < q_.num_attr_vars; ++a) out_.attrs.push_back(aregs_[a]);
+    // One capacity check per match, then the row written in place.
+    ClassId* row = out_.classes.extend(1 + static_cast<size_t>(var_reg_end_ - var_reg_begin_));
+    *row++ = regs_[0];
+    for (const uint32_t* r = var_reg_begin_; r != var_reg_end_; ++r) *row++ = *r == kUnset ? ClassId{} : regs_[*r];
+    if (q_.num_attr_vars != 0) std::copy(aregs_, aregs_ + q_.num_attr_vars, out_.attrs.extend(q_.num_attr_vars));
     if (++count > cap) aborted_ = true;
   }
 

@@ -61,7 +61,7 @@ TEST_CASE("time budget: the clock is read before every match of a custom applier
   // 2,000 matches of a custom applier; the tenth call alone outlasts the
   // whole budget. The runner must stop right after it, in the middle of the
   // apply loop: the deadline has passed by then on any machine, so no later
-  // call may come (a clock read every 16 matches, or only between
+  // call may come (a clock read every 64 matches, or only between
   // iterations, would let them through). Nothing here depends on how fast
   // the machine is.
   static constexpr size_t kStallingCall = 10;

@@ -25,12 +25,17 @@
 #include <spool/egraph/egraph.hpp>
 #include <spool/support/diagnostic.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace spool::egraph {
@@ -163,13 +168,81 @@ struct Query {
                                           const std::vector<std::optional<uint32_t>>& binders,
                                           const Vars& vars);
 
+// A growable array of ids that appends a row of `n` values in place (one
+// capacity check per row, a block copy when it grows): what the matcher
+// writes its matches into. Its storage is not initialised up front, so
+// the capacity it grows into costs no memory until rows are written.
+template <typename T>
+class RowBuf {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  RowBuf() = default;
+  RowBuf(const RowBuf& o) { *this = o; }
+  RowBuf(RowBuf&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+  RowBuf& operator=(const RowBuf& o) {
+    if (this != &o) {
+      size_ = 0;
+      reserve(o.size_);
+      if (o.size_ != 0) std::memcpy(data_, o.data_, o.size_ * sizeof(T));
+      size_ = o.size_;
+    }
+    return *this;
+  }
+  RowBuf& operator=(RowBuf&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      cap_ = std::exchange(o.cap_, 0);
+    }
+    return *this;
+  }
+  ~RowBuf() { release(); }
+
+  size_t size() const { return size_; }
+  size_t capacity() const { return cap_; }
+  bool empty() const { return size_ == 0; }
+  const T* data() const { return data_; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  void clear() { size_ = 0; }
+  void reserve(size_t n) {
+    if (n > cap_) regrow(n);
+  }
+  void push_back(T v) { *extend(1) = v; }
+  // Appends `n` slots for the caller to fill and returns the first.
+  T* extend(size_t n) {
+    if (cap_ - size_ < n) regrow(std::max(2 * cap_, size_ + n));
+    T* p = data_ + size_;
+    size_ += n;
+    return p;
+  }
+
+ private:
+  void regrow(size_t n) {
+    T* d = std::allocator<T>().allocate(n);
+    if (size_ != 0) std::memcpy(d, data_, size_ * sizeof(T));
+    release();
+    data_ = d;
+    cap_ = n;
+  }
+  void release() {
+    if (data_) std::allocator<T>().deallocate(data_, cap_);
+    data_ = nullptr;
+    cap_ = 0;
+  }
+  T* data_ = nullptr;
+  size_t size_ = 0, cap_ = 0;
+};
+
 // Matches found by one search: for each match, the classes of every class
 // variable and the values of every attribute variable, plus the root class.
 struct MatchSet {
   uint32_t num_vars = 0;
   uint32_t num_attr_vars = 0;
-  std::vector<ClassId> classes;  // (1 + num_vars) per match: root, then variables
-  std::vector<AttrId> attrs;     // num_attr_vars per match
+  RowBuf<ClassId> classes;  // (1 + num_vars) per match: root, then variables
+  RowBuf<AttrId> attrs;     // num_attr_vars per match
   size_t size() const { return num_vars + 1 == 0 ? 0 : classes.size() / (num_vars + 1); }
   void clear() {
     classes.clear();
