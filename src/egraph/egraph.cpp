@@ -586,10 +586,15 @@ size_t EGraph::prune_to_leaves(ClassId c) {
   std::span<NodeId> nodes = lists_.view(r.nodes);
   size_t kept = 0;
   for (NodeId n : nodes) {
-    if (nodes_[n.value].arity == 0) {
+    NodeRec& r = nodes_[n.value];
+    // A class changed in this rebuild still lists the duplicates congruence
+    // found (finish_class drops them at its end): they are out of the
+    // hashcons and leave the list here without becoming pruned nodes.
+    if (r.dead == kDuplicate) continue;
+    if (r.arity == 0) {
       nodes[kept++] = n;
     } else {
-      nodes_[n.value].dead = kPruned;
+      r.dead = kPruned;
       ++pruned_;
     }
   }

@@ -302,6 +302,7 @@ struct Runner::State {
 
     // ---- rebuild -------------------------------------------------------------------
     const size_t rebuild_unions = g.rebuild();
+    if (cfg.check_invariants) g.check_invariants();
     bool changed = it.unions > 0 || g.num_nodes() != nodes_before || rebuild_unions > 0;
     finish_iteration(it, t_rebuild, Clock::now(), rebuild_unions);
     // egg's runner asks the backoff scheduler whether it may stop whenever

@@ -89,7 +89,8 @@ TEST_CASE("egg math: every goal proven as in egg, with egg's e-graph sizes") {
   CHECK(rules.size() == 36);  // egg 0.9.5: 29 simplification and derivative rules, 7 integration rules
   for (const math::EggGoal& goal : math::egg_goals()) {
     CAPTURE(goal.name);
-    const math::EggResult r = math::run_egg_goal(*L, goal, goal.assoc_only ? std::span<const Rule>(assoc) : rules);
+    const math::EggResult r = math::run_egg_goal(*L, goal, goal.assoc_only ? std::span<const Rule>(assoc) : rules, 1,
+                                                 /*check=*/true);
     CHECK(r.proven == goal.provable);
     if (goal.assoc_only) CHECK(r.classes == 127);  // egg's @check
     const auto it = egg_math_sizes().find(goal.name);
@@ -108,7 +109,7 @@ TEST_CASE("egg math: guards read the e-graph mid-apply (d-variable fires in the 
   const auto rules = math::egg_rules(*L);
   for (const math::EggGoal& goal : math::egg_goals()) {
     if (goal.name != "math_diff_same") continue;
-    const math::EggResult r = math::run_egg_goal(*L, goal, rules);
+    const math::EggResult r = math::run_egg_goal(*L, goal, rules, 1, /*check=*/true);
     CHECK(r.proven);
     CHECK(r.report.iterations == 1);
     CHECK(r.classes == 3);
@@ -124,7 +125,7 @@ TEST_CASE("egg lambda: every goal proven as in egg, with egg's e-graph sizes") {
   for (const lambda::Goal& goal : lambda::goals()) {
     if (goal.slow) continue;
     CAPTURE(goal.name);
-    const lambda::Result r = lambda::run_goal(*L, goal, rules);
+    const lambda::Result r = lambda::run_goal(*L, goal, rules, 1, /*check=*/true);
     CHECK(r.proven == goal.provable);
     const auto it = egg_lambda_sizes().find(goal.name);
     REQUIRE(it != egg_lambda_sizes().end());
@@ -140,7 +141,7 @@ TEST_CASE("egg lambda: the long goals, lambda_function_repeat and lambda_fib") {
   for (const lambda::Goal& goal : lambda::goals()) {
     if (!goal.slow) continue;
     CAPTURE(goal.name);
-    const lambda::Result r = lambda::run_goal(*L, goal, rules);
+    const lambda::Result r = lambda::run_goal(*L, goal, rules, 1, /*check=*/true);
     CHECK(r.proven == goal.provable);
     const auto it = egg_lambda_sizes().find(goal.name);
     REQUIRE(it != egg_lambda_sizes().end());

@@ -148,6 +148,26 @@ TEST_CASE("constant folding merges known values and refuses contradictions") {
   g->check_invariants();
 }
 
+TEST_CASE("pruning in a rebuild drops the duplicates congruence found, without pruning them") {
+  // (+ x 1) and (+ y 1) share a class; merging x with y makes (+ y 1) a
+  // duplicate, still listed in the class when, in the same rebuild, the
+  // class's new constant prunes it to its leaves.
+  auto L = math::make_language();
+  auto g = math::make_egraph(*L, /*prune=*/true);
+  const ClassId x1 = add_expr(*g, "(+ x 1)");
+  g->merge(x1, add_expr(*g, "(+ y 1)"), "test");
+  g->rebuild();
+  g->merge(add_expr(*g, "x"), add_expr(*g, "y"), "test");
+  g->merge(x1, add_expr(*g, "4"), "test");
+  g->rebuild();
+  g->check_invariants();
+  CHECK(g->num_pruned() == 1);  // (+ x 1); (+ y 1) is gone as a duplicate
+  CHECK(g->find(*lookup_expr(*g, "(+ y 1)")) == g->find(x1));
+  g->compact();
+  g->check_invariants();
+  CHECK(g->num_pruned() == 1);
+}
+
 TEST_CASE("a rule that merges different constants is reported by name") {
   auto L = math::make_language();
   auto g = math::make_egraph(*L);

@@ -51,6 +51,9 @@ struct RunnerConfig {
   bool incremental = true;
   // Checked after every iteration; returning true stops with StopReason::Goal.
   std::function<bool(EGraph&)> stop_when;
+  // EGraph::check_invariants() after every rebuild (tests: the whole graph
+  // is walked each time, so it costs as much as a rebuild or more).
+  bool check_invariants = false;
 };
 
 struct RuleReport {

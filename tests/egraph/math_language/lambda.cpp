@@ -303,7 +303,7 @@ const std::vector<Goal>& goals() {
   return g;
 }
 
-Result run_goal(LambdaLanguage& lang, const Goal& goal, std::span<const Rule> rules, int threads) {
+Result run_goal(LambdaLanguage& lang, const Goal& goal, std::span<const Rule> rules, int threads, bool check) {
   auto g = make_egraph(lang);
   const ClassId start = add_expr(*g, goal.start);
   g->rebuild();
@@ -328,6 +328,7 @@ Result run_goal(LambdaLanguage& lang, const Goal& goal, std::span<const Rule> ru
   c.node_limit = goal.node_limit;
   c.time_limit_ms = goal.time_limit_ms;
   c.threads = threads;
+  c.check_invariants = check;
   c.incremental = false;
   c.stop_when = proven;
   Result r;

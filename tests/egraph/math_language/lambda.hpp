@@ -84,7 +84,9 @@ struct Result {
   RunReport report;
   size_t classes = 0, nodes = 0;
 };
-// As egg's test_fn!: the goals checked after every iteration.
-Result run_goal(LambdaLanguage& lang, const Goal& goal, std::span<const Rule> rules, int threads = 1);
+// As egg's test_fn!: the goals checked after every iteration (`check`: and
+// the e-graph's invariants after every rebuild).
+Result run_goal(LambdaLanguage& lang, const Goal& goal, std::span<const Rule> rules, int threads = 1,
+                bool check = false);
 
 }  // namespace spool::egraph::lambda

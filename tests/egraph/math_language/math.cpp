@@ -257,7 +257,7 @@ const std::vector<EggGoal>& egg_goals() {
   return g;
 }
 
-EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const Rule> rules, int threads) {
+EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const Rule> rules, int threads, bool check) {
   std::unique_ptr<EGraph> g = goal.assoc_only ? std::make_unique<EGraph>(lang.language) : make_egraph(lang, true);
   for (const std::string& e : goal.extra) add_expr(*g, e);
   const ClassId start = add_expr(*g, goal.start);
@@ -280,6 +280,7 @@ EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const 
   c.time_limit_ms = goal.time_limit_ms;
   c.scheduler = goal.backoff ? SchedulerKind::Backoff : SchedulerKind::Simple;
   c.threads = threads;
+  c.check_invariants = check;
   // Every match every iteration, as egg, where the backoff scheduler
   // counts them; the simple scheduler builds the same e-graph from new
   // matches alone.

@@ -118,6 +118,8 @@ struct EggResult {
 // Runs one goal as egg's test_fn! does: the extra terms, then the start
 // term; the goal checked after every iteration (egg's hook checks it
 // before the next, counting one more iteration than the ones that ran).
-EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const Rule> rules, int threads = 1);
+// `check`: the e-graph's invariants checked after every rebuild.
+EggResult run_egg_goal(MathLanguage& lang, const EggGoal& goal, std::span<const Rule> rules, int threads = 1,
+                       bool check = false);
 
 }  // namespace spool::egraph::math
