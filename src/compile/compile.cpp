@@ -92,40 +92,40 @@ bool still_current(FileStamp& s) {
 // reported by compiled_rules, also before). Parses are kept for the process
 // and reused while every file a parse read has the same size and
 // modification time: compiles of several models, or of one model rolled and
-// unrolled, read the same files. A parse is kept only if
-// no file changed while it was made (their stamps before and after agree).
+// unrolled, read the same files. A parse is reused only if no file changed
+// while it was made: the stamps taken after the parse before it and after
+// it agree. A process's first compile parses once (a one-shot run never
+// asks again) and keeps its stamps; the second parses again to verify.
 std::shared_ptr<const rules::RuleFile> read_rule_file(const std::string& path) {
   struct Entry {
-    std::vector<FileStamp> stamps;  // every file the parse read
+    std::vector<FileStamp> stamps;  // every file the parse read, stamped after it
     std::shared_ptr<const rules::RuleFile> file;
+    bool verified = false;  // parsed between two agreeing stamps: reusable
   };
   static std::mutex mutex;
   static std::map<std::string, Entry> cache;
+  std::optional<std::vector<FileStamp>> before;  // the last parse's stamps, still current
   {
     const std::lock_guard<std::mutex> lock(mutex);
     const auto it = cache.find(path);
     if (it != cache.end()) {
       bool current = true;
       for (FileStamp& stamp : it->second.stamps) current = current && still_current(stamp);
-      if (current) return it->second.file;
+      if (current && it->second.verified) return it->second.file;
+      if (current) before = it->second.stamps;
     }
   }
-  auto parse = [&](Entry& entry) {
-    Result<rules::RuleFile> file = rules::load_rule_file(path);
-    if (!file) throw Error(file.error().render());
-    entry.stamps.clear();
-    for (const std::string& f : file.value().files) entry.stamps.push_back(stamp_of(f));
-    entry.file = std::make_shared<const rules::RuleFile>(std::move(file.value()));
-  };
   Entry entry;
-  parse(entry);
-  Entry again;
-  parse(again);
-  if (again.stamps == entry.stamps) {
+  Result<rules::RuleFile> file = rules::load_rule_file(path);
+  if (!file) throw Error(file.error().render());
+  for (const std::string& f : file.value().files) entry.stamps.push_back(stamp_of(f));
+  entry.file = std::make_shared<const rules::RuleFile>(std::move(file.value()));
+  entry.verified = before && *before == entry.stamps;
+  {
     const std::lock_guard<std::mutex> lock(mutex);
-    cache[path] = again;
+    cache[path] = entry;
   }
-  return again.file;
+  return entry.file;
 }
 
 // The rules of a compile's rule files, compiled once into one language.
