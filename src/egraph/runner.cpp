@@ -142,7 +142,7 @@ bool incremental_ok(const Rule& rule) {
 struct Runner::State {
   const RunnerConfig& cfg;
   EGraph& g;
-  std::span<const RuleSet> sets;
+  std::vector<SetRef> sets;
   Clock::time_point start;
   Clock::time_point deadline;
   RunReport report;
@@ -175,12 +175,12 @@ struct Runner::State {
   size_t num_budgets = 0;
   std::unique_ptr<tbb::task_arena> arena;
 
-  State(const RunnerConfig& c, EGraph& graph, std::span<const RuleSet> s)
-      : cfg(c), g(graph), sets(s), start(Clock::now()) {
+  State(const RunnerConfig& c, EGraph& graph, std::vector<SetRef> s)
+      : cfg(c), g(graph), sets(std::move(s)), start(Clock::now()) {
     const double limit = std::max(0.0, cfg.time_limit_ms);
     deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(limit));
     refresh_caps();
-    for (const RuleSet& set : sets) {
+    for (const SetRef& set : sets) {
       rule_state.emplace_back(set.rules.size());
       origins.emplace_back();
       for (const Rule& rule : set.rules) origins.back().push_back(g.intern_origin(rule.reason));
@@ -261,7 +261,7 @@ struct Runner::State {
   // One iteration of ruleset `si`; returns whether it changed the graph.
   bool iterate(size_t si) {
     if (stopped || out_of_budget_before_iteration(Clock::now())) return false;
-    const RuleSet& set = sets[si];
+    const SetRef& set = sets[si];
     std::vector<RuleState>& states = rule_state[si];
     const size_t iter = report.iterations;
     if (!g.clean()) g.rebuild();
@@ -316,7 +316,7 @@ struct Runner::State {
   // Cuts the candidates of every rule that is not banned into chunks, and
   // sets the generation each rule reports matches since. Returns the number
   // of chunks.
-  size_t cut_chunks(const RuleSet& set, const std::vector<RuleState>& states, size_t iter, IterationReport& it) {
+  size_t cut_chunks(const SetRef& set, const std::vector<RuleState>& states, size_t iter, IterationReport& it) {
     since.assign(set.rules.size(), kAllMatches);
     if (cfg.incremental)
       for (size_t r = 0; r < set.rules.size(); ++r)
@@ -353,7 +353,7 @@ struct Runner::State {
   // Matches the first `num_chunks` chunks, each into its own buffer; the
   // search started at `start` and ends at `end`. Returns whether the time
   // budget ran out.
-  bool match_chunks(const RuleSet& set, size_t num_chunks, Clock::time_point start, Clock::time_point& end) {
+  bool match_chunks(const SetRef& set, size_t num_chunks, Clock::time_point start, Clock::time_point& end) {
     std::atomic<bool> timed_out{false};
     // Times the chunk from `t0` (one clock read per chunk when run in a row).
     auto search_chunk = [&](size_t i, Clock::time_point t0) {
@@ -383,7 +383,7 @@ struct Runner::State {
     return timed_out.load();
   }
 
-  void count_matches(const RuleSet& set, size_t num_chunks, IterationReport& it) {
+  void count_matches(const SetRef& set, size_t num_chunks, IterationReport& it) {
     rule_matches.assign(set.rules.size(), 0);
     for (size_t i = 0; i < num_chunks; ++i) {
       rule_matches[chunks[i].rule] += chunks[i].matches.size();
@@ -631,7 +631,19 @@ Runner::Runner(RunnerConfig config) : config_(std::move(config)) {}
 Runner::~Runner() = default;
 
 RunReport Runner::run(EGraph& graph, std::span<const RuleSet> rulesets, const Schedule& schedule) {
-  State st(config_, graph, rulesets);
+  std::vector<SetRef> sets;
+  sets.reserve(rulesets.size());
+  for (const RuleSet& set : rulesets) sets.push_back(SetRef{set.name, set.rules});
+  return run_sets(graph, std::move(sets), schedule);
+}
+
+RunReport Runner::run(EGraph& graph, std::span<const Rule> rules) {
+  // One ruleset of the caller's rules, borrowed for the length of the run.
+  return run_sets(graph, {SetRef{"all", rules}}, Schedule::saturate(Schedule::run("all")));
+}
+
+RunReport Runner::run_sets(EGraph& graph, std::vector<SetRef> sets, const Schedule& schedule) {
+  State st(config_, graph, std::move(sets));
   if (!graph.clean()) graph.rebuild();
   st.exec_top(schedule);
   // A run whose steps all saturated saturated; one whose step stopped at a
@@ -645,14 +657,6 @@ RunReport Runner::run(EGraph& graph, std::span<const RuleSet> rulesets, const Sc
   st.report.classes = graph.num_classes();
   st.report.total_ms = ms_between(st.start, Clock::now());
   return std::move(st.report);
-}
-
-RunReport Runner::run(EGraph& graph, std::span<const Rule> rules) {
-  // A RuleSet owns its rules; borrow them for the length of the run.
-  std::vector<RuleSet> sets(1);
-  sets[0].name = "all";
-  sets[0].rules.assign(rules.begin(), rules.end());
-  return run(graph, sets, Schedule::saturate(Schedule::run("all")));
 }
 
 }  // namespace spool::egraph

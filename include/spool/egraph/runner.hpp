@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace spool::egraph {
@@ -140,6 +141,12 @@ class Runner {
 
  private:
   struct State;
+  // A ruleset as the run reads it: its name and its rules, borrowed.
+  struct SetRef {
+    std::string_view name;
+    std::span<const Rule> rules;
+  };
+  RunReport run_sets(EGraph& graph, std::vector<SetRef> sets, const Schedule& schedule);
   RunnerConfig config_;
 };
 
