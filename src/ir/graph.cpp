@@ -5,9 +5,9 @@
 #include <spool/support/error.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <boost/container_hash/hash.hpp>
-#include <unordered_map>
+#include <cstdlib>
+#include <unordered_set>
 
 namespace spool {
 namespace {
@@ -436,45 +436,69 @@ Graph compacted(const Graph& graph) {
 
 Graph cse(const Graph& graph) {
   Graph out = graph;
-  // Structural key of a node whose inputs are already canonical.
-  struct Key {
-    Op op;
-    Attr attr;
-    DType dtype;
-    Shape shape;
-    std::vector<Edge> inputs;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      size_t seed = static_cast<size_t>(k.op);
-      boost::hash_combine(seed, hash_attr(k.attr));
-      boost::hash_combine(seed, static_cast<int>(k.dtype));
-      boost::hash_range(seed, k.shape.begin(), k.shape.end());
-      for (const Edge& e : k.inputs) {
+  // Nodes in topological order, each with its inputs already rewired to
+  // the first node of their value: a node equals an earlier one when op,
+  // attribute, type and input edges agree (inputs and weights: when their
+  // names do). Hashed and compared in place, nothing copied per node.
+  auto named = [](Op op) { return op == Op::Input || op == Op::Weight; };
+  struct Hash {
+    const Graph* g;
+    bool (*named)(Op);
+    size_t operator()(NodeId id) const {
+      const Node& n = g->node(id);
+      size_t seed = static_cast<size_t>(n.op);
+      boost::hash_combine(seed, hash_attr(n.attr));
+      if (!named(n.op)) {
+        boost::hash_combine(seed, static_cast<int>(n.dtype));
+        boost::hash_range(seed, n.shape.begin(), n.shape.end());
+      }
+      for (const Edge& e : n.inputs) {
         boost::hash_combine(seed, e.src.value);
         boost::hash_combine(seed, e.view.hash());
       }
       return seed;
     }
   };
-  std::unordered_map<Key, NodeId, KeyHash> canonical;
-  for (const NodeId id : graph.topo_order()) {
-    const Node& n = out.node(id);
-    Key key{n.op, n.attr, n.dtype, n.shape, std::vector<Edge>(n.inputs.begin(), n.inputs.end())};
-    // Inputs and weights are the same value exactly when their names are.
-    if (n.op == Op::Input || n.op == Op::Weight) key.dtype = DType::F32, key.shape = {};
-    const auto [it, fresh] = canonical.emplace(std::move(key), id);
-    if (fresh) continue;
-    if (n.op == Op::Input || n.op == Op::Weight) {
-      const Node& first = out.node(it->second);
-      if (first.dtype != n.dtype || first.shape != n.shape)
-        fail("cse: {} '{}' is declared as both {}{} and {}{}", op_name(n.op), std::get<NameAttr>(n.attr).name,
-             dtype_name(first.dtype), shape_str(first.shape), dtype_name(n.dtype), shape_str(n.shape));
+  struct Same {
+    const Graph* g;
+    bool (*named)(Op);
+    bool operator()(NodeId a, NodeId b) const {
+      const Node& x = g->node(a);
+      const Node& y = g->node(b);
+      if (x.op != y.op || x.attr != y.attr) return false;
+      if (!named(x.op) && (x.dtype != y.dtype || x.shape != y.shape)) return false;
+      return std::equal(x.inputs.begin(), x.inputs.end(), y.inputs.begin(), y.inputs.end());
     }
-    out.replace_uses(id, Edge{it->second, {}});
-    out.remove(id);
+  };
+  std::unordered_set<NodeId, Hash, Same> canonical(graph.num_live(), Hash{&out, named}, Same{&out, named});
+  std::vector<NodeId> first(graph.id_bound());  // per node: the node of its value
+  std::vector<NodeId> duplicates;
+  for (const NodeId id : graph.topo_order()) {
+    first[id.value] = id;
+    const size_t count = out.node(id).inputs.size();
+    for (size_t i = 0; i < count; ++i) {
+      const Edge& e = out.node(id).inputs[i];
+      if (first[e.src.value] != e.src) out.set_input(id, i, Edge{first[e.src.value], e.view});
+    }
+    const auto [it, fresh] = canonical.insert(id);
+    if (fresh) continue;
+    const Node& n = out.node(id);
+    if (named(n.op)) {
+      const Node& earlier = out.node(*it);
+      if (earlier.dtype != n.dtype || earlier.shape != n.shape)
+        fail("cse: {} '{}' is declared as both {}{} and {}{}", op_name(n.op), std::get<NameAttr>(n.attr).name,
+             dtype_name(earlier.dtype), shape_str(earlier.shape), dtype_name(n.dtype), shape_str(n.shape));
+    }
+    first[id.value] = *it;
+    duplicates.push_back(id);
   }
+  for (size_t i = 0; i < out.outputs().size(); ++i) {
+    const Edge& e = out.outputs()[i].edge;
+    if (first[e.src.value] != e.src) out.set_output(i, Edge{first[e.src.value], e.view});
+  }
+  // Every reader now reads the first node of the value (a duplicate reads
+  // only first nodes itself).
+  for (const NodeId id : duplicates) out.remove(id);
   return out;
 }
 

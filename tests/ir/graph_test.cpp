@@ -198,3 +198,27 @@ TEST_CASE("dtype conversions round to nearest even") {
   }
   CHECK(wrap_to_int(DType::I32, 2147483648LL) == -2147483648LL);
 }
+
+TEST_CASE("cse keeps the first node of each value and rewires readers and outputs to it") {
+  Graph g;
+  const Tensor x = input(g, "x", DType::F32, {4, 8});
+  const Tensor a = exp2(x);
+  const Tensor c = a + exp2(x);              // (exp2 x) twice: c reads a twice after cse
+  const Tensor d = exp2(x) + exp2(x);        // equal to c once its inputs are rewired
+  const Tensor t = exp2(x.transpose(0, 1));  // another view of x: another value
+  output("c", c);
+  output("d", d);
+  output("t", t);
+  REQUIRE(g.num_live() == 8);
+  const Graph out = cse(g);
+  CHECK(out.num_live() == 4);  // x, a, c and the transposed exp2
+  CHECK(out.outputs()[0].edge.src == c.node());
+  CHECK(out.outputs()[1].edge.src == c.node());
+  CHECK(out.outputs()[2].edge.src == t.node());
+  for (const Edge& e : out.node(c.node()).inputs) CHECK(e.src == a.node());
+  CHECK(!out.contains(d.node()));
+  out.verify();
+  // Idempotent, and the input graph is left as it was.
+  CHECK(compacted(cse(out)) == compacted(out));
+  CHECK(g.num_live() == 8);
+}
