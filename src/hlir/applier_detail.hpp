@@ -43,6 +43,8 @@ NodeCopy copy_node(EGraph& g, NodeId n);
 
 // The nodes of class `c` with op `op`, copied, in node order.
 std::vector<NodeCopy> nodes_with(EGraph& g, ClassId c, OpId op);
+// Whether class `c` has a node with op `op` (nothing copied).
+bool has_node_with(EGraph& g, ClassId c, OpId op);
 
 bool same_kids(EGraph& g, const NodeCopy& node, std::span<const ClassId> kids);
 

@@ -57,13 +57,14 @@ NodeCopy copy_node(EGraph& g, NodeId n) {
 }
 
 std::vector<NodeCopy> nodes_with(EGraph& g, ClassId c, OpId op) {
-  c = g.find(c);
-  std::vector<NodeId> ids;
-  for (NodeId n : g.class_nodes(c))
-    if (g.node(n).op == op) ids.push_back(n);
   std::vector<NodeCopy> out;
-  for (NodeId n : ids) out.push_back(copy_node(g, n));
+  for (NodeId n : g.class_nodes(g.find(c), op)) out.push_back(copy_node(g, n));
   return out;
+}
+
+bool has_node_with(EGraph& g, ClassId c, OpId op) {
+  const auto nodes = g.class_nodes(g.find(c), op);
+  return nodes.begin() != nodes.end();
 }
 
 bool same_kids(EGraph& g, const NodeCopy& node, std::span<const ClassId> kids) {

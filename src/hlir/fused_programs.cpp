@@ -154,10 +154,10 @@ std::optional<Producer> fused_producer(EGraph& g, HlirLanguage& lang, ClassId c,
   // every reader (a residual stream).
   auto gemm_made = [&](ClassId k) {
     if (!several_readers(g, k)) return false;
-    if (!nodes_with(g, k, lang.op(Op::Gemm)).empty()) return true;
+    if (has_node_with(g, k, lang.op(Op::Gemm))) return true;
     for (const NodeCopy& n : nodes_with(g, k, fused))
       for (ClassId kid : n.kids)
-        if (!nodes_with(g, kid, lang.op(Op::Gemm)).empty() && consumed_within(g, lang, kid, k)) return true;
+        if (has_node_with(g, kid, lang.op(Op::Gemm)) && consumed_within(g, lang, kid, k)) return true;
     return false;
   };
   if (gemm_made(c)) return std::nullopt;

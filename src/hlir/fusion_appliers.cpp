@@ -215,7 +215,7 @@ std::optional<ClassId> gemm_epilogue(EGraph& g, HlirLanguage& lang, const MatchV
 std::optional<ClassId> reduce_op(EGraph& g, HlirLanguage& lang, const MatchView& m) {
   // A gemm already computes it (the sum of a broadcast product, nn::matmul):
   // a reduce would read the product, K times larger than the result.
-  if (!nodes_with(g, m.root, lang.op(Op::Gemm)).empty()) return std::nullopt;
+  if (has_node_with(g, m.root, lang.op(Op::Gemm))) return std::nullopt;
   for (Op kind : {Op::SumReduce, Op::MaxReduce}) {
     if (!matched_node(g, m.root, lang.op(kind), m.attr_args[0], m.args.subspan(1))) continue;
     ReduceAttr attr;
