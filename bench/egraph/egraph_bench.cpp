@@ -32,18 +32,22 @@
 // math_associate_adds) only new matches are, which builds the same e-graph
 // (--full-matching finds all of them in the assoc lines too).
 //
-// Measured on a loaded 2-core machine (load average 4-6: other builds
-// running; best of 16, one fresh process per run, egg and spool
-// alternated, ratios from runs in the same minute; the egg-lambda and
-// assoc-add-10 rows are two rounds, the others three):
+// Measured on a loaded 2-core machine (load average 3.6-3.9: a sanitizer
+// build running; best of 16, one fresh process per run, egg and spool
+// alternated, ratios from runs in the same minute; the small lines three
+// rounds, the egg-lambda and assoc-add-10 rows two rounds of best of 6,
+// whose spread is the load's):
 //   line          egg 0.9.5          spool             egg/spool  peak RSS egg / spool
-//   assoc-add-7    2.86 ms            1.39 ms          2.06        4.2-4.4 /  5.7 MB
-//   assoc-add-10    495-520 ms         167-178 ms      2.79-3.12      69.1 / 50.1 MB
-//   math-suite     1.38-1.39 ms       0.69-0.70 ms     1.97-2.01      3.5 /  5.1 MB
-//   egg-math       8.45-8.56 ms       4.39-4.42 ms     1.91-1.95   4.2-4.6 /  5.9-6.0 MB
-//   egg-lambda      799-817 ms         229-230 ms      3.48-3.57      33.3 / 39.3 MB
+//   assoc-add-7    2.86-2.87 ms       1.33-1.35 ms     2.12-2.15      4.4 /  5.8-6.0 MB
+//   assoc-add-10    733-757 ms         240-320 ms      2.37-3.05      69.1 / 48.2-50.1 MB
+//   math-suite     1.37-1.40 ms       0.63-0.64 ms     2.18-2.21      3.5 /  5.1-5.3 MB
+//   egg-math       8.53-8.66 ms       4.12-4.13 ms     2.07-2.10      4.4 /  5.9-6.1 MB
+//   egg-lambda    1132-1190 ms         289-340 ms      3.33-4.11      33.6 / 36.6-39.3 MB
 // (The small lines' peak is mostly the process itself: this binary,
-// libstdc++ and libc mapped, about 4.3 MB before any e-graph. The big
+// libstdc++ and libc mapped, about 4.3 MB before any e-graph, where egg's
+// test binary starts at 2.8 MB; above those, assoc-add-7 takes 1.5-1.7 MB
+// here and 1.6 MB in egg, egg-math 1.7-1.9 and 1.6, math-suite 0.8-1.0
+// and 0.7. The big
 // lines' peak over 16 runs is 1-3 MB above a single run's: the memory a
 // run frees stays in the process, see main().)
 
