@@ -32,24 +32,26 @@
 // math_associate_adds) only new matches are, which builds the same e-graph
 // (--full-matching finds all of them in the assoc lines too).
 //
-// Measured on a loaded 2-core machine (load average 3.6-3.9: a sanitizer
-// build running; best of 16, one fresh process per run, egg and spool
-// alternated, ratios from runs in the same minute; the small lines three
-// rounds, the egg-lambda and assoc-add-10 rows two rounds of best of 6,
-// whose spread is the load's):
+// Measured on a quiet 2-core machine (load average 0.1-0.4; best of 16, one
+// fresh process per run, egg and spool alternated, ratios from runs in the
+// same minute; the small lines three rounds, the egg-lambda and
+// assoc-add-10 rows two rounds of best of 6; peaks over 16 runs on both
+// sides):
 //   line          egg 0.9.5          spool             egg/spool  peak RSS egg / spool
-//   assoc-add-7    2.86-2.87 ms       1.33-1.35 ms     2.12-2.15      4.4 /  5.8-6.0 MB
-//   assoc-add-10    733-757 ms         240-320 ms      2.37-3.05      69.1 / 48.2-50.1 MB
-//   math-suite     1.37-1.40 ms       0.63-0.64 ms     2.18-2.21      3.5 /  5.1-5.3 MB
-//   egg-math       8.53-8.66 ms       4.12-4.13 ms     2.07-2.10      4.4 /  5.9-6.1 MB
-//   egg-lambda    1132-1190 ms         289-340 ms      3.33-4.11      33.6 / 36.6-39.3 MB
+//   assoc-add-7    2.79-2.89 ms       1.31-1.36 ms     2.1-2.2        4.4 /  6.0 MB
+//   assoc-add-10    542-590 ms         175-201 ms      2.93-3.09      70.6 / 51.3 MB
+//   math-suite     1.38-1.40 ms       0.62-0.63 ms     2.22-2.23      3.4 /  5.3 MB
+//   egg-math       8.48-8.55 ms       4.11-4.17 ms     2.05-2.08      4.4 /  6.2 MB
+//   egg-lambda      786-835 ms         228-241 ms      3.26-3.67      34.0 / 40.8 MB
+// (Three of 47 assoc-add-7 processes ran at 1.65-1.76 ms, two of them
+// right after egg's runs; the other 44 at 1.31-1.36.)
 // (The small lines' peak is mostly the process itself: this binary,
 // libstdc++ and libc mapped, about 4.3 MB before any e-graph, where egg's
-// test binary starts at 2.8 MB; above those, assoc-add-7 takes 1.5-1.7 MB
-// here and 1.6 MB in egg, egg-math 1.7-1.9 and 1.6, math-suite 0.8-1.0
-// and 0.7. The big
-// lines' peak over 16 runs is 1-3 MB above a single run's: the memory a
-// run frees stays in the process, see main().)
+// test binary starts at 2.8 MB; above those, assoc-add-7 takes 1.7 MB here
+// and 1.6 MB in egg, egg-math 1.9 and 1.6, math-suite 1.0 and 0.6. The big
+// lines' peak over 16 runs is 1-4 MB above a single run's (egg-lambda:
+// 36.3 MB for one): the memory a run frees stays in the process, see
+// main().)
 
 // Two binaries are built from this file: egraph_bench_hlir (SPOOL_BENCH_HLIR
 // = 1) holds every workload; egraph_bench holds the engine's own and runs
