@@ -12,10 +12,12 @@
 #include <spool/support/error.hpp>
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <set>
 
 namespace spool::npu {
@@ -38,7 +40,22 @@ class Verifier {
 
   std::vector<std::string> run() {
     buffers();
-    for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(static_cast<int>(i));
+    // Each kernel is checked on its own (its loops, scratchpad and
+    // accesses): a program of many kernels in parallel, each by a verifier
+    // of its own, the errors reported in kernel order.
+    constexpr size_t kParallelKernels = 16;
+    if (p_.kernels.size() < kParallelKernels) {
+      for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(static_cast<int>(i));
+    } else {
+      std::vector<std::vector<std::string>> kernel_errors(p_.kernels.size());
+      tbb::parallel_for(size_t{0}, p_.kernels.size(), [&](size_t i) {
+        Verifier one(p_);
+        one.kernel(static_cast<int>(i));
+        kernel_errors[i] = std::move(one.errors_);
+      });
+      for (std::vector<std::string>& errors : kernel_errors)
+        errors_.insert(errors_.end(), std::make_move_iterator(errors.begin()), std::make_move_iterator(errors.end()));
+    }
     dependencies();
     return std::move(errors_);
   }

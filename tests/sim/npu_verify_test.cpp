@@ -6,6 +6,7 @@
 #include <spool/support/error.hpp>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 using namespace spool;
 
@@ -178,4 +179,23 @@ kernel "r" {
   CHECK_THROWS_WITH_AS(npu::verify_or_throw(npu::parse(text).take()),
                        "invalid NPU program 'p': kernel 'r': reads '@t' written by kernel 'w' but does not depend on it",
                        spool::Error);
+}
+
+TEST_CASE("verifier: a program of many kernels reports every kernel's errors in kernel order") {
+  // Enough kernels that they are checked in parallel; kernels 3 and 17
+  // annotate a type wrongly, kernel 11 twice.
+  std::string text = kHead;
+  std::vector<std::string> expected;
+  for (int k = 0; k < 20; ++k) {
+    const bool bad = k == 3 || k == 11 || k == 17;
+    text += fmt::format(
+        "kernel \"k{}\" {{\n  spad %A : f32[64] x1 at 0\n  vector \"v\" [1, 64] {{\n"
+        "    %a = load %A[0 : 64] : f32\n    %c = exp %a : {}\n",
+        k, bad ? "bf16" : "f32");
+    if (k == 11) text += "    %d = sqrt %a : bf16\n";
+    text += "  }\n}\n";
+    if (bad) expected.push_back(fmt::format("kernel 'k{}': value %c: op 'exp' of f32 is annotated bf16", k));
+    if (k == 11) expected.push_back("kernel 'k11': value %d: op 'sqrt' of f32 is annotated bf16");
+  }
+  CHECK(verify_text(text) == expected);
 }
