@@ -60,11 +60,13 @@ int main(int argc, char** argv) {
   // TBB's first parallel call sets up its thread pool (worker threads, the
   // machine's CPU limits read from /proc, its allocator looked up): about
   // 0.8 ms, which the compile's first parallel step would otherwise wait
-  // for. It is done here beside the command, whose first stage (building a
-  // model, reading a file) runs on one thread. Joined when main returns.
+  // for. A command that compiles, lowers or simulates does it beside its
+  // first stage (building a model, reading a file), which runs on one
+  // thread; the others never start the pool. Joined when main returns.
   std::jthread tbb_warmup;
   app.parse_complete_callback([&] {
-    tbb_warmup = std::jthread([] { tbb::parallel_for(0, 2, [](int) {}); });
+    if (!app.got_subcommand("version") && !app.got_subcommand("models") && !app.got_subcommand("import"))
+      tbb_warmup = std::jthread([] { tbb::parallel_for(0, 2, [](int) {}); });
     spdlog::set_level(spdlog::level::from_str(log_level));
 #ifdef SPOOL_FAULT_INJECTION
     if (!fault_name.empty()) spool::fault::plant(fault_name);
