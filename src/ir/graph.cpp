@@ -434,21 +434,24 @@ Graph compacted(const Graph& graph) {
   return out;
 }
 
+namespace {
+// Inputs and weights are the same value exactly when their names are.
+bool named_value(Op op) { return op == Op::Input || op == Op::Weight; }
+}  // namespace
+
 Graph cse(const Graph& graph) {
   Graph out = graph;
   // Nodes in topological order, each with its inputs already rewired to
   // the first node of their value: a node equals an earlier one when op,
   // attribute, type and input edges agree (inputs and weights: when their
   // names do). Hashed and compared in place, nothing copied per node.
-  auto named = [](Op op) { return op == Op::Input || op == Op::Weight; };
   struct Hash {
     const Graph* g;
-    bool (*named)(Op);
     size_t operator()(NodeId id) const {
       const Node& n = g->node(id);
       size_t seed = static_cast<size_t>(n.op);
       boost::hash_combine(seed, hash_attr(n.attr));
-      if (!named(n.op)) {
+      if (!named_value(n.op)) {
         boost::hash_combine(seed, static_cast<int>(n.dtype));
         boost::hash_range(seed, n.shape.begin(), n.shape.end());
       }
@@ -461,16 +464,15 @@ Graph cse(const Graph& graph) {
   };
   struct Same {
     const Graph* g;
-    bool (*named)(Op);
     bool operator()(NodeId a, NodeId b) const {
       const Node& x = g->node(a);
       const Node& y = g->node(b);
       if (x.op != y.op || x.attr != y.attr) return false;
-      if (!named(x.op) && (x.dtype != y.dtype || x.shape != y.shape)) return false;
+      if (!named_value(x.op) && (x.dtype != y.dtype || x.shape != y.shape)) return false;
       return std::equal(x.inputs.begin(), x.inputs.end(), y.inputs.begin(), y.inputs.end());
     }
   };
-  std::unordered_set<NodeId, Hash, Same> canonical(graph.num_live(), Hash{&out, named}, Same{&out, named});
+  std::unordered_set<NodeId, Hash, Same> canonical(graph.num_live(), Hash{&out}, Same{&out});
   std::vector<NodeId> first(graph.id_bound());  // per node: the node of its value
   std::vector<NodeId> duplicates;
   for (const NodeId id : graph.topo_order()) {
@@ -483,7 +485,7 @@ Graph cse(const Graph& graph) {
     const auto [it, fresh] = canonical.insert(id);
     if (fresh) continue;
     const Node& n = out.node(id);
-    if (named(n.op)) {
+    if (named_value(n.op)) {
       const Node& earlier = out.node(*it);
       if (earlier.dtype != n.dtype || earlier.shape != n.shape)
         fail("cse: {} '{}' is declared as both {}{} and {}{}", op_name(n.op), std::get<NameAttr>(n.attr).name,
