@@ -51,10 +51,11 @@ Kernel GemmKernel::build(int64_t& footprint) {
     b_prologue_t_ = b_prologue_t_ && b.index_buffer < 0 && b.strides[rank_ - 2] == 1 && b.strides[rank_ - 1] != 1;
   // Operand buffers (the matmul's), then the prologue inputs.
   // Operand slots: the loads of k tile i + slots - 1 are issued before
-  // the array steps of tile i (one slot, a choice: no prefetch). Two suffice when the arrays stream many
-  // rows per weight tile; a block of few rows (a GEMV, decode attention)
-  // is bound by its operand reads and by weight preloads about equally, and
-  // with two slots the DMA engine would wait out each tile's round trip.
+  // the array steps of tile i (one slot, a choice: no prefetch). Two
+  // suffice when the arrays stream many rows per weight tile; a block of
+  // few rows (a GEMV, decode attention) is bound by its operand reads and
+  // by weight preloads about equally, and with two slots the DMA engine
+  // would wait out each tile's round trip.
   slots_ = operand_slots(t_, K_, N_);
   A_ = kb_.spad("A", j_.dtype, TM * TK, slots_);
   B_ = kb_.spad("B", j_.dtype, TK * TN, slots_);
