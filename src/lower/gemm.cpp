@@ -75,7 +75,7 @@ std::vector<GemmTile> candidates(const GemmJob& job, const target::NpuConfig& c)
       tks.push_back(std::min(tk, ceil_div(K, R) * R));
   }
   const int64_t unit = std::min(N, Cc * c.systolic.arrays);
-  if (job.row_softmax) {
+  if (job.softmax == FusedSoftmax::Rows) {
     tns.push_back(N);  // the softmax needs whole rows in one tile
   } else {
     for (int64_t tn = unit;; tn *= 2) {
@@ -83,8 +83,12 @@ std::vector<GemmTile> candidates(const GemmJob& job, const target::NpuConfig& c)
       if (tn >= N || tn >= 64 * unit) break;
     }
   }
-  for (int64_t tm = 8; tm < M && tm <= 4096; tm *= 2) tms.push_back(tm);
-  if (M <= 4096) tms.push_back(M);
+  if (job.softmax == FusedSoftmax::Columns) {
+    tms.push_back(M);  // the softmax needs whole columns in one tile
+  } else {
+    for (int64_t tm = 8; tm < M && tm <= 4096; tm *= 2) tms.push_back(tm);
+    if (M <= 4096) tms.push_back(M);
+  }
   if (tms.empty()) tms.push_back(4096);
   std::vector<GemmTile> out;
   for (int64_t tk : tks)
@@ -109,8 +113,9 @@ std::vector<GemmTile> candidates(const GemmJob& job, const target::NpuConfig& c)
 
 // What determines the kernel apart from buffer addresses.
 std::string signature(const GemmJob& job) {
-  std::string s = fmt::format("{}|{}|{}|{}|{}|", dtype_name(job.dtype), program_str(job.a_program),
-                              program_str(job.b_program), program_str(job.epilogue_program), job.row_softmax);
+  std::string s =
+      fmt::format("{}|{}|{}|{}|{}|", dtype_name(job.dtype), program_str(job.a_program), program_str(job.b_program),
+                  program_str(job.epilogue_program), static_cast<int>(job.softmax));
   auto add = [&](const Access& a) {
     s += fmt::format("{}{}{}{}{};", dtype_name(a.dtype), shape_str(a.shape), shape_str(a.strides),
                      a.is_literal ? fmt::format("={}", a.literal) : "",
@@ -148,12 +153,13 @@ int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels) 
 // epilogue input and the output step over it exactly as over a run of M rows
 // (stride = M * the M stride), so the folded kernel reads and writes the same
 // elements. Operands read through a fused gather keep their batch axes (the
-// index is loaded per batch of axis 0).
+// index is loaded per batch of axis 0), and so does a product whose columns
+// a fused softmax normalises (over its own M rows, not the folded ones).
 GemmJob fold_broadcast_batches(GemmJob job) {
   auto gathered = [](const std::vector<Access>& ins) {
     return std::any_of(ins.begin(), ins.end(), [](const Access& a) { return a.index_buffer >= 0; });
   };
-  if (gathered(job.a) || gathered(job.b)) return job;
+  if (gathered(job.a) || gathered(job.b) || job.softmax == FusedSoftmax::Columns) return job;
   for (;;) {
     const size_t r = job.out.shape.size();
     if (r < 3) return job;
@@ -347,15 +353,15 @@ void remember(Emitter& em, const std::string& key, const GemmJob& job, const std
 
 // The tuner's tile `t` (spread over cores or not) with the fields the
 // job's choice sets, each clamped to what the generator takes: rows up to
-// M, columns whole multiples of the arrays' columns up to N (N itself with
-// a row softmax), k whole multiples of the array's rows up to K.
+// M (M itself with a column softmax), columns whole multiples of the
+// arrays' columns up to N (N itself with a row softmax), k whole multiples of the array's rows up to K.
 std::pair<GemmTile, bool> chosen_tile(const Emitter& em, const GemmJob& job, GemmTile t, bool split) {
   const KernelChoice& ch = job.choice;
   const Shape& as = job.a[0].shape;
   const int64_t M = as[as.size() - 2], K = as[as.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
   const int64_t R = em.config.systolic.rows, unit = std::min(N, em.config.systolic.cols * em.config.systolic.arrays);
-  if (ch.tile_m > 0) t.TM = std::min(ch.tile_m, M);
-  if (ch.tile_n > 0 && !job.row_softmax) t.TN = std::min(N, ceil_div(ch.tile_n, unit) * unit);
+  if (ch.tile_m > 0 && job.softmax != FusedSoftmax::Columns) t.TM = std::min(ch.tile_m, M);
+  if (ch.tile_n > 0 && job.softmax != FusedSoftmax::Rows) t.TN = std::min(N, ceil_div(ch.tile_n, unit) * unit);
   if (ch.tile_k > 0) t.TK = K <= R ? K : std::min(ceil_div(ch.tile_k, R) * R, ceil_div(K, R) * R);
   if (ch.tile_m > 0 || ch.tile_n > 0 || ch.tile_k > 0) t.slots = 0;  // the rule for the new shape
   // One (single buffering), two or three.

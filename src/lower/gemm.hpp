@@ -8,15 +8,18 @@
 
 namespace spool::lower::detail {
 
+enum class FusedSoftmax : uint8_t { None, Rows, Columns };
+
 struct GemmJob {
   KernelInfo info;
   DType dtype = DType::F32;           // the operands' dtype (after the prologues)
   std::vector<Access> a, b, epilogue;  // A inputs [.., M, K], B inputs [.., K, N], epilogue inputs [.., M, N]
   ProgramAttr a_program, b_program, epilogue_program;
   Access out;                          // [.., M, N]
-  // A softmax along the rows of the epilogue's result, in the kernel (the
-  // consumer softmax fused as a row epilogue; needs a tile spanning N).
-  bool row_softmax = false;
+  // A softmax of the epilogue's result in the kernel (the consumer softmax
+  // fused into the epilogue): along each row (needs a tile spanning N) or
+  // down each column (needs a tile spanning M).
+  FusedSoftmax softmax = FusedSoftmax::None;
   // What the caller chose for this node (LowerOptions::choice); the default
   // is the tuner's tile, operand slots, loop order and placement.
   KernelChoice choice;

@@ -106,7 +106,7 @@ void GemmKernel::compute(const Affine& n0, int64_t W, const Affine& blk, const A
     for (int64_t i = std::max<int64_t>(1, KT_ - D); i < KT_; ++i) k_run(b, at(i), true, slot0 + at(i));
   if (split_k_) add_split_k(b);
   const bool round = j_.dtype != DType::F32;
-  if (has_epilogue_ || round || !in_place_ || j_.row_softmax) epilogue(b);
+  if (has_epilogue_ || round || !in_place_ || j_.softmax != FusedSoftmax::None) epilogue(b);
 }
 
 // The epilogue inputs of a whole tile or of one value per row; those of one
@@ -216,7 +216,7 @@ void GemmKernel::add_split_k(const Block& b) {
   kb_.emit(vb.done());
 }
 
-// The accumulator tile through the epilogue program (and the row softmax)
+// The accumulator tile through the epilogue program (and the softmax)
 // into the output tile, in the output's dtype.
 void GemmKernel::epilogue(const Block& b) {
   const int64_t TN = t_.TN;
@@ -236,12 +236,16 @@ void GemmKernel::epilogue(const Block& b) {
     }
   }
   int v = vb.full(emit_program(vb, j_.epilogue_program, values, {}));
-  if (j_.row_softmax) {
+  if (j_.softmax != FusedSoftmax::None) {
+    // Along the block's rows (the tile spans N), or down its columns (the
+    // tile spans M: the block holds every row).
+    const bool down = j_.softmax == FusedSoftmax::Columns;
     const ScalarType F = ScalarType::F32;
     if (vb.type(v) != F) v = vb.op(VecOp::Cast, F, {v});
-    const int m = vb.op(VecOp::ReduceMax, F, {v});
+    const int m = vb.op(down ? VecOp::ReduceMaxRows : VecOp::ReduceMax, F, {v});
     const int e = vb.op(VecOp::Exp, F, {vb.op(VecOp::Sub, F, {v, m})});
-    v = vb.op(VecOp::Mul, F, {e, vb.op(VecOp::Recip, F, {vb.op(VecOp::ReduceSum, F, {e})})});
+    v = vb.op(VecOp::Mul, F,
+              {e, vb.op(VecOp::Recip, F, {vb.op(down ? VecOp::ReduceSumRows : VecOp::ReduceSum, F, {e})})});
   }
   const ScalarType ot = value_type(j_.out.dtype);
   if (vb.type(v) != ot) v = vb.op(VecOp::Cast, ot, {v});

@@ -1,6 +1,6 @@
 // GEMM nodes (lowering.hpp): the GEMM kernel with its prologues and
 // epilogue inside (gemm.cpp), and a softmax that is its only reader fused as
-// a row epilogue; standalone vector kernels around a plain GEMM when they
+// its epilogue; standalone vector kernels around a plain GEMM when they
 // cannot be placed.
 
 #include "lowering.hpp"
@@ -36,25 +36,25 @@ void Lowering::lower_gemm(NodeId id) {
                      nb > 1 || n.inputs.size() > na + nb;
   job.info = KernelInfo{em_.unique_name(name), "gemm", fused, 0, "", 1};
   if (em_.options.choice) job.choice = em_.options.choice(g_, id);
-  // A softmax along the rows as the only reader: fused as a row epilogue
-  // (when no tile spans the rows, it stays a kernel of its own).
-  std::optional<NodeId> softmax = softmax_reader(id);
-  Access out = output_buffer(softmax ? *softmax : id);
-  job.out = out;
-  if (softmax && em_.options.fuse) {
-    GemmJob with_softmax = job;
-    with_softmax.row_softmax = true;
-    with_softmax.info.fused = true;
-    if (!emit_gemm(em_, with_softmax)) {
-      absorbed_.insert(softmax->value);
-      values_[id.value] = out;
-      values_[softmax->value] = out;
-      return;
+  // A softmax along the rows or down the columns as the only reader: fused
+  // into the epilogue (when no tile spans the rows or the columns, it stays
+  // a kernel of its own, and keeps the output buffer it was given here).
+  if (em_.options.fuse)
+    if (const auto softmax = softmax_reader(id)) {
+      GemmJob with_softmax = job;
+      with_softmax.softmax = softmax->second;
+      with_softmax.info.fused = true;
+      with_softmax.out = output_buffer(softmax->first);
+      if (!emit_gemm(em_, with_softmax)) {
+        absorbed_.insert(softmax->first.value);
+        values_[id.value] = with_softmax.out;
+        values_[softmax->first.value] = with_softmax.out;
+        return;
+      }
+      claimed_.emplace(softmax->first.value, with_softmax.out);
     }
-    // The softmax stays separate: the GEMM writes its own buffer.
-    out = output_buffer(id);
-    job.out = out;
-  }
+  const Access out = output_buffer(id);
+  job.out = out;
   std::optional<std::string> why;
   if (!em_.options.fuse && fused) why = "fusion is disabled";
   if (!why) why = emit_gemm(em_, job);
@@ -101,9 +101,9 @@ void Lowering::lower_gemm_unfused(NodeId id, const GemmJob& job, const Access& o
   values_[id.value] = out;
 }
 
-// The softmax along the last axis that is the only reader of a GEMM's
-// result, read unchanged, or nothing.
-std::optional<NodeId> Lowering::softmax_reader(NodeId id) {
+// The softmax along the last axis (Rows) or the one before it (Columns) that
+// is the only reader of a GEMM's result, read unchanged, or nothing.
+std::optional<std::pair<NodeId, FusedSoftmax>> Lowering::softmax_reader(NodeId id) {
   if (g_.use_count(id) != 1) return std::nullopt;
   if (!users_built_) {
     users_.assign(g_.id_bound(), {});
@@ -115,8 +115,10 @@ std::optional<NodeId> Lowering::softmax_reader(NodeId id) {
   const NodeId u = users_[id.value][0];
   const Node& n = g_.node(u);
   if (n.op != Op::Softmax || !n.inputs[0].view.is_identity()) return std::nullopt;
-  if (std::get<AxisAttr>(n.attr).axis != static_cast<int64_t>(n.shape.size()) - 1) return std::nullopt;
-  return u;
+  const int64_t axis = std::get<AxisAttr>(n.attr).axis, rank = static_cast<int64_t>(n.shape.size());
+  if (axis == rank - 1) return std::pair{u, FusedSoftmax::Rows};
+  if (axis == rank - 2) return std::pair{u, FusedSoftmax::Columns};
+  return std::nullopt;
 }
 
 }  // namespace spool::lower::detail

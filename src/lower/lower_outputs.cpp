@@ -16,6 +16,7 @@ using npu::BufferKind;
 // The dense buffer a kernel node writes: a graph output's buffer when an
 // output reads it unchanged, else a temporary.
 Access Lowering::output_buffer(NodeId id) {
+  if (auto it = claimed_.find(id.value); it != claimed_.end()) return it->second;
   if (concats_.count(id.value)) return concat_buffer(id);
   return producer_buffer(id);
 }

@@ -16,6 +16,7 @@
 //   lower_grouped.cpp      grouped_matmul: one pass over the groups, run-time row counts
 
 #include "builder.hpp"
+#include "gemm.hpp"
 
 #include <spool/ir/graph.hpp>
 
@@ -97,13 +98,16 @@ class Lowering {
   void lower_gather(NodeId id);
   void lower_gemm(NodeId id);
   void lower_gemm_unfused(NodeId id, const GemmJob& job, const Access& out, const std::string& why);
-  std::optional<NodeId> softmax_reader(NodeId id);
+  std::optional<std::pair<NodeId, FusedSoftmax>> softmax_reader(NodeId id);
 
   const Graph& g_;
   Emitter em_;
   std::vector<std::optional<Access>> values_;
   std::map<uint32_t, std::vector<Piece>> concats_;
   std::set<uint32_t> absorbed_;
+  // Output buffers given out before their node was lowered (a softmax a GEMM
+  // could not absorb), by node: output_buffer() returns them.
+  std::map<uint32_t, Access> claimed_;
   std::vector<uint32_t> inner_;
   std::set<size_t> bound_;
   std::map<uint32_t, Access> concat_out_;                        // concat node -> its buffer

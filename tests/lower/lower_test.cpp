@@ -330,6 +330,54 @@ TEST_CASE("lower: multi-core: independent GEMM tiles are spread over the cores a
   CHECK(test::allclose(got.outputs, interp::run(g, env), {.stol = 1e-5}));
 }
 
+TEST_CASE("lower: a softmax that is a GEMM's only reader runs in its epilogue, along rows or down columns") {
+  // Attention as BERT writes it (scores = k q^T, softmax down the keys) and
+  // as decoders do (softmax along the keys of q k^T); and a batched product
+  // whose B operand is broadcast over the batch (batches folded into M for a
+  // plain GEMM, kept apart when a softmax normalises the columns).
+  for (const char* cfg : kConfigs) {
+    for (int64_t axis : {1, 2}) {
+      for (bool broadcast : {false, true}) {
+        CAPTURE(cfg);
+        CAPTURE(axis);
+        CAPTURE(broadcast);
+        Graph g("softmax_epilogue");
+        Tensor k = input(g, "k", DType::F32, {3, 40, 16});
+        Tensor q = input(g, "q", DType::F32, {broadcast ? 1 : 3, 33, 16});
+        Tensor qt = q.transpose(1, 2);
+        if (broadcast) qt = qt.expand({3, 16, 33});
+        GemmAttr scaled;  // the scale in the GEMM's epilogue, as the rules fuse it
+        scaled.epilogue.instrs = {constant_instr(0.25), instr(Op::Mul, 0, 1)};
+        Tensor scores(&g, g.add(Op::Gemm, {k.edge(), qt.edge()}, scaled));
+        output("p", Tensor(&g, g.add(Op::Softmax, {scores.edge()}, AxisAttr{axis})));
+        lower::Lowered l;
+        CHECK(lower_and_run(g, cfg, 12, 2, &l).within(1e-5));
+        CHECK(l.program.kernels.size() == 1);
+        REQUIRE(l.report.per_kernel.size() == 1);
+        CHECK(l.report.per_kernel[0].fused);
+        // Down the columns the tile spans all 40 rows.
+        if (axis == 1) CHECK(l.report.per_kernel[0].tile.rfind("m40 ", 0) == 0);
+      }
+    }
+  }
+  // No tile spans the columns within the budget: the softmax is a kernel of its own.
+  lower::LowerOptions options;
+  options.spad_budget = 24 << 10;
+  Graph g("softmax_apart");
+  Tensor a = input(g, "a", DType::F32, {600, 32});
+  Tensor b = weight(g, "b", DType::F32, {32, 24});
+  output("p", Tensor(&g, g.add(Op::Softmax, {Tensor(&g, g.add(Op::Gemm, {a.edge(), b.edge()}, GemmAttr{})).edge()},
+                               AxisAttr{0})));
+  lower::Lowered l;
+  CHECK(lower_and_run(g, "toy", 13, 2, &l, options).within(1e-5));
+  CHECK(l.program.kernels.size() == 2);
+  // Nor with fusion disabled (the softmax, not the GEMM, writes the output).
+  lower::LowerOptions unfused;
+  unfused.fuse = false;
+  CHECK(lower_and_run(g, "toy", 13, 2, &l, unfused).within(1e-5));
+  CHECK(l.program.kernels.size() == 2);
+}
+
 TEST_CASE("lower: small scratchpad budgets force ragged row and column tiles, same values") {
   // With a few KiB per kernel every generator tiles rows and columns with
   // ragged edges (and the GEMM shrinks to its smallest tiles).
