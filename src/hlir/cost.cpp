@@ -251,7 +251,7 @@ HlirCostConfig cost_config(const target::NpuConfig& npu) {
   HlirCostConfig c;
   const double cores = npu.cores;
   c.launch_cycles = static_cast<double>(npu.launch.fixed_cycles);
-  c.dram_bytes_per_cycle = npu.dram_bytes_per_second() / (npu.core_clock_mhz * 1e6);
+  c.dram_bytes_per_cycle = npu.dram_sustained_bytes_per_second() / (npu.core_clock_mhz * 1e6);
   c.matmul_flops_per_cycle =
       cores * npu.systolic.arrays * 2.0 * static_cast<double>(npu.systolic.rows * npu.systolic.cols);
   // The slow ops' slot time (interval over the slots of their unit) against

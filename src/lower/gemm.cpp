@@ -52,7 +52,7 @@ double estimate(const GemmJob& job, const target::NpuConfig& c, const GemmTile& 
   const double eb = double(dtype_bytes(job.dtype));
   double bytes = batches * (NT * M * K * eb * double(job.a.size()) + MT * K * N * eb * double(job.b.size()) +
                             M * N * double(dtype_bytes(job.out.dtype)) * (1.0 + double(job.epilogue.size())));
-  const double dram_per_cycle = double(c.dram.channels * c.dram.bytes_per_cycle) * c.dram.clock_mhz / c.core_clock_mhz;
+  const double dram_per_cycle = c.dram_sustained_bytes_per_second() / (c.core_clock_mhz * 1e6);
   const double dram_cycles = bytes / dram_per_cycle;
   const double descriptors = batches * NT * MT * (KT * double(job.a.size() + job.b.size()) + 1.0 + double(job.epilogue.size()));
   const double setup = descriptors * double(c.dma.setup_cycles);

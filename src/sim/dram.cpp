@@ -10,6 +10,8 @@ namespace spool::sim::detail {
 DramModel::DramModel(const target::NpuConfig& config)
     : config_(config),
       period_(static_cast<Time>(std::llround(1e9 / config.dram.clock_mhz))),
+      refresh_period_(config.dram.t_refi),
+      refresh_free_(config.dram.t_refi > 0 ? config.dram.t_refi - config.dram.t_rfc : 0),
       channels_(config.dram.channels),
       banks_(config.dram.banks),
       channel_free_(config.dram.channels, 0),

@@ -38,7 +38,12 @@
 // others; a stream that keeps missing in one bank is bound by that bank).
 // Channels serve descriptors first come, first served: a descriptor starts
 // on channel c at max(channel_free_c, first request arrival) and holds it for
-// svc_c, which is what makes two streams on the same channel conflict.
+// svc_c, which is what makes two streams on the same channel conflict. With
+// all-bank refresh (dram.t_refi, dram.t_rfc) a channel serves nothing for
+// t_rfc of every t_refi cycles: svc_c is stretched by t_refi / (t_refi -
+// t_rfc), refresh's share of any stretch of time (the channels' refresh
+// clocks are not modelled, so neither is where a short descriptor falls
+// relative to them).
 
 #include <spool/target/npu.hpp>
 
@@ -108,10 +113,19 @@ class DramModel {
   int64_t write_bytes() const { return write_bytes_; }
   const std::vector<Time>& channel_busy() const { return channel_busy_; }
   Time period() const { return period_; }
+  // How long a channel is held by `cycles` DRAM cycles of work: stretched by
+  // all-bank refresh, which takes t_rfc of every t_refi cycles (its average
+  // share, rounded up: a descriptor is not aligned to the refresh clock).
+  Time service_time(int64_t cycles) const {
+    const Time t = cycles * period_;
+    if (refresh_free_ == 0) return t;
+    return static_cast<Time>((static_cast<__int128>(t) * refresh_period_ + refresh_free_ - 1) / refresh_free_);
+  }
 
  private:
   const target::NpuConfig& config_;
   Time period_;
+  int64_t refresh_period_ = 0, refresh_free_ = 0;  // t_refi and t_refi - t_rfc; 0: no refresh
   int channels_ = 0, banks_ = 0;
   std::vector<Time> channel_free_;
   std::vector<Time> channel_busy_;
@@ -214,11 +228,12 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
     const int64_t svc = std::max(transfer_cycles(channel_req_[ch]), worst[ch]);
     worst[ch] = 0;
     const Time start = std::max(channel_free_[ch], arrival);
+    const Time held = service_time(svc);
     // The channel cannot finish before the descriptor's last request reached it.
-    const Time end = std::max(start + svc * period_, last_arrival + period_);
+    const Time end = std::max(start + held, last_arrival + period_);
     channel_free_[ch] = end;
-    channel_busy_[ch] += svc * period_;
-    on_busy(ch, start, svc * period_);
+    channel_busy_[ch] += held;
+    on_busy(ch, start, held);
     finish = std::max(finish, end);
     (write ? write_bytes_ : read_bytes_) += channel_req_[ch] * rb;
   });

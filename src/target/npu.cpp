@@ -191,6 +191,13 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   c.dram.row_bytes = r.integer(dram, "dram", "row_bytes", 1, kBig);
   c.dram.t_rp = r.integer(dram, "dram", "t_rp", 0, 100000);
   c.dram.t_rcd = r.integer(dram, "dram", "t_rcd", 0, 100000);
+  if (dram.contains("t_refi") || dram.contains("t_rfc")) {
+    c.dram.t_refi = r.integer(dram, "dram", "t_refi", 1, 100000000);
+    c.dram.t_rfc = r.integer(dram, "dram", "t_rfc", 0, 100000000);
+    if (c.dram.t_rfc >= c.dram.t_refi)
+      r.error(fmt::format("'dram.t_rfc' ({}) must be less than 'dram.t_refi' ({}): the channel would only refresh",
+                          c.dram.t_rfc, c.dram.t_refi));
+  }
   const std::string hash = r.string(dram, "dram", "address_hash");
   if (hash != "xor" && hash != "none") r.error(fmt::format("'dram.address_hash' must be \"xor\" or \"none\", got \"{}\"", hash));
   c.dram.xor_hash = hash == "xor";

@@ -136,6 +136,19 @@ TEST_CASE("config: errors name the key path") {
   missing["dram"].erase("channels");
   CHECK(error_of(missing) == "toy.json: missing key 'dram.channels'");
 
+  // Refresh is optional, and needs both figures, t_rfc below t_refi.
+  json refresh = j;
+  refresh["dram"]["t_refi"] = 3900;
+  refresh["dram"]["t_rfc"] = 350;
+  CHECK(error_of(refresh) == "no error");
+  json half_refresh = j;
+  half_refresh["dram"]["t_rfc"] = 350;
+  CHECK(error_of(half_refresh) == "toy.json: missing key 'dram.t_refi'");
+  json only_refresh = refresh;
+  only_refresh["dram"]["t_rfc"] = 3900;
+  CHECK(error_of(only_refresh) ==
+        "toy.json: 'dram.t_rfc' (3900) must be less than 'dram.t_refi' (3900): the channel would only refresh");
+
   json missing_op = j;
   missing_op["vector"]["ops"].erase("exp");
   CHECK(error_of(missing_op) == "toy.json: missing key 'vector.ops.exp'");

@@ -20,7 +20,9 @@ namespace spool::hlir {
 // Machine figures, per core clock cycle (defaults: the tpuv3 config).
 struct HlirCostConfig {
   double launch_cycles = 400;             // fixed cost of starting a kernel
-  double dram_bytes_per_cycle = 16 * 32 * 880.0 / 940;  // 450.6 GB/s (16 channels x 32 B at 880 MHz) per 940 MHz cycle
+  // 450.6 GB/s (16 channels x 32 B at 880 MHz) less refresh (308 of every
+  // 3432 DRAM cycles) per 940 MHz cycle.
+  double dram_bytes_per_cycle = 16 * 32 * 880.0 / 940 * (3432 - 308) / 3432;
   double matmul_flops_per_cycle = 65536;  // 2 arrays of 128x128 MACs
   double vector_ops_per_cycle = 1024;     // 128 lanes of 8 f32
   // Issue slots of a program instruction over f32, against an add's: the

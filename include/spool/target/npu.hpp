@@ -42,6 +42,8 @@
 //   dram.interleave_bytes   address interleaving granule across channels
 //   dram.latency_cycles     access latency (row hit), dram.banks per channel,
 //   dram.row_bytes          row-buffer size, dram.t_rp / dram.t_rcd  precharge / activate
+//   dram.t_refi, dram.t_rfc refresh interval and all-bank refresh time (optional,
+//                           both or neither; a channel serves nothing while it refreshes)
 //   dram.address_hash       "xor" (channel = XOR-fold of the granule index; needs
 //                           power-of-two channels) or "none" (granule modulo channels)
 //   noc.clock_mhz, noc.latency_cycles (one way), noc.ports_per_core, noc.port_bytes_per_cycle
@@ -128,6 +130,10 @@ struct NpuConfig {
     int64_t capacity_bytes = 0;
     int64_t t_rp = 0;
     int64_t t_rcd = 0;
+    // All-bank refresh: every t_refi DRAM cycles a channel refreshes for
+    // t_rfc cycles and serves nothing (t_refi 0: no refresh).
+    int64_t t_refi = 0;
+    int64_t t_rfc = 0;
     bool xor_hash = false;
   } dram;
   struct {
@@ -140,6 +146,12 @@ struct NpuConfig {
   int64_t spad_bytes() const { return vector.lanes * scratchpad.bytes_per_lane; }
   // Peak DRAM bandwidth over all channels, in bytes per second.
   double dram_bytes_per_second() const { return dram.channels * dram.bytes_per_cycle * dram.clock_mhz * 1e6; }
+  // The share of time a channel is not refreshing, and the bandwidth that
+  // leaves: what a long stream can sustain (the analytic costs use it).
+  double dram_available() const {
+    return dram.t_refi > 0 ? static_cast<double>(dram.t_refi - dram.t_rfc) / static_cast<double>(dram.t_refi) : 1.0;
+  }
+  double dram_sustained_bytes_per_second() const { return dram_bytes_per_second() * dram_available(); }
 };
 
 // Parses a config from JSON text; `source` names it in error messages.
