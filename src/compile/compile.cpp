@@ -593,15 +593,17 @@ egraph::Term greedy_term(const RegionEGraph& region, const egraph::DagExtractor&
       term.roots.push_back(index_of[eg.find_const(root).value]);
     }
 
-    // A unioned loop whose rolled form is used needs every loop_end; if one
-    // was taken unrolled, take the whole loop unrolled (each exit's
-    // cheapest node that is not one of the loop's markers).
+    // A unioned loop whose rolled form is used needs every loop_end in the
+    // program: chosen, and read (a consumer may read the chain's final value
+    // past a loop_end class that still chooses its marker). If one is
+    // missing, take the whole loop unrolled (each exit's cheapest node that
+    // is not one of the loop's markers).
     bool changed = false;
     for (const UnionedLoop& u : region.unioned_loops) {
       if (!used_loops.count(u.loop)) continue;
       const bool complete = std::all_of(u.loop_ends.begin(), u.loop_ends.end(), [&](egraph::ClassId c) {
         const std::optional<LoopAttr> m = marker_of(lang, eg.node(choice(c)));
-        return m && m->loop == u.loop;
+        return m && m->loop == u.loop && index_of[eg.find_const(c).value] != UINT32_MAX;
       });
       if (complete) {
         // The loop stays rolled: each value it exports is read from the loop
