@@ -99,6 +99,33 @@ bool has_iota(const ProgramAttr& p) {
   return std::any_of(p.instrs.begin(), p.instrs.end(), [](const ProgramInstr& i) { return i.op == Op::Iota; });
 }
 
+// Whether a gemm can compute class `k` in its epilogue: a fused node of `k`
+// reads a class that a gemm computes, or can (searched `depth` < 8 links
+// down an elementwise chain), and that nothing outside `k` reads. The
+// chain need not be one kernel yet: a bf16 GEMM's scale runs as casts
+// and a multiply before the causal mask's `where`, and the epilogue rules
+// reach the `where` only after those (the `where` is not to be inlined
+// into its readers meanwhile).
+bool epilogue_reachable(EGraph& g, HlirLanguage& lang, ClassId k, int depth,
+                        std::vector<std::pair<ClassId, bool>>& memo) {
+  k = g.find(k);
+  for (const auto& [c, reachable] : memo)
+    if (c == k) return reachable;
+  bool reachable = false;
+  if (depth < 8)
+    for (const NodeCopy& n : nodes_with(g, k, lang.op(Op::Fused))) {
+      for (ClassId kid : n.kids)
+        if ((has_node_with(g, kid, lang.op(Op::Gemm)) || epilogue_reachable(g, lang, kid, depth + 1, memo)) &&
+            consumed_within(g, lang, kid, k)) {
+          reachable = true;
+          break;
+        }
+      if (reachable) break;
+    }
+  memo.emplace_back(k, reachable);
+  return reachable;
+}
+
 // Whether the nodes reading `c` sit in more than one class.
 bool several_readers(EGraph& g, ClassId c) {
   std::optional<ClassId> reader;
@@ -149,16 +176,16 @@ std::optional<Producer> fused_producer(EGraph& g, HlirLanguage& lang, ClassId c,
   };
   const OpId fused = lang.op(Op::Fused);
   // A value that several kernels read and that a gemm computes in its
-  // epilogue (or can: it reads a gemm's value that nothing else reads) is
-  // written once there and read, not recomputed from the gemm's inputs by
-  // every reader (a residual stream).
+  // epilogue (or can: it reads, directly or through an elementwise chain, a
+  // gemm's value that nothing else reads; epilogue_reachable) is written
+  // once there and read, not recomputed from the gemm's inputs by every
+  // reader (a residual stream; a causal mask's `where` read by a bf16
+  // softmax kernel and by the f32 composite it replaced).
   auto gemm_made = [&](ClassId k) {
     if (!several_readers(g, k)) return false;
     if (has_node_with(g, k, lang.op(Op::Gemm))) return true;
-    for (const NodeCopy& n : nodes_with(g, k, fused))
-      for (ClassId kid : n.kids)
-        if (has_node_with(g, kid, lang.op(Op::Gemm)) && consumed_within(g, lang, kid, k)) return true;
-    return false;
+    std::vector<std::pair<ClassId, bool>> memo;
+    return epilogue_reachable(g, lang, k, 0, memo);
   };
   if (gemm_made(c)) return std::nullopt;
   for (const NodeCopy& n : nodes_with(g, c, fused)) consider(n, View{});

@@ -164,6 +164,35 @@ TEST_CASE("softmax, rms_norm and layer_norm composites become one kernel each") 
   }
 }
 
+TEST_CASE("causal attention: the mask runs in the scores GEMM's epilogue, in f32 and in bf16") {
+  // In bf16 the scale is a cast to f32, a multiply and a cast back before
+  // the mask's `where`, and the softmax casts the masked scores to f32: the
+  // `where` reaches the GEMM's epilogue only if it is not inlined into the
+  // softmax's f32 composite first.
+  for (DType dt : {DType::F32, DType::BF16}) {
+    CAPTURE(dtype_name(dt));
+    Graph g("causal");
+    const Tensor q = input(g, "q", dt, {2, 8, 16}), k = input(g, "k", dt, {2, 8, 16}),
+                 v = input(g, "v", dt, {2, 8, 16});
+    output("out", nn::attention(q, k, v, /*causal=*/true));
+    const Compiled result = saturate_and_extract(g);
+    if (std::getenv("SPOOL_DUMP")) MESSAGE(print_graph(result.program));
+    KernelCounts kc = count_kernels(result.program);
+    CHECK(kc.ops[Op::Gemm] == 2);
+    CHECK(kc.ops[Op::Softmax] == 1);
+    CHECK(kc.ops[Op::Fused] == 0);  // the mask is in the scores GEMM's epilogue
+    CHECK(kc.ops[Op::Where] == 0);
+    bool masked = false;
+    for (NodeId id : result.program.topo_order()) {
+      const Node& n = result.program.node(id);
+      if (n.op != Op::Gemm) continue;
+      for (const ProgramInstr& i : std::get<GemmAttr>(n.attr).epilogue.instrs) masked = masked || i.op == Op::Where;
+    }
+    CHECK(masked);
+    CHECK(same_outputs(g, result.program, 5, dt == DType::F32 ? 1e-6 : 1e-2));
+  }
+}
+
 TEST_CASE("MoE routing: masks and masked fills fuse around top-k (deepseek-v3 group-limited, qwen3 softmax)") {
   Graph g("routing");
   const Tensor logits = input(g, "logits", DType::F32, {5, 16});
