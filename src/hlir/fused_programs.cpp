@@ -105,7 +105,9 @@ bool has_iota(const ProgramAttr& p) {
 // chain need not be one kernel yet: a bf16 GEMM's scale runs as casts
 // and a multiply before the causal mask's `where`, and the epilogue rules
 // reach the `where` only after those (the `where` is not to be inlined
-// into its readers meanwhile).
+// into its readers meanwhile). A class met first at the depth limit is
+// remembered as not reachable for the rest of the query (conservative:
+// the value may then be inlined, as before).
 bool epilogue_reachable(EGraph& g, HlirLanguage& lang, ClassId k, int depth,
                         std::vector<std::pair<ClassId, bool>>& memo) {
   k = g.find(k);

@@ -354,7 +354,8 @@ void remember(Emitter& em, const std::string& key, const GemmJob& job, const std
 // The tuner's tile `t` (spread over cores or not) with the fields the
 // job's choice sets, each clamped to what the generator takes: rows up to
 // M (M itself with a column softmax), columns whole multiples of the
-// arrays' columns up to N (N itself with a row softmax), k whole multiples of the array's rows up to K.
+// arrays' columns up to N (N itself with a row softmax), k whole multiples
+// of the array's rows up to K.
 std::pair<GemmTile, bool> chosen_tile(const Emitter& em, const GemmJob& job, GemmTile t, bool split) {
   const KernelChoice& ch = job.choice;
   const Shape& as = job.a[0].shape;
