@@ -38,20 +38,23 @@
 // assoc-add-10 rows two rounds of best of 6; peaks over 16 runs on both
 // sides):
 //   line          egg 0.9.5          spool             egg/spool  peak RSS egg / spool
-//   assoc-add-7    2.79-2.89 ms       1.31-1.36 ms     2.1-2.2        4.4 /  6.0 MB
-//   assoc-add-10    542-590 ms         175-201 ms      2.93-3.09      70.6 / 51.3 MB
-//   math-suite     1.38-1.40 ms       0.62-0.63 ms     2.22-2.23      3.4 /  5.3 MB
-//   egg-math       8.48-8.55 ms       4.11-4.17 ms     2.05-2.08      4.4 /  6.2 MB
-//   egg-lambda      786-835 ms         228-241 ms      3.26-3.67      34.0 / 40.8 MB
+//   assoc-add-7    2.79-2.89 ms       1.31-1.36 ms     2.1-2.2        4.4 /  3.3 MB
+//   assoc-add-10    542-590 ms         175-201 ms      2.93-3.09      70.6 / 48.5 MB
+//   math-suite     1.38-1.40 ms       0.62-0.63 ms     2.22-2.23      3.4 /  2.5 MB
+//   egg-math       8.48-8.55 ms       4.11-4.17 ms     2.05-2.08      4.4 /  3.4 MB
+//   egg-lambda      786-835 ms         228-241 ms      3.26-3.67      34.0 / 30.7 MB
 // (Three of 47 assoc-add-7 processes ran at 1.65-1.76 ms, two of them
 // right after egg's runs; the other 44 at 1.31-1.36.)
-// (The small lines' peak is mostly the process itself: this binary,
-// libstdc++ and libc mapped, about 4.3 MB before any e-graph, where egg's
-// test binary starts at 2.8 MB; above those, assoc-add-7 takes 1.7 MB here
-// and 1.6 MB in egg, egg-math 1.9 and 1.6, math-suite 1.0 and 0.6. The big
-// lines' peak over 16 runs is 1-4 MB above a single run's (egg-lambda:
-// 36.3 MB for one): the memory a run frees stays in the process, see
-// main().)
+// The spool peaks are this binary's: static and single-threaded (see
+// bench/egraph/CMakeLists.txt), with the lambda analysis keeping each
+// distinct free-variable set once. Its best-of-16 times equal those of
+// the dynamic, TBB-linked egraph_bench_hlir on the same lines (egg-math
+// 4.17 and 4.17 ms, assoc-add-7 1.37 and 1.34, math-suite 0.62 and 0.63,
+// eight alternated rounds). The process alone (--help) peaks at 2.4 MB
+// here and at 4.5 MB dynamically linked (libstdc++, libc, libm, oneTBB
+// and fmt mapped); egg's test binary starts at 2.8 MB. The big lines'
+// peak over 16 runs is 1-3 MB above a single run's (egg-lambda: 28.5 MB
+// for one): the memory a run frees stays in the process, see main().
 
 // Two binaries are built from this file: egraph_bench_hlir (SPOOL_BENCH_HLIR
 // = 1) holds every workload; egraph_bench holds the engine's own and runs
@@ -302,12 +305,15 @@ Measure run_workload(const std::string& name, int threads) {
 }
 
 // The binary that runs workload `name`: this one, or egraph_bench_hlir for
-// the HLIR line when this one was built without it.
-const char* binary_for(const std::string& name) {
+// the HLIR line when this one was built without it, and for any line with
+// more than one search thread when this one's engine is the serial build.
+const char* binary_for(const std::string& name, int threads) {
 #if !SPOOL_BENCH_HLIR
   if (name == "hlir-llama-block") return SPOOL_BENCH_HLIR_EXE;
+  if (SPOOL_EGRAPH_SERIAL && threads != 1) return SPOOL_BENCH_HLIR_EXE;
 #endif
   (void)name;
+  (void)threads;
   return "/proc/self/exe";
 }
 
@@ -324,7 +330,7 @@ int run_alone(const char* self, const std::string& name, int repeat, int threads
   const pid_t pid = fork();
   if (pid < 0) throw spool::Error("fork failed");
   if (pid == 0) {
-    execv(binary_for(name), argv.data());
+    execv(binary_for(name, threads), argv.data());
     std::_Exit(127);
   }
   int status = 0;
@@ -351,7 +357,8 @@ int run(int argc, char** argv) {
     for (const std::string& name : kWorkloads) failures += run_alone(argv[0], name, repeat, threads, full) != 0;
     return failures == 0 ? 0 : 1;
   }
-  if (std::string_view(binary_for(only)) != "/proc/self/exe") return run_alone(argv[0], only, repeat, threads, full);
+  if (std::string_view(binary_for(only, threads)) != "/proc/self/exe")
+    return run_alone(argv[0], only, repeat, threads, full);
   print(only, best_of(repeat, [&] { return run_workload(only, 1); }), repeat);
   if (threads != 1) {
     const std::string label = fmt::format("{} [{} threads]", only, threads == 0 ? "default" : std::to_string(threads));

@@ -28,8 +28,7 @@ AttrTable::AttrTable() { entries_.push_back(AttrEntry{}); }
 
 AttrTable::AttrTable(const AttrTable& other) {
   std::lock_guard lock(other.mutex_);
-  entries_.reserve(other.entries_.size());
-  for (const AttrEntry& e : other.entries_) entries_.push_back(e);
+  entries_.assign(other.entries_.begin(), other.entries_.end());
   by_key_ = other.by_key_;
 }
 

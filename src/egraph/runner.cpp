@@ -11,9 +11,11 @@
 
 #include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
+#if !SPOOL_EGRAPH_SERIAL
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -173,7 +175,9 @@ struct Runner::State {
   // chunks so its search stops once the rule is over it.
   std::unique_ptr<MatchBudget[]> budgets;
   size_t num_budgets = 0;
+#if !SPOOL_EGRAPH_SERIAL
   std::unique_ptr<tbb::task_arena> arena;
+#endif
 
   State(const RunnerConfig& c, EGraph& graph, std::vector<SetRef> s)
       : cfg(c), g(graph), sets(std::move(s)), start(Clock::now()) {
@@ -185,8 +189,14 @@ struct Runner::State {
       origins.emplace_back();
       for (const Rule& rule : set.rules) origins.back().push_back(g.intern_origin(rule.reason));
     }
+#if SPOOL_EGRAPH_SERIAL
+    if (cfg.threads != 1)
+      fail("this build of the e-graph engine (SPOOL_EGRAPH_SERIAL) searches on one thread; {} were asked for",
+           cfg.threads);
+#else
     if (cfg.threads != 1)
       arena = cfg.threads > 0 ? std::make_unique<tbb::task_arena>(cfg.threads) : std::make_unique<tbb::task_arena>();
+#endif
   }
 
   void stop(StopReason reason) {
@@ -373,11 +383,13 @@ struct Runner::State {
       for (size_t i = 0; i < num_chunks; ++i) end = search_chunk(i, end);
       if (num_chunks == 0) end = Clock::now();
     } else {
+#if !SPOOL_EGRAPH_SERIAL
       arena->execute([&] {
         tbb::parallel_for(tbb::blocked_range<size_t>(0, num_chunks, 1), [&](const tbb::blocked_range<size_t>& range) {
           for (size_t i = range.begin(); i != range.end(); ++i) search_chunk(i, Clock::now());
         });
       });
+#endif
       end = Clock::now();
     }
     return timed_out.load();

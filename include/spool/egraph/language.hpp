@@ -10,10 +10,23 @@
 //
 // Interning is thread-safe (regions are saturated in parallel and share one
 // Language); reading an already interned attribute never takes a lock.
+//
+// SPOOL_EGRAPH_SERIAL builds the engine without oneTBB, for one thread only
+// (the e-graph benchmark's static binary, bench/egraph): the attribute
+// entries are then a std::deque (appends keep references valid; nothing
+// reads while another thread appends) and a runner asked for more than one
+// search thread throws. Every translation unit of a program must agree on it.
 
 #include <spool/egraph/ids.hpp>
 
+#ifndef SPOOL_EGRAPH_SERIAL
+#define SPOOL_EGRAPH_SERIAL 0
+#endif
+#if SPOOL_EGRAPH_SERIAL
+#include <deque>
+#else
 #include <tbb/concurrent_vector.h>
+#endif
 
 #include <any>
 #include <cstdint>
@@ -102,7 +115,11 @@ class AttrTable {
   AttrId intern(AttrEntry entry, std::string key);
   AttrId append(AttrEntry entry);  // under mutex_
 
+#if SPOOL_EGRAPH_SERIAL
+  std::deque<AttrEntry> entries_;
+#else
   tbb::concurrent_vector<AttrEntry> entries_;
+#endif
   mutable std::mutex mutex_;
   std::unordered_map<std::string, AttrId> by_key_;
 };

@@ -5,8 +5,10 @@
 #include "lambda.hpp"
 #include <spool/egraph/pattern.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/hash.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace spool::egraph::lambda {
@@ -47,65 +49,86 @@ void erase(std::vector<ClassId>& set, ClassId c) {
 void unite(std::vector<ClassId>& set, const std::vector<ClassId>& other) {
   for (ClassId c : other) insert_sorted(set, c);
 }
-// `into` keeps the variables also in `other`; returns whether it changed.
-bool intersect(std::vector<ClassId>& into, const std::vector<ClassId>& other) {
-  const size_t before = into.size();
-  into.erase(std::remove_if(into.begin(), into.end(),
-                            [&](ClassId c) { return !std::binary_search(other.begin(), other.end(), c); }),
-             into.end());
-  return into.size() != before;
-}
-
 }  // namespace
 
-LambdaAnalysis::Data LambdaAnalysis::eval(const EGraph& graph, NodeId n) const {
+size_t LambdaAnalysis::SetHash::operator()(const std::vector<ClassId>& set) const {
+  WordHash h;
+  h.add(set.size());
+  for (const ClassId c : set) h.add(c.value);
+  return static_cast<size_t>(h.h);
+}
+
+uint32_t LambdaAnalysis::intern(const std::vector<ClassId>& set) {
+  if (set.empty()) return 0;
+  const auto [it, added] = set_ids_.try_emplace(set, static_cast<uint32_t>(sets_.size()));
+  if (added) sets_.push_back(set);
+  return it->second;
+}
+
+bool LambdaAnalysis::intersect(Data& into, uint32_t other) {
+  if (into.free == other || into.free == 0) return false;
+  const std::vector<ClassId>& a = sets_[into.free];
+  const std::vector<ClassId>& b = sets_[other];
+  scratch_.clear();
+  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(scratch_));
+  if (scratch_.size() == a.size()) return false;
+  into.free = intern(scratch_);
+  return true;
+}
+
+LambdaAnalysis::Data LambdaAnalysis::eval(const EGraph& graph, NodeId n) {
   const ENodeRef node = graph.node(n);
   auto kid = [&](size_t i) { return graph.find_const(node.children[i]); };
-  auto free_of = [&](size_t i) -> const std::vector<ClassId>& { return data_[kid(i).value].free; };
-  auto constant_of = [&](size_t i) -> const std::optional<Constant>& { return data_[kid(i).value].constant; };
-  Data d;
+  auto free_of = [&](size_t i) -> const std::vector<ClassId>& { return sets_[data_[kid(i).value].free]; };
+  auto constant_at = [&](size_t i) { return constant_of(data_[kid(i).value]); };
+  std::vector<ClassId> free;
+  std::optional<Constant> constant;
   const OpId op = node.op;
   if (op == lang_.var) {
-    d.free.push_back(kid(0));
+    free.push_back(kid(0));
   } else if (op == lang_.let) {
-    d.free = free_of(2);
-    erase(d.free, kid(0));
-    unite(d.free, free_of(1));
+    free = free_of(2);
+    erase(free, kid(0));
+    unite(free, free_of(1));
   } else if (op == lang_.lam || op == lang_.fix) {
-    d.free = free_of(1);
-    erase(d.free, kid(0));
+    free = free_of(1);
+    erase(free, kid(0));
   } else {
-    for (size_t i = 0; i < node.children.size(); ++i) unite(d.free, free_of(i));
+    for (size_t i = 0; i < node.children.size(); ++i) unite(free, free_of(i));
   }
   if (op == lang_.num) {
-    d.constant = Constant{false, graph.attrs()[node.attr].i};
+    constant = Constant{false, graph.attrs()[node.attr].i};
   } else if (op == lang_.true_ || op == lang_.false_) {
-    d.constant = Constant{true, op == lang_.true_ ? 1 : 0};
+    constant = Constant{true, op == lang_.true_ ? 1 : 0};
   } else if (op == lang_.add) {
-    const auto& a = constant_of(0);
-    const auto& b = constant_of(1);
+    const auto a = constant_at(0);
+    const auto b = constant_at(1);
     // egg's Num is an i32 and + is checked_add.
     if (a && b && !a->is_bool && !b->is_bool) {
       const int64_t sum = a->value + b->value;
       if (sum >= std::numeric_limits<int32_t>::min() && sum <= std::numeric_limits<int32_t>::max())
-        d.constant = Constant{false, sum};
+        constant = Constant{false, sum};
     }
   } else if (op == lang_.eq) {
-    const auto& a = constant_of(0);
-    const auto& b = constant_of(1);
-    if (a && b) d.constant = Constant{true, *a == *b ? 1 : 0};
+    const auto a = constant_at(0);
+    const auto b = constant_at(1);
+    if (a && b) constant = Constant{true, *a == *b ? 1 : 0};
   }
+  Data d;
+  d.free = intern(free);
+  set_constant(d, constant);
   return d;
 }
 
 void LambdaAnalysis::make(const EGraph& graph, ClassId c, NodeId n) {
   if (data_.size() <= c.value) data_.resize(c.value + 1);
-  data_[c.value] = eval(graph, n);
+  const Data d = eval(graph, n);  // before the reference: eval reads data_
+  data_[c.value] = d;
 }
 
 std::string LambdaAnalysis::check_merge(const EGraph&, ClassId a, ClassId b) const {
-  const auto& x = data_[a.value].constant;
-  const auto& y = data_[b.value].constant;
+  const auto x = constant(a);
+  const auto y = constant(b);
   if (x && y && !(*x == *y)) return "the classes hold different constants";
   return {};
 }
@@ -115,11 +138,12 @@ MergeChange LambdaAnalysis::merge(ClassId into, ClassId from) {
   Data& to = data_[into.value];
   Data& other = data_[from.value];
   MergeChange changed;
-  changed.into = intersect(to.free, other.free);
-  changed.from = to.free.size() != other.free.size();
-  if (to.constant.has_value() != other.constant.has_value()) {
-    if (!to.constant) {
-      to.constant = other.constant;
+  changed.into = intersect(to, other.free);
+  changed.from = sets_[to.free].size() != sets_[other.free].size();
+  if ((to.kind == Kind::None) != (other.kind == Kind::None)) {
+    if (to.kind == Kind::None) {
+      to.kind = other.kind;
+      to.value = other.value;
       changed.into = true;
     } else {
       changed.from = true;
@@ -132,16 +156,17 @@ MergeChange LambdaAnalysis::merge(ClassId into, ClassId from) {
 bool LambdaAnalysis::remake(const EGraph& graph, ClassId c, NodeId n) {
   const Data d = eval(graph, n);
   Data& to = data_[c.value];
-  bool changed = intersect(to.free, d.free);
-  if (!to.constant && d.constant) {
-    to.constant = d.constant;
+  bool changed = intersect(to, d.free);
+  if (to.kind == Kind::None && d.kind != Kind::None) {
+    to.kind = d.kind;
+    to.value = d.value;
     changed = true;
   }
   return changed;
 }
 
 void LambdaAnalysis::modify(EGraph& graph, ClassId c) {
-  const auto k = data_[c.value].constant;
+  const auto k = constant(c);
   if (!k) return;
   const ClassId leaf = k->is_bool ? graph.add_leaf(k->value ? lang_.true_ : lang_.false_)
                                   : graph.add_leaf(lang_.num, graph.attrs().intern_int(k->value));
@@ -150,7 +175,7 @@ void LambdaAnalysis::modify(EGraph& graph, ClassId c) {
 
 size_t LambdaAnalysis::memory_bytes() const {
   size_t bytes = data_.capacity() * sizeof(Data);
-  for (const Data& d : data_) bytes += d.free.capacity() * sizeof(ClassId);
+  for (const std::vector<ClassId>& set : sets_) bytes += 2 * set.capacity() * sizeof(ClassId);  // and its key
   return bytes;
 }
 

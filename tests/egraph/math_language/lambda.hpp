@@ -17,10 +17,12 @@
 #include <spool/egraph/rule.hpp>
 #include <spool/egraph/runner.hpp>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace spool::egraph::lambda {
@@ -41,9 +43,10 @@ struct Constant {
 class LambdaAnalysis : public Analysis {
  public:
   explicit LambdaAnalysis(const LambdaLanguage& lang) : lang_(lang) {}
-  // Free variables (symbol classes), sorted; and the known constant.
-  const std::vector<ClassId>& free(ClassId c) const { return data_[c.value].free; }
-  const std::optional<Constant>& constant(ClassId c) const { return data_[c.value].constant; }
+  // Free variables (symbol classes), sorted; and the known constant. The
+  // set's reference stays valid while the e-graph grows.
+  const std::vector<ClassId>& free(ClassId c) const { return sets_[data_[c.value].free]; }
+  std::optional<Constant> constant(ClassId c) const { return constant_of(data_[c.value]); }
 
   void make(const EGraph& graph, ClassId c, NodeId n) override;
   std::string check_merge(const EGraph& graph, ClassId a, ClassId b) const override;
@@ -53,13 +56,36 @@ class LambdaAnalysis : public Analysis {
   size_t memory_bytes() const override;
 
  private:
+  // Per class id: its free-variable set as an index into sets_, and its
+  // constant. Most classes share one of a few sets (none, {x}, {x, y}),
+  // so each distinct set is kept once: 16 bytes a class id (dead ids
+  // included) instead of a vector and an optional of 48 and an allocation.
+  enum class Kind : uint8_t { None, Int, Bool };
   struct Data {
-    std::vector<ClassId> free;
-    std::optional<Constant> constant;
+    int64_t value = 0;
+    uint32_t free = 0;  // sets_[0] is the empty set
+    Kind kind = Kind::None;
   };
-  Data eval(const EGraph& graph, NodeId n) const;
+  static std::optional<Constant> constant_of(const Data& d) {
+    if (d.kind == Kind::None) return std::nullopt;
+    return Constant{d.kind == Kind::Bool, d.value};
+  }
+  static void set_constant(Data& d, const std::optional<Constant>& k) {
+    d.kind = !k ? Kind::None : k->is_bool ? Kind::Bool : Kind::Int;
+    d.value = k ? k->value : 0;
+  }
+  uint32_t intern(const std::vector<ClassId>& set);
+  // `into`'s set keeps the variables also in set `other`; whether it changed.
+  bool intersect(Data& into, uint32_t other);
+  Data eval(const EGraph& graph, NodeId n);
   const LambdaLanguage& lang_;
   std::vector<Data> data_;
+  struct SetHash {
+    size_t operator()(const std::vector<ClassId>& set) const;
+  };
+  std::deque<std::vector<ClassId>> sets_{std::vector<ClassId>{}};  // grows without moving its sets
+  std::unordered_map<std::vector<ClassId>, uint32_t, SetHash> set_ids_{{std::vector<ClassId>{}, 0}};
+  std::vector<ClassId> scratch_;
 };
 
 std::unique_ptr<EGraph> make_egraph(LambdaLanguage& lang);
