@@ -2,6 +2,7 @@
 // liveness (shared by the verifier and the simulator's report).
 
 #include <spool/npu/kernel.hpp>
+#include <spool/support/hash.hpp>
 
 #include <algorithm>
 #include <array>
@@ -248,6 +249,104 @@ DramFootprint dram_footprint(const Program& program) {
   }
   out.temp_peak_bytes = peak_live_bytes(range, temp_bytes);
   return out;
+}
+
+// ---- kernel shapes -------------------------------------------------------------
+
+namespace {
+
+void add_affine(WordHash& h, const Affine& a) {
+  h.add(static_cast<uint64_t>(a.constant));
+  h.add(a.terms.size());
+  for (const auto& [var, coeff] : a.terms) {
+    h.add(static_cast<uint64_t>(var));
+    h.add(static_cast<uint64_t>(coeff));
+  }
+}
+void add_extent(WordHash& h, const Extent& e) {
+  h.add(e.options.size());
+  for (const Affine& a : e.options) add_affine(h, a);
+}
+void add_ref(WordHash& h, const SpadRef& r) {
+  h.add(static_cast<uint64_t>(r.buffer));
+  add_affine(h, r.slot);
+  add_affine(h, r.offset);
+  h.add(static_cast<uint64_t>(r.ld));
+}
+void add_ints(WordHash& h, const std::vector<int64_t>& v) {
+  h.add(v.size());
+  for (int64_t x : v) h.add(static_cast<uint64_t>(x));
+}
+
+void add_body(WordHash& h, const std::vector<Stmt>& body, const std::function<uint64_t(int)>& dram_key) {
+  h.add(body.size());
+  for (const Stmt& s : body) {
+    h.add(s.node.index());
+    if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
+      h.add(static_cast<uint64_t>(loop->var));
+      h.add(static_cast<uint64_t>(loop->trips));
+      h.add(loop->dynamic ? static_cast<uint64_t>(loop->dynamic->nominal) : ~uint64_t{0});
+      add_body(h, loop->body, dram_key);
+    } else if (const auto* d = std::get_if<DmaOp>(&s.node)) {
+      h.add(d->load);
+      h.add(dram_key(d->dram));
+      add_affine(h, d->dram_offset);
+      add_ints(h, d->dram_strides);
+      add_ref(h, d->spad);
+      add_ints(h, d->spad_strides);
+      for (const Extent& e : d->dims) add_extent(h, e);
+      h.add(static_cast<uint64_t>(d->tag));
+    } else if (const auto* m = std::get_if<MatmulOp>(&s.node)) {
+      add_ref(h, m->a);
+      add_ref(h, m->b);
+      add_ref(h, m->c);
+      add_extent(h, m->m);
+      add_extent(h, m->k);
+      add_extent(h, m->n);
+    } else if (const auto* v = std::get_if<VectorOp>(&s.node)) {
+      add_extent(h, v->rows);
+      add_extent(h, v->cols);
+      h.add(v->body.size());
+      for (const VecInstr& in : v->body) {
+        h.add(static_cast<uint64_t>(in.op));
+        add_ref(h, in.ref);
+      }
+    } else if (const auto* w = std::get_if<WaitOp>(&s.node)) {
+      h.add(static_cast<uint64_t>(w->tag));
+    }
+  }
+}
+
+bool same_stmt_shape(const Stmt& a, const Stmt& b, const std::function<bool(int, int)>& same_dram) {
+  if (a.node.index() != b.node.index()) return false;
+  if (const auto* la = std::get_if<LoopOp>(&a.node)) {
+    const auto& lb = std::get<LoopOp>(b.node);
+    return la->var == lb.var && la->trips == lb.trips && la->dynamic == lb.dynamic &&
+           same_body_shape(la->body, lb.body, same_dram);
+  }
+  if (const auto* da = std::get_if<DmaOp>(&a.node)) {
+    DmaOp db = std::get<DmaOp>(b.node);
+    if (!same_dram(da->dram, db.dram)) return false;
+    db.dram = da->dram;
+    return *da == db;
+  }
+  return a == b;
+}
+
+}  // namespace
+
+uint64_t body_shape_hash(const std::vector<Stmt>& body, const std::function<uint64_t(int dram)>& dram_key) {
+  WordHash h;
+  add_body(h, body, dram_key);
+  return h.h;
+}
+
+bool same_body_shape(const std::vector<Stmt>& a, const std::vector<Stmt>& b,
+                     const std::function<bool(int dram_a, int dram_b)>& same_dram) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_stmt_shape(a[i], b[i], same_dram)) return false;
+  return true;
 }
 
 }  // namespace spool::npu

@@ -10,6 +10,7 @@
 
 #include <spool/npu/text.hpp>
 #include <spool/support/error.hpp>
+#include <spool/support/hash.hpp>
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <iterator>
 #include <set>
+#include <unordered_map>
 
 namespace spool::npu {
 namespace {
@@ -42,20 +44,38 @@ class Verifier {
     buffers();
     // Each kernel is checked on its own (its loops, scratchpad and
     // accesses): a program of many kernels in parallel, each by a verifier
-    // of its own, the errors reported in kernel order.
-    constexpr size_t kParallelKernels = 16;
-    if (p_.kernels.size() < kParallelKernels) {
-      for (size_t i = 0; i < p_.kernels.size(); ++i) kernel(static_cast<int>(i));
-    } else {
-      std::vector<std::vector<std::string>> kernel_errors(p_.kernels.size());
-      tbb::parallel_for(size_t{0}, p_.kernels.size(), [&](size_t i) {
-        Verifier one(p_);
-        one.kernel(static_cast<int>(i));
-        kernel_errors[i] = std::move(one.errors_);
-      });
-      for (std::vector<std::string>& errors : kernel_errors)
-        errors_.insert(errors_.end(), std::make_move_iterator(errors.begin()), std::make_move_iterator(errors.end()));
-    }
+    // of its own, the errors reported in kernel order. Kernels that differ
+    // only in the DRAM buffers they name, where those have one dtype and
+    // one size (a layer's kernels in every layer), pass or fail those
+    // checks alike: each such shape is checked by its first kernel, and a
+    // later one again only if the first had errors (for its own messages).
+    const size_t n = p_.kernels.size();
+    const std::vector<size_t> first = first_of_shape();
+    std::vector<std::vector<std::string>> kernel_errors(n);
+    std::vector<char> body_failed(n, 0);
+    auto check = [&](size_t i, bool body) {
+      Verifier one(p_);
+      body_failed[i] = one.kernel(static_cast<int>(i), body);
+      kernel_errors[i] = std::move(one.errors_);
+    };
+    auto for_kernels = [&](const std::vector<size_t>& which, bool body) {
+      constexpr size_t kParallelKernels = 16;
+      if (which.size() < kParallelKernels) {
+        for (const size_t i : which) check(i, body || first[i] == i);
+      } else {
+        tbb::parallel_for(size_t{0}, which.size(),
+                          [&](size_t w) { check(which[w], body || first[which[w]] == which[w]); });
+      }
+    };
+    std::vector<size_t> all(n);
+    for (size_t i = 0; i < n; ++i) all[i] = i;
+    for_kernels(all, false);
+    std::vector<size_t> again;
+    for (size_t i = 0; i < n; ++i)
+      if (first[i] != i && body_failed[first[i]]) again.push_back(i);
+    for_kernels(again, true);
+    for (std::vector<std::string>& errors : kernel_errors)
+      errors_.insert(errors_.end(), std::make_move_iterator(errors.begin()), std::make_move_iterator(errors.end()));
     dependencies();
     return std::move(errors_);
   }
@@ -213,13 +233,59 @@ class Verifier {
   }
 
   // ---- kernels ---------------------------------------------------------------
-  void kernel(int index) {
+  // Per kernel, the first kernel of its shape (itself if none before it).
+  std::vector<size_t> first_of_shape() const {
+    const size_t n = p_.kernels.size();
+    auto valid = [&](int b) { return b >= 0 && b < static_cast<int>(p_.buffers.size()); };
+    auto dram_key = [&](int b) -> uint64_t {
+      if (!valid(b)) return ~uint64_t{0};
+      WordHash h;
+      h.add(static_cast<uint64_t>(p_.buffers[b].dtype));
+      h.add(static_cast<uint64_t>(p_.buffer_elements(b)));
+      return h.h;
+    };
+    auto same_dram = [&](int a, int b) {
+      return valid(a) && valid(b) && p_.buffers[a].dtype == p_.buffers[b].dtype &&
+             p_.buffer_elements(a) == p_.buffer_elements(b);
+    };
+    std::vector<size_t> first(n);
+    std::unordered_map<uint64_t, std::vector<size_t>> by_hash;
+    for (size_t i = 0; i < n; ++i) {
+      const Kernel& k = p_.kernels[i];
+      WordHash h;
+      h.add(k.spad.size());
+      for (const SpadBuffer& b : k.spad) {
+        h.add(static_cast<uint64_t>(b.elements));
+        h.add(static_cast<uint64_t>(b.offset));
+      }
+      h.add(k.loop_vars.size());
+      h.add(body_shape_hash(k.body, dram_key));
+      std::vector<size_t>& same = by_hash[h.h];
+      first[i] = i;
+      for (const size_t j : same) {
+        const Kernel& o = p_.kernels[j];
+        if (o.spad == k.spad && o.loop_vars.size() == k.loop_vars.size() &&
+            same_body_shape(o.body, k.body, same_dram)) {
+          first[i] = j;
+          break;
+        }
+      }
+      if (first[i] == i) same.push_back(i);
+    }
+    return first;
+  }
+
+  // Checks kernel `index`: its dependencies, and with `body` everything
+  // else. Whether those other checks found errors.
+  bool kernel(int index, bool body) {
     k_ = &p_.kernels[index];
     trips_.assign(k_->loop_vars.size(), 1);
     vars_.assign(k_->loop_vars.size(), 0);
     scope_.clear();
     for (int d : k_->deps)
       if (d < 0 || d >= index) kerror("depends on a kernel that does not come before it");
+    if (!body) return false;
+    const size_t before = errors_.size();
 
     std::set<std::string> names;
     for (const SpadBuffer& s : k_->spad) {
@@ -251,7 +317,8 @@ class Verifier {
         trips_[loop->var] = loop->trips;
       }
     });
-    body(k_->body);
+    this->body(k_->body);
+    return errors_.size() != before;
   }
 
   void body(const std::vector<Stmt>& stmts) {
@@ -598,19 +665,23 @@ class Verifier {
       std::vector<int64_t> trips(p_.kernels[i].loop_vars.size(), 1);
       collect_windows(p_, p_.kernels[i].body, trips, windows[i]);
     }
-    // ancestors[i]: kernels that finish before kernel i starts.
-    std::vector<std::vector<bool>> ancestors(n, std::vector<bool>(n, false));
+    // Row i of `ancestors`: the kernels that finish before kernel i starts,
+    // one bit each (a row is the union of its dependencies' rows).
+    const size_t words = (n + 63) / 64;
+    std::vector<uint64_t> ancestors(n * words, 0);
+    auto is_ancestor = [&](size_t i, size_t j) { return (ancestors[i * words + j / 64] >> (j % 64)) & 1; };
     for (size_t i = 0; i < n; ++i) {
+      uint64_t* row = &ancestors[i * words];
       for (int d : p_.kernels[i].deps) {
         if (d < 0 || d >= static_cast<int>(i)) continue;
-        ancestors[i][d] = true;
-        for (size_t j = 0; j < n; ++j)
-          if (ancestors[d][j]) ancestors[i][j] = true;
+        row[static_cast<size_t>(d) / 64] |= uint64_t{1} << (static_cast<size_t>(d) % 64);
+        const uint64_t* of_d = &ancestors[static_cast<size_t>(d) * words];
+        for (size_t w = 0; w < words; ++w) row[w] |= of_d[w];
       }
     }
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < i; ++j) {
-        if (ancestors[i][j]) continue;
+        if (is_ancestor(i, j)) continue;
         bool reported = false;
         for (const Window& a : windows[i]) {
           for (const Window& b : windows[j]) {

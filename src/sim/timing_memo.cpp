@@ -40,99 +40,16 @@ namespace {
 
 using namespace spool::npu;
 
-void add_affine(WordHash& h, const Affine& a) {
-  h.add(static_cast<uint64_t>(a.constant));
-  h.add(a.terms.size());
-  for (const auto& [var, coeff] : a.terms) {
-    h.add(static_cast<uint64_t>(var));
-    h.add(static_cast<uint64_t>(coeff));
-  }
-}
-void add_extent(WordHash& h, const Extent& e) {
-  h.add(e.options.size());
-  for (const Affine& a : e.options) add_affine(h, a);
-}
-void add_ref(WordHash& h, const SpadRef& r) {
-  h.add(static_cast<uint64_t>(r.buffer));
-  add_affine(h, r.slot);
-  add_affine(h, r.offset);
-  h.add(static_cast<uint64_t>(r.ld));
-}
-void add_ints(WordHash& h, const std::vector<int64_t>& v) {
-  h.add(v.size());
-  for (int64_t x : v) h.add(static_cast<uint64_t>(x));
-}
-
-void add_body(WordHash& h, const std::vector<Stmt>& body, const Program& p) {
-  h.add(body.size());
-  for (const Stmt& s : body) {
-    h.add(s.node.index());
-    if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
-      h.add(static_cast<uint64_t>(loop->var));
-      h.add(static_cast<uint64_t>(loop->trips));
-      h.add(loop->dynamic ? static_cast<uint64_t>(loop->dynamic->nominal) : ~uint64_t{0});
-      add_body(h, loop->body, p);
-    } else if (const auto* d = std::get_if<DmaOp>(&s.node)) {
-      h.add(d->load);
-      h.add(static_cast<uint64_t>(dtype_bytes(p.buffers[d->dram].dtype)));
-      add_affine(h, d->dram_offset);
-      add_ints(h, d->dram_strides);
-      add_ref(h, d->spad);
-      add_ints(h, d->spad_strides);
-      for (const Extent& e : d->dims) add_extent(h, e);
-      h.add(static_cast<uint64_t>(d->tag));
-    } else if (const auto* m = std::get_if<MatmulOp>(&s.node)) {
-      add_ref(h, m->a);
-      add_ref(h, m->b);
-      add_ref(h, m->c);
-      add_extent(h, m->m);
-      add_extent(h, m->k);
-      add_extent(h, m->n);
-    } else if (const auto* v = std::get_if<VectorOp>(&s.node)) {
-      add_extent(h, v->rows);
-      add_extent(h, v->cols);
-      h.add(v->body.size());
-      for (const VecInstr& in : v->body) {
-        h.add(static_cast<uint64_t>(in.op));
-        add_ref(h, in.ref);
-      }
-    } else if (const auto* w = std::get_if<WaitOp>(&s.node)) {
-      h.add(static_cast<uint64_t>(w->tag));
-    }
-  }
-}
-
-// Equal statements, a DMA's DRAM buffer compared by element size (its
-// address is what the replay checks).
-bool same_body(const std::vector<Stmt>& a, const std::vector<Stmt>& b, const Program& p);
-
-bool same_stmt(const Stmt& a, const Stmt& b, const Program& p) {
-  if (a.node.index() != b.node.index()) return false;
-  if (const auto* la = std::get_if<LoopOp>(&a.node)) {
-    const auto& lb = std::get<LoopOp>(b.node);
-    return la->var == lb.var && la->trips == lb.trips && la->dynamic == lb.dynamic && same_body(la->body, lb.body, p);
-  }
-  if (const auto* da = std::get_if<DmaOp>(&a.node)) {
-    DmaOp db = std::get<DmaOp>(b.node);
-    if (dtype_bytes(p.buffers[da->dram].dtype) != dtype_bytes(p.buffers[db.dram].dtype)) return false;
-    db.dram = da->dram;
-    return *da == db;
-  }
-  return a == b;
-}
-
-bool same_body(const std::vector<Stmt>& a, const std::vector<Stmt>& b, const Program& p) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_stmt(a[i], b[i], p)) return false;
-  return true;
+// DMAs' DRAM buffers compared by element size (the replay checks addresses).
+bool same_element_size(const Program& p, int a, int b) {
+  return dtype_bytes(p.buffers[a].dtype) == dtype_bytes(p.buffers[b].dtype);
 }
 
 bool same_shape(const Kernel& a, const Kernel& b, const Program& p) {
   if (a.spad.size() != b.spad.size() || a.loop_vars.size() != b.loop_vars.size()) return false;
   for (size_t i = 0; i < a.spad.size(); ++i)
     if (a.spad[i].slots != b.spad[i].slots) return false;
-  return same_body(a.body, b.body, p);
+  return same_body_shape(a.body, b.body, [&p](int x, int y) { return same_element_size(p, x, y); });
 }
 
 uint64_t shape_hash(const Kernel& k, const Program& p) {
@@ -140,7 +57,7 @@ uint64_t shape_hash(const Kernel& k, const Program& p) {
   h.add(k.spad.size());
   for (const SpadBuffer& b : k.spad) h.add(static_cast<uint64_t>(b.slots));
   h.add(k.loop_vars.size());
-  add_body(h, k.body, p);
+  h.add(body_shape_hash(k.body, [&p](int b) { return static_cast<uint64_t>(dtype_bytes(p.buffers[b].dtype)); }));
   return h.h;
 }
 

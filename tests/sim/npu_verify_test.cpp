@@ -199,3 +199,22 @@ TEST_CASE("verifier: a program of many kernels reports every kernel's errors in 
   }
   CHECK(verify_text(text) == expected);
 }
+
+TEST_CASE("verifier: kernels of one shape are checked against their own DRAM buffers") {
+  // The same kernel on @x, on @y (as large: checked once, by the first) and
+  // on @z (smaller: a shape of its own), enough kernels to be checked in
+  // parallel; only the ones on @z read outside their buffer.
+  std::string text =
+      "program \"p\" spad 4096\nbuffer @x : f32[100] input\nbuffer @y : f32[100] input\nbuffer @z : f32[60] input\n";
+  std::vector<std::string> expected;
+  for (int k = 0; k < 18; ++k) {
+    const char* buffer = k % 3 == 0 ? "x" : k % 3 == 1 ? "y" : "z";
+    text += fmt::format(
+        "kernel \"k{}\" {{\n  spad %A : f32[100] x1 at 0\n  dma.load [100] %A[0 : 1] <- @{}[0 : 1] tag 0\n}}\n", k,
+        buffer);
+    if (k % 3 == 2)
+      expected.push_back(
+          fmt::format("kernel 'k{}': op 'dma.load' accesses elements [0, 100) of '@z' outside its 60 elements", k));
+  }
+  CHECK(verify_text(text) == expected);
+}

@@ -14,6 +14,7 @@
 #include <spool/ir/dtype.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -270,6 +271,15 @@ void for_each_stmt(const std::vector<Stmt>& body, F&& f) {
     if (const auto* loop = std::get_if<LoopOp>(&stmt.node)) for_each_stmt(loop->body, f);
   }
 }
+
+// Statement lists equal but for the DRAM buffers their DMAs name, compared
+// by the caller (`same_dram(a, b)`; `dram_key(b)` is a hash of what it
+// compares): the shape of a kernel that repeats across layers on other
+// buffers, which the simulator times once (sim's replay) and the verifier
+// checks once. A hash equal for equal shapes:
+uint64_t body_shape_hash(const std::vector<Stmt>& body, const std::function<uint64_t(int dram)>& dram_key);
+bool same_body_shape(const std::vector<Stmt>& a, const std::vector<Stmt>& b,
+                     const std::function<bool(int dram_a, int dram_b)>& same_dram);
 
 // Scratchpad liveness: each buffer is live from its first to its last use in
 // pre-order statement numbering; a use inside a loop keeps the buffer live
