@@ -53,18 +53,19 @@ class Verifier {
     const std::vector<size_t> first = first_of_shape();
     std::vector<std::vector<std::string>> kernel_errors(n);
     std::vector<char> body_failed(n, 0);
-    auto check = [&](size_t i, bool body) {
+    auto check = [&](size_t i, bool whole) {
       Verifier one(p_);
-      body_failed[i] = one.kernel(static_cast<int>(i), body);
+      body_failed[i] = one.kernel(static_cast<int>(i), whole);
       kernel_errors[i] = std::move(one.errors_);
     };
-    auto for_kernels = [&](const std::vector<size_t>& which, bool body) {
+    // Checks kernels `which`, each whole if `whole` or if it is the first of its shape.
+    auto for_kernels = [&](const std::vector<size_t>& which, bool whole) {
+      auto one = [&](size_t i) { check(i, whole || first[i] == i); };
       constexpr size_t kParallelKernels = 16;
       if (which.size() < kParallelKernels) {
-        for (const size_t i : which) check(i, body || first[i] == i);
+        for (const size_t i : which) one(i);
       } else {
-        tbb::parallel_for(size_t{0}, which.size(),
-                          [&](size_t w) { check(which[w], body || first[which[w]] == which[w]); });
+        tbb::parallel_for(size_t{0}, which.size(), [&](size_t w) { one(which[w]); });
       }
     };
     std::vector<size_t> all(n);
@@ -275,16 +276,16 @@ class Verifier {
     return first;
   }
 
-  // Checks kernel `index`: its dependencies, and with `body` everything
+  // Checks kernel `index`: its dependencies, and if `whole` everything
   // else. Whether those other checks found errors.
-  bool kernel(int index, bool body) {
+  bool kernel(int index, bool whole) {
     k_ = &p_.kernels[index];
     trips_.assign(k_->loop_vars.size(), 1);
     vars_.assign(k_->loop_vars.size(), 0);
     scope_.clear();
     for (int d : k_->deps)
       if (d < 0 || d >= index) kerror("depends on a kernel that does not come before it");
-    if (!body) return false;
+    if (!whole) return false;
     const size_t before = errors_.size();
 
     std::set<std::string> names;
@@ -317,7 +318,7 @@ class Verifier {
         trips_[loop->var] = loop->trips;
       }
     });
-    this->body(k_->body);
+    body(k_->body);
     return errors_.size() != before;
   }
 
