@@ -2,6 +2,8 @@
 
 #include "dram.hpp"
 
+#include <spool/support/hash.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -163,6 +165,88 @@ void DramModel::touch(int64_t addr, int64_t bytes) {
   touch_granules(last * stripe, end - last * stripe);
 }
 
+namespace {
+
+// Marks channels [first, first + n) of `bank` touched (n a power of two,
+// first a multiple of it: one word holds the bits, or whole words do).
+inline void mark_block(uint64_t* bank_touched, uint64_t* channel_touched, size_t words, size_t bank, int first, int n) {
+  const uint64_t bits = n >= 64 ? ~uint64_t{0} : ((uint64_t{1} << n) - 1) << (first & 63);
+  if (words == 1) {
+    bank_touched[bank] |= bits;
+    channel_touched[0] |= bits;
+    return;
+  }
+  for (int w = first >> 6; w < ((first + n + 63) >> 6); ++w) {
+    bank_touched[bank * words + static_cast<size_t>(w)] |= bits;
+    channel_touched[w] |= bits;
+  }
+}
+
+}  // namespace
+
+size_t DramModel::RowsKeyHash::operator()(const RowsKey& k) const {
+  WordHash h;
+  h.add(static_cast<uint64_t>(k.addr));
+  h.add(static_cast<uint64_t>(k.bytes));
+  h.add(static_cast<uint64_t>(k.count));
+  h.add(static_cast<uint64_t>(k.stride));
+  return static_cast<size_t>(h.h ^ (h.h >> 29));
+}
+
+void DramModel::apply_rows(const RowsMemo& memo, int n, int64_t total) {
+  const uint64_t hit = count_of(int64_t{1} << (il_shift_ - rb_shift_), 0);
+  const size_t channels = static_cast<size_t>(channels_);
+  int64_t misses = 0;
+  for (const RowsVisit& v : memo.visits) {
+    const size_t base = v.bank * channels + static_cast<size_t>(v.first);
+    int64_t* const open = &open_row_[base];
+    uint64_t* const count = &bank_count_[base];
+    const uint64_t later = static_cast<uint64_t>(v.hits + v.misses) * hit + static_cast<uint64_t>(v.misses);
+    for (int j = 0; j < n; ++j) {
+      const int64_t miss = open[j] != v.first_row ? 1 : 0;
+      open[j] = v.last_row;
+      count[j] += hit + static_cast<uint64_t>(miss) + later;
+      misses += miss;
+    }
+    misses += v.misses * n;
+    mark_block(bank_touched_.data(), channel_touched_.data(), words_, v.bank, v.first, n);
+  }
+  row_misses_ += misses;
+  row_hits_ += total - misses;
+  cost_.requests += total;
+}
+
+// Rows shorter than a granule (power-of-two geometry): consecutive rows in
+// one granule go to one channel, bank and row, so they are accounted at
+// once (the first may miss, the others hit: as one by one); a row across
+// two granules is walked as touch() walks it.
+void DramModel::touch_small_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
+  cost_.useful_bytes += bytes * count;
+  const int stripe_shift = channel_bits_ + row_shift_;
+  int64_t granule = -1, requests = 0;  // the rows accounted next: their granule and requests
+  auto flush = [&] {
+    if (requests == 0) return;
+    const int64_t stripe = granule >> (stripe_shift - il_shift_);
+    account(channel_of(granule), static_cast<int>(stripe & (banks_ - 1)), stripe >> bank_bits_, requests);
+    requests = 0;
+  };
+  for (int64_t i = 0; i < count; ++i, addr += stride) {
+    const int64_t last = addr + bytes - 1;
+    const int64_t g = addr >> il_shift_;
+    if ((last >> il_shift_) != g) {
+      flush();
+      touch_granules(addr, bytes);
+      continue;
+    }
+    if (g != granule) {
+      flush();
+      granule = g;
+    }
+    requests += (last >> rb_shift_) - (addr >> rb_shift_) + 1;
+  }
+  flush();
+}
+
 void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
   const int64_t il = int64_t{1} << il_shift_;
   const int64_t granules = bytes >> il_shift_;
@@ -172,13 +256,28 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   const bool blocks = pow2_ && (bytes & (il - 1)) == 0 && granules > 0 && (granules & (granules - 1)) == 0 &&
                       bytes <= group_bytes && (addr & (bytes - 1)) == 0 && (stride & (bytes - 1)) == 0;
   if (!blocks) {
+    if (pow2_ && bytes < il && count > 1) {
+      touch_small_rows(addr, bytes, count, stride);
+      return;
+    }
     for (int64_t i = 0; i < count; ++i) touch(addr + i * stride, bytes);
     return;
   }
   cost_.useful_bytes += bytes * count;
+  const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);  // requests of a whole granule
+  const int64_t total = full * granules * count;
+  RowsMemo* keep = nullptr;  // a call seen once before: keep what this one does
+  if (count >= kMemoRows) {
+    if (rows_memo_.size() >= kMemoCalls) rows_memo_.clear();
+    const auto [it, fresh] = rows_memo_.try_emplace(RowsKey{addr, bytes, count, stride});
+    if (!fresh && it->second.kept) {
+      apply_rows(it->second, static_cast<int>(granules), total);
+      return;
+    }
+    if (!fresh) keep = &it->second;
+  }
   const int64_t low = (int64_t{1} << channel_bits_) - 1;
   const int stripe_shift = channel_bits_ + row_shift_;
-  const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);
   const int n = static_cast<int>(granules);
   const size_t channels = static_cast<size_t>(channels_), words = words_;
   const int64_t bank_mask = banks_ - 1;
@@ -187,8 +286,6 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   const uint64_t hit = count_of(full, 0);  // a miss adds 1 (the low word) to it
   uint64_t* const bank_touched = bank_touched_.data();
   uint64_t* const channel_touched = channel_touched_.data();
-  // The block's bits in its word (a block of 64 or more channels fills whole words).
-  const uint64_t block_bits = n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
   int64_t misses = 0;
   // The blocks of one call are disjoint or equal (all n channels wide,
   // aligned to n), and a block's channels share one row once it is visited:
@@ -217,7 +314,7 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
       }
       continue;
     }
-    block = BlockVisits{call, row, 0, 0};
+    block = BlockVisits{call, row, row, 0, 0};
     blocks_seen_.push_back(base);
     for (int j = 0; j < n; ++j) {
       const int64_t miss = open_row[base + j] != row ? 1 : 0;
@@ -225,16 +322,7 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
       bank_count[base + j] += hit + static_cast<uint64_t>(miss);
       misses += miss;
     }
-    const uint64_t bits = n >= 64 ? block_bits : block_bits << (first & 63);
-    if (words == 1) {
-      bank_touched[bank] |= bits;
-      channel_touched[0] |= bits;
-    } else {
-      for (int w = first >> 6; w < ((first + n + 63) >> 6); ++w) {
-        bank_touched[bank * words + static_cast<size_t>(w)] |= bits;
-        channel_touched[w] |= bits;
-      }
-    }
+    mark_block(bank_touched, channel_touched, words, bank, first, n);
   }
   for (const size_t base : blocks_seen_) {
     const BlockVisits& block = visits[base];
@@ -246,7 +334,14 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     }
     misses += block.misses * n;
   }
-  const int64_t total = full * granules * count;
+  if (keep) {
+    for (const size_t base : blocks_seen_) {
+      const BlockVisits& block = visits[base];
+      keep->visits.push_back(RowsVisit{base / channels, static_cast<int>(base % channels), block.first_row, block.row,
+                                       block.hits, block.misses});
+    }
+    keep->kept = true;
+  }
   row_misses_ += misses;
   row_hits_ += total - misses;
   cost_.requests += total;

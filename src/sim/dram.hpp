@@ -49,6 +49,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace spool::sim::detail {
@@ -143,11 +144,40 @@ class DramModel {
   // that call that hit and that missed.
   struct BlockVisits {
     uint64_t call = 0;
-    int64_t row = 0, hits = 0, misses = 0;
+    int64_t first_row = 0, row = 0, hits = 0, misses = 0;
   };
   std::vector<BlockVisits> blocks_;
   std::vector<size_t> blocks_seen_;  // by the current call, first visit first
   uint64_t rows_call_ = 0;
+  // touch_rows' calls on the block path, by their arguments: the blocks a
+  // call visits, the row of each one's first and last visit and the later
+  // visits that hit and missed are a function of the arguments alone (the
+  // address mapping), not of the rows left open. A call seen twice keeps
+  // them; from its third time on they are applied without walking the rows
+  // (a GEMM loads each activation tile once per column tile): each block's
+  // first visit still meets the rows left open, channel by channel.
+  struct RowsKey {
+    int64_t addr, bytes, count, stride;
+    bool operator==(const RowsKey&) const = default;
+  };
+  struct RowsKeyHash {
+    size_t operator()(const RowsKey& k) const;
+  };
+  struct RowsVisit {
+    size_t bank;
+    int first;  // the block's first channel
+    int64_t first_row, last_row, hits, misses;
+  };
+  struct RowsMemo {
+    bool kept = false;  // false: seen once, nothing kept yet
+    std::vector<RowsVisit> visits;
+  };
+  std::unordered_map<RowsKey, RowsMemo, RowsKeyHash> rows_memo_;
+  static constexpr int64_t kMemoRows = 8;        // shorter calls are walked
+  static constexpr size_t kMemoCalls = 1 << 16;  // calls remembered at most (then forgotten at once)
+  // Applies a kept call: the blocks' first visits against the open rows,
+  // then the later visits' counts; true requests are `total`.
+  void apply_rows(const RowsMemo& memo, int n, int64_t total);
   // Touched by the descriptor: channel bits per bank, and channel bits.
   size_t words_ = 1;                 // 64-bit words of channel bits
   std::vector<uint64_t> bank_touched_;     // per bank * words_ + word
@@ -167,6 +197,7 @@ class DramModel {
   // of two, first a multiple of it) of one bank, all at `row`.
   void account_block(int first, int count, int bank, int64_t row, int64_t requests);
   void touch_granules(int64_t addr, int64_t bytes);
+  void touch_small_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride);
   void touch_stripes(int64_t first, int64_t count);
   template <typename F>
   void for_each_bit(const uint64_t* words, F&& f) const {
