@@ -35,6 +35,7 @@ DramModel::DramModel(const target::NpuConfig& config)
   };
   int unused = 0;
   const auto& d = config.dram;
+  if (int bits = 0; log2_exact(d.bytes_per_cycle, bits)) bpc_shift_ = bits;
   pow2_ = log2_exact(d.interleave_bytes, il_shift_) && log2_exact(config.dma.request_bytes, rb_shift_) &&
           log2_exact(d.row_bytes, row_shift_) && log2_exact(d.banks, bank_bits_) && log2_exact(d.channels, unused) &&
           d.row_bytes % d.interleave_bytes == 0 && d.interleave_bytes % config.dma.request_bytes == 0;

@@ -78,6 +78,8 @@ class DramModel {
   // `arrival` and whose last request reaches them at `last_arrival`.
   // Returns when the last channel finished serving it (before the return
   // latency), and records per-channel busy intervals through `on_busy`.
+  // Consumes the descriptor's requests (begin() also clears them, for a
+  // descriptor touched and never served).
   template <typename OnBusy>
   Time serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_busy);
 
@@ -127,6 +129,7 @@ class DramModel {
   const target::NpuConfig& config_;
   Time period_;
   int64_t refresh_period_ = 0, refresh_free_ = 0;  // t_refi and t_refi - t_rfc; 0: no refresh
+  int bpc_shift_ = -1;                             // log2(dram.bytes_per_cycle), -1: not a power of two
   int channels_ = 0, banks_ = 0;
   std::vector<Time> channel_free_;
   std::vector<Time> channel_busy_;
@@ -240,19 +243,29 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
   const int64_t rb = config_.dma.request_bytes;
   const int64_t bpc = config_.dram.bytes_per_cycle;
   const int64_t miss_cycles = config_.dram.t_rp + config_.dram.t_rcd;
-  auto transfer_cycles = [&](int64_t requests) { return (requests * rb + bpc - 1) / bpc; };
-  // Per-channel worst bank, from the banks this descriptor touched.
+  const int bpc_shift = bpc_shift_;
+  auto transfer_cycles = [&](int64_t requests) {
+    const int64_t bytes = requests * rb + bpc - 1;
+    return bpc_shift >= 0 ? bytes >> bpc_shift : bytes / bpc;
+  };
+  // Per-channel worst bank, from the banks this descriptor touched; the
+  // per-descriptor counters are cleared as they are read.
   std::vector<int64_t>& worst = worst_;
   // A channel's requests are its banks' (summed here, not per request).
-  for (int bank = 0; bank < banks_; ++bank)
-    for_each_bit(&bank_touched_[static_cast<size_t>(bank) * words_], [&](int ch) {
+  for (int bank = 0; bank < banks_; ++bank) {
+    uint64_t* const touched = &bank_touched_[static_cast<size_t>(bank) * words_];
+    for_each_bit(touched, [&](int ch) {
       const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
-      const int64_t requests = static_cast<int64_t>(bank_count_[idx] >> 32);
-      const int64_t misses = static_cast<int64_t>(bank_count_[idx] & 0xffffffffu);
+      const uint64_t count = bank_count_[idx];
+      bank_count_[idx] = 0;
+      const int64_t requests = static_cast<int64_t>(count >> 32);
+      const int64_t misses = static_cast<int64_t>(count & 0xffffffffu);
       const int64_t t = misses * miss_cycles + transfer_cycles(requests);
       if (t > worst[ch]) worst[ch] = t;
       channel_req_[ch] += requests;
     });
+    std::fill(touched, touched + words_, uint64_t{0});
+  }
   Time finish = arrival;
   // Channels in index order (each is served independently of the others).
   for_each_bit(channel_touched_.data(), [&](int ch) {
@@ -267,7 +280,9 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
     on_busy(ch, start, held);
     finish = std::max(finish, end);
     (write ? write_bytes_ : read_bytes_) += channel_req_[ch] * rb;
+    channel_req_[ch] = 0;
   });
+  std::fill(channel_touched_.begin(), channel_touched_.end(), uint64_t{0});
   return finish;
 }
 
