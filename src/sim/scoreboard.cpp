@@ -2,6 +2,8 @@
 
 #include "scoreboard.hpp"
 
+#include <algorithm>
+
 namespace spool::sim::detail {
 namespace {
 
@@ -17,6 +19,14 @@ void compact(SlotState& st) {
     all.read_done = std::max(all.read_done, r.read_done);
   }
   st.regions.assign(1, all);
+  st.written = 1;
+}
+
+// Moves regions[i], which now has a write, into [0, written).
+void mark_written(SlotState& st, size_t i) {
+  if (i < st.written) return;
+  std::swap(st.regions[i], st.regions[st.written]);
+  ++st.written;
 }
 
 }  // namespace
@@ -28,15 +38,35 @@ void record_read(SlotState& st, const Box& box, Time done) {
       return;
     }
   }
-  st.regions.push_back(SpadRegion{box, 0, done, -1});
+  st.regions.push_back(SpadRegion{box, 0, done, -1});  // no write: after [0, written)
   compact(st);
 }
 
 void record_write(SlotState& st, const Box& box, Time done, int array) {
-  std::erase_if(st.regions, [&](const SpadRegion& r) { return contains(box, r.box); });
+  // Drop the regions the write covers, in order (so [0, written) stays the front).
+  size_t kept = 0, written = 0;
+  for (size_t i = 0; i < st.regions.size(); ++i) {
+    if (contains(box, st.regions[i].box)) continue;
+    if (i < st.written) ++written;
+    st.regions[kept++] = st.regions[i];
+  }
+  st.regions.resize(kept);
+  st.written = written;
   st.regions.push_back(SpadRegion{box, done, 0, array});
+  mark_written(st, st.regions.size() - 1);
   ++st.generation;
   compact(st);
+}
+
+void record_accumulate(SlotState& st, const Box& box, Time done) {
+  for (size_t i = 0; i < st.regions.size(); ++i) {
+    if (st.regions[i].box == box) {
+      st.regions[i].write_done = done;
+      mark_written(st, i);
+      break;  // boxes are distinct
+    }
+  }
+  ++st.generation;
 }
 
 }  // namespace spool::sim::detail

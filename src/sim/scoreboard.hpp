@@ -60,16 +60,24 @@ struct SpadRegion {
   int array = -1;  // the array whose accumulators hold it (matmul results)
 };
 
+// A slot's regions have distinct boxes (a write replaces what it covers, a
+// read adds a box only if it is new), so no answer depends on their order:
+// every region with a write in flight or done (write_done > 0) is kept in
+// [0, written), for read_ready(), and a tile's many reads after them (the
+// k slices of an operand tile, read once per column tile).
 struct SlotState {
   std::vector<SpadRegion> regions;
+  size_t written = 0;
   uint64_t generation = 0;  // bumped by every write (weight-tile identity)
 };
 
 // When `box` may be read: its overlapping writes are done.
 inline Time read_ready(const SlotState& st, const Box& box) {
   Time t = 0;
-  for (const SpadRegion& r : st.regions)
+  for (size_t i = 0; i < st.written; ++i) {
+    const SpadRegion& r = st.regions[i];
     if (overlaps(r.box, box)) t = std::max(t, r.write_done);
+  }
   return t;
 }
 // When `box` may be written: its overlapping writes and reads are done.
@@ -85,5 +93,8 @@ void record_read(SlotState& st, const Box& box, Time done);
 // A write of `box` that completes at `done`, into the accumulators of
 // systolic array `array` (-1: none); it replaces the regions it covers.
 void record_write(SlotState& st, const Box& box, Time done, int array);
+// Another write into the accumulators that hold exactly `box` (an
+// accumulating step continuing its chain): its time, not a new region.
+void record_accumulate(SlotState& st, const Box& box, Time done);
 
 }  // namespace spool::sim::detail

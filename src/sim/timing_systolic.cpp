@@ -111,9 +111,7 @@ void TimingSim::matmul(Core& core, const MatmulOp& mm) {
   record_read(sa, abox, plan.start + m * core_period_);
   record_read(sb, bbox, plan.resident ? plan.start : plan.preload_start + preload);
   if (mm.accumulate && bound >= 0) {
-    for (SpadRegion& r : sc.regions)
-      if (r.box == cbox) r.write_done = done;
-    ++sc.generation;
+    record_accumulate(sc, cbox, done);
   } else {
     record_write(sc, cbox, done, chosen);
   }
