@@ -7,7 +7,8 @@
 // kernels fit the budget by the scratchpad allocator are run through the tile
 // timer (LowerOptions::tile_cycles) and the fastest wins (ties within 0.5% go
 // to the longest k tiles), so the footprint that chose it is the footprint
-// that runs. Choices are cached by the GEMM's signature, so repeated layers
+// that runs. Candidates are built in parallel, and those timed after the
+// first wave stop once they cannot win (fastest_fit()). Choices are cached by the GEMM's signature, so repeated layers
 // cost one selection; so are the kernels built, so that a repeat on other
 // buffers renames the last ones' DMA buffers instead of building them
 // again (renamed()).
@@ -19,8 +20,11 @@
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <map>
 
 namespace spool::lower::detail {
@@ -133,15 +137,16 @@ std::string signature(const GemmJob& job) {
   return s;
 }
 
-// Cycles of the kernels alone (independent of each other), by the caller's tile timer.
-int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels) {
+// Cycles of the kernels alone (independent of each other), by the caller's
+// tile timer; once above `limit`, any count above it.
+int64_t simulated_cycles(const Emitter& em, const std::vector<Kernel>& kernels, int64_t limit) {
   npu::Program p;
   p.name = "tile";
   p.spad_bytes = em.program.spad_bytes;
   p.buffers = em.program.buffers;
   p.kernels = kernels;
   for (Kernel& k : p.kernels) k.deps.clear();
-  return em.options.tile_cycles(p);
+  return em.options.tile_cycles(p, limit);
 }
 
 // Batch axes next to M over which every B input is broadcast, folded into
@@ -234,26 +239,41 @@ std::vector<Fit> fitting_tiles(const Emitter& em, const GemmJob& job, int64_t& s
   const size_t wanted =
       em.options.tile_cycles ? static_cast<size_t>(std::max(1, em.options.gemm_simulated_candidates)) : 1;
   const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
-  for (GemmTile t : candidates(job, em.config)) {
-    int64_t footprint = 0;
-    std::vector<Kernel> kernels = tile_kernels(em, job, t, false, footprint);
-    if (footprint > em.budget && operand_slots(t, K, N) > 2) {  // the same tile with two operand slots
+  struct Built {
+    GemmTile tile;
+    std::vector<Kernel> kernels, parts;
+    int64_t footprint = 0, split_footprint = 0;
+  };
+  auto build = [&](GemmTile t, Built& b) {
+    b.kernels = tile_kernels(em, job, t, false, b.footprint);
+    if (b.footprint > em.budget && operand_slots(t, K, N) > 2) {  // the same tile with two operand slots
       t.slots = 2;
-      kernels = tile_kernels(em, job, t, false, footprint);
+      b.kernels = tile_kernels(em, job, t, false, b.footprint);
     }
-    if (footprint > em.budget) {
-      if (smallest < 0 || footprint < smallest) smallest = footprint;
-      continue;
+    b.tile = t;
+    // The same tile spread over the cores, when it splits: the timer
+    // weighs the launches against the parallel work.
+    if (b.footprint <= em.budget && can_split) b.parts = tile_kernels(em, job, t, true, b.split_footprint);
+  };
+  // Candidates are built in parallel, as many at a time as could still be
+  // needed, and taken in order: the fits and `smallest` are those of
+  // building one at a time.
+  const std::vector<GemmTile> all = candidates(job, em.config);
+  const size_t per = can_split ? 2 : 1, target = wanted * per;
+  for (size_t next = 0; next < all.size() && fits.size() < target;) {
+    const size_t chunk = std::min(all.size() - next, (target - fits.size() + per - 1) / per);
+    std::vector<Built> built(chunk);
+    tbb::parallel_for(size_t{0}, chunk, [&](size_t i) { build(all[next + i], built[i]); });
+    next += chunk;
+    for (Built& b : built) {
+      if (b.footprint > em.budget) {
+        if (smallest < 0 || b.footprint < smallest) smallest = b.footprint;
+        continue;
+      }
+      fits.push_back(Fit{b.tile, std::move(b.kernels), b.footprint, false});
+      if (b.parts.size() > 1) fits.push_back(Fit{b.tile, std::move(b.parts), b.split_footprint, true});
+      if (fits.size() >= target) break;
     }
-    fits.push_back(Fit{t, std::move(kernels), footprint, false});
-    if (can_split) {
-      // The same tile spread over the cores, when it splits: the timer
-      // weighs the launches against the parallel work.
-      int64_t split_footprint = 0;
-      std::vector<Kernel> parts = tile_kernels(em, job, t, true, split_footprint);
-      if (parts.size() > 1) fits.push_back(Fit{t, std::move(parts), split_footprint, true});
-    }
-    if (fits.size() >= wanted * (can_split ? 2 : 1)) break;
   }
   return fits;
 }
@@ -262,15 +282,26 @@ std::vector<Fit> fitting_tiles(const Emitter& em, const GemmJob& job, int64_t& s
 size_t fastest_fit(const Emitter& em, const std::vector<Fit>& fits) {
   size_t best = 0;
   if (fits.size() < 2) return best;
-  // The candidates are timed independently of each other, in parallel.
-  std::vector<int64_t> cycles(fits.size());
-  tbb::parallel_for(size_t{0}, fits.size(), [&](size_t i) { cycles[i] = simulated_cycles(em, fits[i].kernels); });
-  const int64_t fastest = *std::min_element(cycles.begin(), cycles.end());
   // Within kTieTolerance of the fastest, the tile with the longest k
   // tiles wins (then the fastest): its operand rows are longer DMA runs,
   // so fewer descriptors, fewer DRAM rows opened, and a program that is
   // cheaper to simulate — which decides how long the largest models take.
   constexpr double kTieTolerance = 0.005;
+  // The candidates are timed independently of each other, in parallel:
+  // the first wave (as many as run at once, best estimates first) in
+  // full, the others only until they exceed the first wave's fastest by
+  // more than the tolerance. Such a candidate is neither the fastest nor
+  // tied with it, so it cannot be picked: its count, a lower bound above
+  // the limit, decides nothing, and the choice is the one timing every
+  // candidate in full would make (an outlier 10x slower than the best no
+  // longer holds up the whole GEMM's choice).
+  std::vector<int64_t> cycles(fits.size());
+  const size_t wave = std::min(fits.size(), static_cast<size_t>(std::max(1, tbb::this_task_arena::max_concurrency())));
+  tbb::parallel_for(size_t{0}, wave, [&](size_t i) { cycles[i] = simulated_cycles(em, fits[i].kernels, INT64_MAX); });
+  const int64_t first = *std::min_element(cycles.begin(), cycles.begin() + static_cast<std::ptrdiff_t>(wave));
+  const auto limit = static_cast<int64_t>(std::ceil(static_cast<double>(first) * (1 + kTieTolerance)));
+  tbb::parallel_for(wave, fits.size(), [&](size_t i) { cycles[i] = simulated_cycles(em, fits[i].kernels, limit); });
+  const int64_t fastest = *std::min_element(cycles.begin(), cycles.end());
   for (size_t i = 0; i < fits.size(); ++i) {
     if (static_cast<double>(cycles[i]) > static_cast<double>(fastest) * (1 + kTieTolerance)) continue;
     const bool tied_best = static_cast<double>(cycles[best]) <= static_cast<double>(fastest) * (1 + kTieTolerance);

@@ -308,8 +308,9 @@ std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, 
   one.kernels = {single};
   one.kernels[0].deps.clear();
   int64_t split_cycles = 0, single_cycles = 0;
-  tbb::parallel_invoke([&] { split_cycles = em.options.tile_cycles(trial); },
-                       [&] { single_cycles = em.options.tile_cycles(one); });
+  constexpr int64_t kNoLimit = INT64_MAX;
+  tbb::parallel_invoke([&] { split_cycles = em.options.tile_cycles(trial, kNoLimit); },
+                       [&] { single_cycles = em.options.tile_cycles(one, kNoLimit); });
   if (split_cycles >= single_cycles) return {single};
   return kernels;
 }

@@ -43,9 +43,9 @@ Executed run_functional(const npu::Program& p, const target::NpuConfig& config, 
   return out;
 }
 
-std::function<int64_t(const npu::Program&)> tile_timer(const target::NpuConfig& config) {
+std::function<int64_t(const npu::Program&, int64_t)> tile_timer(const target::NpuConfig& config) {
   auto owned = std::make_shared<const target::NpuConfig>(config);
-  return [owned](const npu::Program& p) { return simulate_timing(p, *owned, nullptr).cycles; };
+  return [owned](const npu::Program& p, int64_t limit) { return timing_cycles(p, *owned, limit); };
 }
 
 }  // namespace spool::sim

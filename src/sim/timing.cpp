@@ -167,6 +167,11 @@ Report TimingSim::run() {
     if (stmt) {
       execute(core, *stmt);
       ++report_.profile.statements;
+      // The program ends no sooner than anything issued so far.
+      if (const Time t = std::max(core.issue, core.end); t > stop_after_) {
+        report_.cycles = cycles(t);
+        return std::move(report_);
+      }
       continue;
     }
     end_memo(core);
@@ -311,6 +316,15 @@ Report TimingSim::finish() {
 }
 
 }  // namespace detail
+
+int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& config, int64_t limit) {
+  if (program.spad_bytes > config.spad_bytes())
+    fail("program '{}' was allocated for a {}-byte scratchpad; config '{}' has {} bytes", program.name,
+         program.spad_bytes, config.name, config.spad_bytes());
+  detail::TimingSim sim(program, config, nullptr);
+  sim.set_limit(limit);
+  return sim.run().cycles;
+}
 
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay,
                        const ProgressFn& progress) {

@@ -126,12 +126,16 @@ class TimingSim {
 
   Report run();
   void set_progress(ProgressFn progress) { progress_ = std::move(progress); }
+  // Stop as soon as the cycles are sure to exceed `limit` (run() then
+  // returns a report whose cycles are a lower bound above it, nothing else).
+  void set_limit(int64_t limit) { stop_after_ = limit >= kNever / core_period_ ? kNever : limit * core_period_; }
 
   // The simulator's own breakdown (Report::profile).
   SimProfile& profile() { return report_.profile; }
 
  private:
   ProgressFn progress_;
+  Time stop_after_ = kNever;  // set_limit()
   struct Core {
     int kernel = -1;
     Time free = 0;    // the core finished its last kernel

@@ -12,8 +12,11 @@
 #include <spool/sim/sim.hpp>
 
 #include <fmt/format.h>
+#include <tbb/global_control.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 
 using namespace spool;
 using spool::lower_test::lower_and_run;
@@ -308,5 +311,46 @@ TEST_CASE("gemm: one operand slot loads each tile after the previous one's steps
         CHECK(text.find("spad %A : f32[" + std::to_string(tm * tk) + "] x2") == std::string::npos);
       }
     }
+  }
+}
+
+TEST_CASE("gemm: candidates timed only until they cannot win leave every tile choice as timing them in full") {
+  // GEMMs whose candidates differ widely (one row, many columns, ragged
+  // edges, an epilogue), on one core and two, with one thread timing the
+  // candidates or several (the first wave, timed in full, is as wide as
+  // the threads).
+  for (const std::string cfg : {"toy", "tpuv3", "tpuv4"}) {
+    CAPTURE(cfg);
+    const bool toy = cfg == "toy";
+    const target::NpuConfig config = target::load_config(cfg);
+    Graph g("gemm_shapes");
+    const std::vector<std::array<int64_t, 3>> shapes =
+        toy ? std::vector<std::array<int64_t, 3>>{{1, 64, 200}, {40, 70, 48}, {96, 128, 24}}
+            : std::vector<std::array<int64_t, 3>>{{1, 1024, 8192}, {300, 600, 768}, {512, 2048, 512}};
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const auto [M, K, N] = shapes[i];
+      Tensor x = input(g, fmt::format("x{}", i), DType::BF16, {M, K});
+      Tensor w = weight(g, fmt::format("w{}", i), DType::BF16, {N, K});
+      Tensor r = input(g, fmt::format("r{}", i), DType::BF16, {M, N});
+      GemmAttr attr;
+      attr.epilogue.instrs = {instr(Op::Add, 0, 1)};
+      output(fmt::format("y{}", i), Tensor(&g, g.add(Op::Gemm, {x.edge(), w.transpose(0, 1).edge(), r.edge()}, attr)));
+    }
+    const auto timer = sim::tile_timer(config);
+    std::atomic<int> stopped{0};
+    lower::LowerOptions early, full;
+    early.tile_cycles = [&](const npu::Program& p, int64_t limit) {
+      const int64_t c = timer(p, limit);
+      if (c > limit) ++stopped;
+      return c;
+    };
+    full.tile_cycles = [&](const npu::Program& p, int64_t) { return timer(p, INT64_MAX); };
+    const std::string reference = npu::print(lower::to_npu(g, config, full).program);
+    CHECK(npu::print(lower::to_npu(g, config, early).program) == reference);
+    {
+      tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+      CHECK(npu::print(lower::to_npu(g, config, early).program) == reference);
+    }
+    CHECK(stopped.load() > 0);  // some candidate was stopped early
   }
 }

@@ -282,6 +282,26 @@ TEST_CASE("timing: results are deterministic") {
   CHECK(sim::run(w.program, config).to_json() == sim::run(w.program, config).to_json());
 }
 
+TEST_CASE("timing: a cycle limit stops the run above it and changes nothing below it") {
+  for (const char* name : {"tpuv3", "tpuv4"}) {
+    CAPTURE(name);
+    const target::NpuConfig config = target::load_config(name);
+    const models::Workload w = models::compile_workload("bert:base", config);
+    const int64_t cycles = sim::simulate_timing(w.program, config, nullptr).cycles;
+    REQUIRE(cycles > 1000);
+    CHECK(sim::timing_cycles(w.program, config, INT64_MAX) == cycles);
+    CHECK(sim::timing_cycles(w.program, config, cycles) == cycles);
+    for (const int64_t limit : {int64_t{0}, cycles / 10, cycles / 2, cycles - 1}) {
+      CAPTURE(limit);
+      const int64_t stopped = sim::timing_cycles(w.program, config, limit);
+      CHECK(stopped > limit);
+      CHECK(stopped <= cycles);  // a lower bound of the cycles
+    }
+    // The tile timer the lowering uses is the same function.
+    CHECK(sim::tile_timer(config)(w.program, cycles / 2) > cycles / 2);
+  }
+}
+
 TEST_CASE("timing: independent kernels overlap across cores") {
   const target::NpuConfig v4 = target::load_config("tpuv4");
   REQUIRE(v4.cores == 2);

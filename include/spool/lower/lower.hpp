@@ -76,8 +76,9 @@ struct LowerOptions {
   // spreading tiles over cores are decided (sim::tile_timer: the timing
   // simulator). Empty: the analytic estimate picks GEMM tiles and a kernel's
   // tiles stay on one core. Called from several threads at once (a GEMM's
-  // candidates are timed in parallel): it must be safe to.
-  std::function<int64_t(const npu::Program&)> tile_cycles;
+  // candidates are timed in parallel): it must be safe to. Once the cycles
+  // exceed `limit`, it may return any count above it (INT64_MAX: no limit).
+  std::function<int64_t(const npu::Program&, int64_t limit)> tile_cycles;
   // Per-kernel choices: called with each kernel node of the graph being
   // lowered (empty: every kernel takes the default choice).
   std::function<KernelChoice(const Graph&, NodeId)> choice;

@@ -146,6 +146,10 @@ Report run(const npu::Program& program, const target::NpuConfig& config, const O
 // The timing model alone (run() calls it); the program must be verified.
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay = true,
                        const ProgressFn& progress = {});
+// The timing model's cycles for the program, or, as soon as they are sure
+// to exceed `limit`, a count above `limit` (a lower bound of them: the
+// simulation stops there). Exactly simulate_timing's cycles otherwise.
+int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& config, int64_t limit);
 // The functional model alone; the program must be verified.
 void execute_functional(const npu::Program& program, Memory& memory);
 
@@ -163,8 +167,9 @@ Executed run_functional(const npu::Program& program, const target::NpuConfig& co
                         const BufferNames& outputs, const std::map<std::string, interp::HostTensor>& values);
 
 // The lowering's tile timer (lower::LowerOptions::tile_cycles): the timing
-// model's cycles for a program of independent kernels on `config`. The
-// timer keeps its own copy of the config.
-std::function<int64_t(const npu::Program&)> tile_timer(const target::NpuConfig& config);
+// model's cycles for a program of independent kernels on `config`, or, once
+// they exceed `limit`, a count above it (the run stops there). The timer
+// keeps its own copy of the config.
+std::function<int64_t(const npu::Program&, int64_t limit)> tile_timer(const target::NpuConfig& config);
 
 }  // namespace spool::sim
