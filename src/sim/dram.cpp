@@ -23,6 +23,7 @@ DramModel::DramModel(const target::NpuConfig& config)
       channel_req_(config.dram.channels, 0),
       worst_(config.dram.channels, 0),
       blocks_(open_row_.size()),
+      blocks_seen_(open_row_.size()),
       words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
       bank_touched_(static_cast<size_t>(config.dram.banks) * words_, 0),
       channel_touched_(words_, 0) {
@@ -194,11 +195,11 @@ size_t DramModel::RowsKeyHash::operator()(const RowsKey& k) const {
   return static_cast<size_t>(h.h ^ (h.h >> 29));
 }
 
-void DramModel::apply_rows(const RowsMemo& memo, int n, int64_t total) {
+void DramModel::apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t total) {
   const uint64_t hit = count_of(int64_t{1} << (il_shift_ - rb_shift_), 0);
   const size_t channels = static_cast<size_t>(channels_);
   int64_t misses = 0;
-  for (const RowsVisit& v : memo.visits) {
+  for (const RowsVisit& v : visits) {
     const size_t base = v.bank * channels + static_cast<size_t>(v.first);
     int64_t* const open = &open_row_[base];
     uint64_t* const count = &bank_count_[base];
@@ -267,85 +268,63 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   cost_.useful_bytes += bytes * count;
   const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);  // requests of a whole granule
   const int64_t total = full * granules * count;
+  const int n = static_cast<int>(granules);
   RowsMemo* keep = nullptr;  // a call seen once before: keep what this one does
   if (count >= kMemoRows) {
     if (rows_memo_.size() >= kMemoCalls) rows_memo_.clear();
     const auto [it, fresh] = rows_memo_.try_emplace(RowsKey{addr, bytes, count, stride});
     if (!fresh && it->second.kept) {
-      apply_rows(it->second, static_cast<int>(granules), total);
+      apply_rows(it->second.visits, n, total);
       return;
     }
     if (!fresh) keep = &it->second;
   }
   const int64_t low = (int64_t{1} << channel_bits_) - 1;
   const int stripe_shift = channel_bits_ + row_shift_;
-  const int n = static_cast<int>(granules);
-  const size_t channels = static_cast<size_t>(channels_), words = words_;
   const int64_t bank_mask = banks_ - 1;
-  int64_t* const open_row = open_row_.data();
-  uint64_t* const bank_count = bank_count_.data();
-  const uint64_t hit = count_of(full, 0);  // a miss adds 1 (the low word) to it
-  uint64_t* const bank_touched = bank_touched_.data();
-  uint64_t* const channel_touched = channel_touched_.data();
-  int64_t misses = 0;
   // The blocks of one call are disjoint or equal (all n channels wide,
-  // aligned to n), and a block's channels share one row once it is visited:
-  // a later visit hits on all of them if it reads the row the block was
-  // left at, else misses on all of them. Only a first visit compares with
-  // the rows earlier descriptors left open; the later ones are counted per
-  // block and added once at the end (a weight tile's rows revisit a few
-  // blocks thousands of times).
+  // aligned to n), and a block's channels share one row once it is
+  // visited: a later visit hits on all of them if it reads the row the
+  // block was left at, else misses on all of them. So the walk only notes,
+  // per block, the row of its first and last visit and the later visits
+  // that hit and missed (without a branch on which: a weight tile's rows
+  // revisit a few blocks in no predictable order), and apply_rows() then
+  // compares each block's first visit with the rows earlier descriptors
+  // left open.
   const uint64_t call = ++rows_call_;
   BlockVisits* const visits = blocks_.data();
-  blocks_seen_.clear();
+  size_t* const seen = blocks_seen_.data();
+  size_t nseen = 0;
   for (int64_t i = 0; i < count; ++i, addr += stride) {
     const int64_t granule = addr >> il_shift_;
     const int64_t stripe = addr >> stripe_shift;
-    const int first = static_cast<int>(((granule & low) ^ channel_of(granule & ~low)) & ~(granules - 1));
-    const size_t bank = static_cast<size_t>(stripe & bank_mask);
+    const int64_t first = ((granule & low) ^ channel_of(granule & ~low)) & ~(granules - 1);
     const int64_t row = stripe >> bank_bits_;
-    const size_t base = bank * channels + static_cast<size_t>(first);
+    const size_t base = (static_cast<size_t>(stripe & bank_mask) << channel_bits_) + static_cast<size_t>(first);
     BlockVisits& block = visits[base];
-    if (block.call == call) {
-      if (block.row == row) {
-        ++block.hits;
-      } else {
-        ++block.misses;
-        block.row = row;
-      }
-      continue;
-    }
-    block = BlockVisits{call, row, row, 0, 0};
-    blocks_seen_.push_back(base);
-    for (int j = 0; j < n; ++j) {
-      const int64_t miss = open_row[base + j] != row ? 1 : 0;
-      open_row[base + j] = row;
-      bank_count[base + j] += hit + static_cast<uint64_t>(miss);
-      misses += miss;
-    }
-    mark_block(bank_touched, channel_touched, words, bank, first, n);
+    // All ones on a block's first visit in this call, else zero (masks,
+    // not branches: the compiler would branch on a conditional).
+    const int64_t fresh = -static_cast<int64_t>(block.call != call);
+    const int64_t same = block.row == row ? 1 : 0;
+    seen[nseen] = base;
+    nseen += static_cast<size_t>(fresh & 1);
+    block.call = call;
+    block.first_row = (row & fresh) | (block.first_row & ~fresh);
+    block.hits = (block.hits + same) & ~fresh;
+    block.misses = (block.misses + 1 - same) & ~fresh;
+    block.row = row;
   }
-  for (const size_t base : blocks_seen_) {
-    const BlockVisits& block = visits[base];
-    if (block.hits == 0 && block.misses == 0) continue;
-    const uint64_t add = static_cast<uint64_t>(block.hits + block.misses) * hit + static_cast<uint64_t>(block.misses);
-    for (int j = 0; j < n; ++j) {
-      bank_count[base + j] += add;
-      open_row[base + j] = block.row;
-    }
-    misses += block.misses * n;
+  visits_.clear();
+  for (size_t k = 0; k < nseen; ++k) {
+    const BlockVisits& block = visits[seen[k]];
+    visits_.push_back(RowsVisit{seen[k] >> channel_bits_, static_cast<int>(seen[k] & static_cast<size_t>(low)),
+                                block.first_row, block.row, block.hits, block.misses});
   }
+  apply_rows(visits_, n, total);
   if (keep) {
-    for (const size_t base : blocks_seen_) {
-      const BlockVisits& block = visits[base];
-      keep->visits.push_back(RowsVisit{base / channels, static_cast<int>(base % channels), block.first_row, block.row,
-                                       block.hits, block.misses});
-    }
+    keep->visits = visits_;
     keep->kept = true;
   }
-  row_misses_ += misses;
-  row_hits_ += total - misses;
-  cost_.requests += total;
 }
 
 void DramModel::touch_reference(int64_t addr, int64_t bytes) {

@@ -150,7 +150,7 @@ class DramModel {
     int64_t first_row = 0, row = 0, hits = 0, misses = 0;
   };
   std::vector<BlockVisits> blocks_;
-  std::vector<size_t> blocks_seen_;  // by the current call, first visit first
+  std::vector<size_t> blocks_seen_;  // by the current call, first visit first (sized for every block)
   uint64_t rows_call_ = 0;
   // touch_rows' calls on the block path, by their arguments: the blocks a
   // call visits, the row of each one's first and last visit and the later
@@ -178,9 +178,11 @@ class DramModel {
   std::unordered_map<RowsKey, RowsMemo, RowsKeyHash> rows_memo_;
   static constexpr int64_t kMemoRows = 8;        // shorter calls are walked
   static constexpr size_t kMemoCalls = 1 << 16;  // calls remembered at most (then forgotten at once)
-  // Applies a kept call: the blocks' first visits against the open rows,
-  // then the later visits' counts; true requests are `total`.
-  void apply_rows(const RowsMemo& memo, int n, int64_t total);
+  std::vector<RowsVisit> visits_;  // the current call's, for apply_rows
+  // Applies a call's visits (walked, or kept from an earlier walk): each
+  // block's first visit against the open rows, channel by channel, then
+  // the later visits' counts; `total` requests in all.
+  void apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t total);
   // Touched by the descriptor: channel bits per bank, and channel bits.
   size_t words_ = 1;                 // 64-bit words of channel bits
   std::vector<uint64_t> bank_touched_;     // per bank * words_ + word
