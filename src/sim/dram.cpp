@@ -23,7 +23,7 @@ DramModel::DramModel(const target::NpuConfig& config)
       channel_req_(config.dram.channels, 0),
       worst_(config.dram.channels, 0),
       blocks_(open_row_.size()),
-      blocks_seen_(open_row_.size()),
+      blocks_seen_(open_row_.size() + 1),  // every block, and the slot a revisit writes past them
       words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
       bank_touched_(static_cast<size_t>(config.dram.banks) * words_, 0),
       channel_touched_(words_, 0) {

@@ -150,7 +150,7 @@ class DramModel {
     int64_t first_row = 0, row = 0, hits = 0, misses = 0;
   };
   std::vector<BlockVisits> blocks_;
-  std::vector<size_t> blocks_seen_;  // by the current call, first visit first (sized for every block)
+  std::vector<size_t> blocks_seen_;  // by the current call, first visit first (sized for every block, + 1)
   uint64_t rows_call_ = 0;
   // touch_rows' calls on the block path, by their arguments: the blocks a
   // call visits, the row of each one's first and last visit and the later

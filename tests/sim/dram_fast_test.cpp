@@ -49,6 +49,7 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
   out.push_back(runs((1 << 27) + 512, 1024, 300, 1536));          // rows not aligned to their size
   out.push_back(runs(1 << 28, 512, 200, 1 << 22));                // a block revisited at a new row each time
   out.push_back(runs((1 << 28) + (1 << 21), 512, 200, 1 << 20));  // rows crossing those of the last one
+  out.push_back(runs(1 << 24, 256, 1100, 256));                   // every (bank, channel) once, then again
   out.push_back(runs((1 << 23) + 2, 2, 32, 4));                   // every other bf16 element
   out.push_back(runs((1 << 23) + 130, 2, 300, 4));                // the same across granules
   out.push_back(runs((1 << 23) + 48, 8, 256, 0));                 // one element broadcast
