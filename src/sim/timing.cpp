@@ -317,10 +317,18 @@ Report TimingSim::finish() {
 
 }  // namespace detail
 
-int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& config, int64_t limit) {
+namespace {
+
+void check_spad_fits(const npu::Program& program, const target::NpuConfig& config) {
   if (program.spad_bytes > config.spad_bytes())
     fail("program '{}' was allocated for a {}-byte scratchpad; config '{}' has {} bytes", program.name,
          program.spad_bytes, config.name, config.spad_bytes());
+}
+
+}  // namespace
+
+int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& config, int64_t limit) {
+  check_spad_fits(program, config);
   detail::TimingSim sim(program, config, nullptr);
   sim.set_limit(limit);
   return sim.run().cycles;
@@ -328,9 +336,7 @@ int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& conf
 
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay,
                        const ProgressFn& progress) {
-  if (program.spad_bytes > config.spad_bytes())
-    fail("program '{}' was allocated for a {}-byte scratchpad; config '{}' has {} bytes", program.name,
-         program.spad_bytes, config.name, config.spad_bytes());
+  check_spad_fits(program, config);
   const auto start = std::chrono::steady_clock::now();
   detail::TimingSim sim(program, config, trace, replay);
   sim.set_progress(progress);
