@@ -8,10 +8,10 @@
 // timer (LowerOptions::tile_cycles) and the fastest wins (ties within 0.5% go
 // to the longest k tiles), so the footprint that chose it is the footprint
 // that runs. Candidates are built in parallel, and those timed after the
-// first wave stop once they cannot win (fastest_fit()). Choices are cached by the GEMM's signature, so repeated layers
-// cost one selection; so are the kernels built, so that a repeat on other
-// buffers renames the last ones' DMA buffers instead of building them
-// again (renamed()).
+// first wave stop once they cannot win (fastest_fit()). Choices are cached
+// by the GEMM's signature, so repeated layers cost one selection; so are
+// the kernels built, so that a repeat on other buffers renames the last
+// ones' DMA buffers instead of building them again (renamed()).
 
 #include "gemm.hpp"
 #include "gemm_kernel.hpp"

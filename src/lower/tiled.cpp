@@ -12,6 +12,7 @@
 #include <tbb/parallel_invoke.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 namespace spool::lower::detail {
@@ -308,9 +309,8 @@ std::vector<Kernel> spread(Emitter& em, const TiledSpec& spec, const Layout& l, 
   one.kernels = {single};
   one.kernels[0].deps.clear();
   int64_t split_cycles = 0, single_cycles = 0;
-  constexpr int64_t kNoLimit = INT64_MAX;
-  tbb::parallel_invoke([&] { split_cycles = em.options.tile_cycles(trial, kNoLimit); },
-                       [&] { single_cycles = em.options.tile_cycles(one, kNoLimit); });
+  tbb::parallel_invoke([&] { split_cycles = em.options.tile_cycles(trial, INT64_MAX); },
+                       [&] { single_cycles = em.options.tile_cycles(one, INT64_MAX); });
   if (split_cycles >= single_cycles) return {single};
   return kernels;
 }

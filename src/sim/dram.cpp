@@ -43,6 +43,13 @@ DramModel::DramModel(const target::NpuConfig& config)
 }
 
 void DramModel::begin() {
+  cost_ = DmaCost{};
+  // serve() clears what it reads; only a descriptor touched and never
+  // served (a replay refused at its counts) leaves counters behind.
+  if (served_) {
+    served_ = false;
+    return;
+  }
   const size_t channels = static_cast<size_t>(channels_);
   for (int bank = 0; bank < banks_; ++bank) {
     uint64_t* touched = &bank_touched_[static_cast<size_t>(bank) * words_];
@@ -54,7 +61,6 @@ void DramModel::begin() {
   }
   for_each_bit(channel_touched_.data(), [&](int ch) { channel_req_[ch] = 0; });
   std::fill(channel_touched_.begin(), channel_touched_.end(), uint64_t{0});
-  cost_ = DmaCost{};
 }
 
 // Reads members only, not config_: its integers could alias the counters

@@ -78,7 +78,7 @@ class DramModel {
   // `arrival` and whose last request reaches them at `last_arrival`.
   // Returns when the last channel finished serving it (before the return
   // latency), and records per-channel busy intervals through `on_busy`.
-  // Consumes the descriptor's requests (begin() also clears them, for a
+  // Consumes the descriptor's requests (begin() clears them only after a
   // descriptor touched and never served).
   template <typename OnBusy>
   Time serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_busy);
@@ -130,6 +130,7 @@ class DramModel {
   Time period_;
   int64_t refresh_period_ = 0, refresh_free_ = 0;  // t_refi and t_refi - t_rfc; 0: no refresh
   int bpc_shift_ = -1;                             // log2(dram.bytes_per_cycle), -1: not a power of two
+  bool served_ = true;                             // the last descriptor's counters were consumed by serve()
   int channels_ = 0, banks_ = 0;
   std::vector<Time> channel_free_;
   std::vector<Time> channel_busy_;
@@ -285,6 +286,7 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
     channel_req_[ch] = 0;
   });
   std::fill(channel_touched_.begin(), channel_touched_.end(), uint64_t{0});
+  served_ = true;
   return finish;
 }
 

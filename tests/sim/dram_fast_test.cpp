@@ -139,3 +139,29 @@ TEST_CASE("dram fast path: identical without the XOR hash, with one granule per 
   c.dram.xor_hash = false;
   check_same(c);
 }
+
+TEST_CASE("dram: a descriptor touched and never served leaves nothing to the next one") {
+  // A refused replay walks a descriptor's addresses, finds its requests
+  // differ from the record and restores the model without serving it.
+  const target::NpuConfig config = target::load_config("tpuv3");
+  DramModel refused(config), clean(config);
+  DramModel::Snapshot before;
+  refused.save(before);
+  refused.begin();
+  refused.touch_rows(1 << 22, 2048, 256, 8192);
+  refused.touch(1 << 24, 100000);
+  refused.restore(before);
+  std::vector<Busy> busy_refused, busy_clean;
+  for (DramModel* m : {&refused, &clean}) {
+    m->begin();
+    m->touch_rows(1 << 26, 1024, 64, 16384);
+    CHECK(m->cost().requests == 64 * 1024 / config.dma.request_bytes);
+  }
+  const Time end_refused =
+      refused.serve(0, 1000, false, [&](int ch, Time s, Time t) { busy_refused.emplace_back(ch, s, t); });
+  const Time end_clean =
+      clean.serve(0, 1000, false, [&](int ch, Time s, Time t) { busy_clean.emplace_back(ch, s, t); });
+  CHECK(end_refused == end_clean);
+  CHECK(busy_refused == busy_clean);
+  CHECK(refused.read_bytes() == clean.read_bytes());
+}
