@@ -230,10 +230,10 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
   const sim::SimProfile& sp = r.sim.profile;
   std::printf(
       "sim ms     verify %.1f, step %.1f (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
-      "stepped before, %lld refused: DRAM differed); %lld DMA descriptors\n",
+      "stepped before, %lld refused: DRAM differed); %lld DMA descriptors, %lld row sets walked ahead\n",
       sp.verify_ms, sp.step_ms, static_cast<long long>(sp.kernels_stepped), static_cast<long long>(sp.statements),
       sp.replay_ms, static_cast<long long>(sp.kernels_replayed), static_cast<long long>(sp.replays_refused),
-      static_cast<long long>(sp.descriptors));
+      static_cast<long long>(sp.descriptors), static_cast<long long>(sp.rows_walked_ahead));
   const sim::Report& s = r.sim;
   std::printf("sim        %lld cycles, DRAM %s read + %s written, %.2f GFLOP, scratchpad peak %s\n",
               static_cast<long long>(s.cycles), megabytes(s.dram_read_bytes).c_str(),

@@ -297,7 +297,8 @@ nlohmann::json Report::to_json() const {
                                       {"kernels_replayed", sp.kernels_replayed},
                                       {"replays_refused", sp.replays_refused},
                                       {"statements", sp.statements},
-                                      {"descriptors", sp.descriptors}};
+                                      {"descriptors", sp.descriptors},
+                                      {"rows_walked_ahead", sp.rows_walked_ahead}};
   j["program"] = {{"llir_nodes", llir_nodes},
                   {"kernels", lowering.kernels},
                   {"fused_kernels", lowering.fused_kernels},

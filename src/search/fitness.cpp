@@ -15,6 +15,14 @@ namespace {
 // Nodes that are buffers, not kernels.
 bool is_buffer(Op op) { return op == Op::Input || op == Op::Weight; }
 
+// The search simulates candidates on every thread at once: no simulation
+// takes a second thread for its DRAM rows.
+sim::Options serial_sim() {
+  sim::Options o;
+  o.walk_ahead = false;
+  return o;
+}
+
 }  // namespace
 
 SimulatedCycles::SimulatedCycles(target::NpuConfig config, lower::LowerOptions options)
@@ -66,7 +74,7 @@ int64_t SimulatedCycles::kernels(const Graph& program,
     // Simulated outside the lock; a kernel two threads meet at once is
     // simulated twice, to the same number.
     const lower::Lowered lowered = lower::to_npu(alone, config_, options);
-    const int64_t cycles = sim::run(lowered.program, config_).cycles;
+    const int64_t cycles = sim::run(lowered.program, config_, serial_sim()).cycles;
     ++simulations_;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -80,7 +88,7 @@ int64_t SimulatedCycles::kernels(const Graph& program,
 int64_t SimulatedCycles::whole(const Graph& program,
                                const std::map<std::string, lower::KernelChoice, std::less<>>& choices) const {
   const lower::Lowered lowered = lower::to_npu(program, config_, with_choices(options_, choices));
-  return sim::run(lowered.program, config_).cycles;
+  return sim::run(lowered.program, config_, serial_sim()).cycles;
 }
 
 size_t SimulatedCycles::memo_size() const {

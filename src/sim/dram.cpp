@@ -1,6 +1,7 @@
 // DRAM model: address mapping, request counting and row-buffer state (see dram.hpp).
 
 #include "dram.hpp"
+#include "rows_ahead.hpp"
 
 #include <spool/support/hash.hpp>
 
@@ -40,6 +41,32 @@ DramModel::DramModel(const target::NpuConfig& config)
   pow2_ = log2_exact(d.interleave_bytes, il_shift_) && log2_exact(config.dma.request_bytes, rb_shift_) &&
           log2_exact(d.row_bytes, row_shift_) && log2_exact(d.banks, bank_bits_) && log2_exact(d.channels, unused) &&
           d.row_bytes % d.interleave_bytes == 0 && d.interleave_bytes % config.dma.request_bytes == 0;
+}
+
+void DramModel::save(Snapshot& s) const {
+  if (ahead_) ahead_->hold();
+  s.open_row = open_row_;
+  s.channel_free = channel_free_;
+  s.channel_busy = channel_busy_;
+  s.row_hits = row_hits_;
+  s.row_misses = row_misses_;
+  s.read_bytes = read_bytes_;
+  s.write_bytes = write_bytes_;
+}
+
+void DramModel::restore(const Snapshot& s) {
+  if (ahead_) ahead_->rewind();
+  open_row_ = s.open_row;
+  channel_free_ = s.channel_free;
+  channel_busy_ = s.channel_busy;
+  row_hits_ = s.row_hits;
+  row_misses_ = s.row_misses;
+  read_bytes_ = s.read_bytes;
+  write_bytes_ = s.write_bytes;
+}
+
+void DramModel::release_saved() {
+  if (ahead_) ahead_->release();
 }
 
 void DramModel::begin() {
@@ -192,7 +219,7 @@ inline void mark_block(uint64_t* bank_touched, uint64_t* channel_touched, size_t
 
 }  // namespace
 
-size_t DramModel::RowsKeyHash::operator()(const RowsKey& k) const {
+size_t RowsKeyHash::operator()(const RowsKey& k) const {
   WordHash h;
   h.add(static_cast<uint64_t>(k.addr));
   h.add(static_cast<uint64_t>(k.bytes));
@@ -255,16 +282,19 @@ void DramModel::touch_small_rows(int64_t addr, int64_t bytes, int64_t count, int
   flush();
 }
 
-void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
+bool DramModel::block_rows(int64_t addr, int64_t bytes, int64_t stride) const {
   const int64_t il = int64_t{1} << il_shift_;
   const int64_t granules = bytes >> il_shift_;
   const int64_t group_bytes = il << channel_bits_;
   // Rows of 2^m whole granules, each aligned to its own size, lie in one
   // group of one stripe and map onto one aligned block of 2^m channels.
-  const bool blocks = pow2_ && (bytes & (il - 1)) == 0 && granules > 0 && (granules & (granules - 1)) == 0 &&
-                      bytes <= group_bytes && (addr & (bytes - 1)) == 0 && (stride & (bytes - 1)) == 0;
-  if (!blocks) {
-    if (pow2_ && bytes < il && count > 1) {
+  return pow2_ && (bytes & (il - 1)) == 0 && granules > 0 && (granules & (granules - 1)) == 0 && bytes <= group_bytes &&
+         (addr & (bytes - 1)) == 0 && (stride & (bytes - 1)) == 0;
+}
+
+void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
+  if (!block_rows(addr, bytes, stride)) {
+    if (pow2_ && bytes < (int64_t{1} << il_shift_) && count > 1) {
       touch_small_rows(addr, bytes, count, stride);
       return;
     }
@@ -272,19 +302,37 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     return;
   }
   cost_.useful_bytes += bytes * count;
+  const int64_t granules = bytes >> il_shift_;
   const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);  // requests of a whole granule
   const int64_t total = full * granules * count;
   const int n = static_cast<int>(granules);
   RowsMemo* keep = nullptr;  // a call seen once before: keep what this one does
   if (count >= kMemoRows) {
+    const RowsKey key{addr, bytes, count, stride};
+    if (ahead_) {
+      if (const std::vector<RowsVisit>* walked = ahead_->take(key)) {
+        apply_rows(*walked, n, total);
+        return;
+      }
+    }
     if (rows_memo_.size() >= kMemoCalls) rows_memo_.clear();
-    const auto [it, fresh] = rows_memo_.try_emplace(RowsKey{addr, bytes, count, stride});
+    const auto [it, fresh] = rows_memo_.try_emplace(key);
     if (!fresh && it->second.kept) {
       apply_rows(it->second.visits, n, total);
       return;
     }
     if (!fresh) keep = &it->second;
   }
+  walk_rows(addr, bytes, count, stride, visits_);
+  apply_rows(visits_, n, total);
+  if (keep) {
+    keep->visits = visits_;
+    keep->kept = true;
+  }
+}
+
+void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out) {
+  const int64_t granules = bytes >> il_shift_;
   const int64_t low = (int64_t{1} << channel_bits_) - 1;
   const int stripe_shift = channel_bits_ + row_shift_;
   const int64_t bank_mask = banks_ - 1;
@@ -320,16 +368,11 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     block.misses = (block.misses + 1 - same) & ~fresh;
     block.row = row;
   }
-  visits_.clear();
+  out.clear();
   for (size_t k = 0; k < nseen; ++k) {
     const BlockVisits& block = visits[seen[k]];
-    visits_.push_back(RowsVisit{seen[k] >> channel_bits_, static_cast<int>(seen[k] & static_cast<size_t>(low)),
-                                block.first_row, block.row, block.hits, block.misses});
-  }
-  apply_rows(visits_, n, total);
-  if (keep) {
-    keep->visits = visits_;
-    keep->kept = true;
+    out.push_back(RowsVisit{seen[k] >> channel_bits_, static_cast<int>(seen[k] & static_cast<size_t>(low)),
+                            block.first_row, block.row, block.hits, block.misses});
   }
 }
 

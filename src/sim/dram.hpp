@@ -61,6 +61,25 @@ struct DmaCost {
   int64_t useful_bytes = 0;
 };
 
+// A touch_rows() call: touch(addr + i * stride, bytes) for i < count.
+struct RowsKey {
+  int64_t addr, bytes, count, stride;
+  bool operator==(const RowsKey&) const = default;
+};
+struct RowsKeyHash {
+  size_t operator()(const RowsKey& k) const;
+};
+// What a block-path call does to one block (a bank's aligned block of
+// channels), a function of the call alone: the rows of its first and last
+// visit, and the later visits that hit and missed.
+struct RowsVisit {
+  size_t bank;
+  int first;  // the block's first channel
+  int64_t first_row, last_row, hits, misses;
+};
+
+class RowsAhead;
+
 class DramModel {
  public:
   explicit DramModel(const target::NpuConfig& config);
@@ -74,6 +93,19 @@ class DramModel {
   void touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride);
   // The same, one interleave granule at a time: the model's definition.
   void touch_reference(int64_t addr, int64_t bytes);
+  // Block-path calls of at least this many rows are remembered (rows_memo_)
+  // and may be walked ahead (RowsAhead).
+  static constexpr int64_t kMemoRows = 8;
+  // Whether touch_rows() takes a call on the block path: rows of 2^m whole
+  // granules, each aligned to its size (power-of-two geometry).
+  bool block_rows(int64_t addr, int64_t bytes, int64_t stride) const;
+  // A block-path call's visits, in the order of the blocks' first visits:
+  // the walk touch_rows() makes, which reads and writes no state of the
+  // model but its own scratch.
+  void walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out);
+  // Block-path calls walked ahead by another thread, taken by touch_rows()
+  // in place of its own walk (nullptr: none). Not owned.
+  void set_ahead(RowsAhead* ahead) { ahead_ = ahead; }
   // Serves the descriptor whose first request reaches the channels at
   // `arrival` and whose last request reaches them at `last_arrival`.
   // Returns when the last channel finished serving it (before the return
@@ -89,24 +121,12 @@ class DramModel {
     std::vector<Time> channel_free, channel_busy;
     int64_t row_hits = 0, row_misses = 0, read_bytes = 0, write_bytes = 0;
   };
-  void save(Snapshot& s) const {
-    s.open_row = open_row_;
-    s.channel_free = channel_free_;
-    s.channel_busy = channel_busy_;
-    s.row_hits = row_hits_;
-    s.row_misses = row_misses_;
-    s.read_bytes = read_bytes_;
-    s.write_bytes = write_bytes_;
-  }
-  void restore(const Snapshot& s) {
-    open_row_ = s.open_row;
-    channel_free_ = s.channel_free;
-    channel_busy_ = s.channel_busy;
-    row_hits_ = s.row_hits;
-    row_misses_ = s.row_misses;
-    read_bytes_ = s.read_bytes;
-    write_bytes_ = s.write_bytes;
-  }
+  // A walk ahead (RowsAhead) keeps the calls from here on until restore()
+  // asks for them again or release_saved() says they will not be.
+  void save(Snapshot& s) const;
+  void restore(const Snapshot& s);
+  // The state saved last will not be restored.
+  void release_saved();
   const std::vector<Time>& channel_free() const { return channel_free_; }
 
   const DmaCost& cost() const { return cost_; }
@@ -160,26 +180,14 @@ class DramModel {
   // them; from its third time on they are applied without walking the rows
   // (a GEMM loads each activation tile once per column tile): each block's
   // first visit still meets the rows left open, channel by channel.
-  struct RowsKey {
-    int64_t addr, bytes, count, stride;
-    bool operator==(const RowsKey&) const = default;
-  };
-  struct RowsKeyHash {
-    size_t operator()(const RowsKey& k) const;
-  };
-  struct RowsVisit {
-    size_t bank;
-    int first;  // the block's first channel
-    int64_t first_row, last_row, hits, misses;
-  };
   struct RowsMemo {
     bool kept = false;  // false: seen once, nothing kept yet
     std::vector<RowsVisit> visits;
   };
   std::unordered_map<RowsKey, RowsMemo, RowsKeyHash> rows_memo_;
-  static constexpr int64_t kMemoRows = 8;        // shorter calls are walked
   static constexpr size_t kMemoCalls = 1 << 16;  // calls remembered at most (then forgotten at once)
   std::vector<RowsVisit> visits_;  // the current call's, for apply_rows
+  RowsAhead* ahead_ = nullptr;
   // Applies a call's visits (walked, or kept from an earlier walk): each
   // block's first visit against the open rows, channel by channel, then
   // the later visits' counts; `total` requests in all.

@@ -77,6 +77,8 @@
 
 #include "timing.hpp"
 
+#include "rows_ahead.hpp"
+
 #include <spool/npu/text.hpp>
 #include <spool/support/error.hpp>
 
@@ -85,6 +87,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <memory>
+#include <thread>
 
 namespace spool::sim {
 namespace detail {
@@ -133,6 +138,18 @@ TimingSim::TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace,
 }
 
 Report TimingSim::run() {
+  // One core's strided DRAM rows walked ahead (rows_ahead.hpp).
+  std::unique_ptr<RowsAhead> ahead;
+  if (walk_ahead_ != WalkAhead::Off && c_.cores == 1 && stop_after_ == kNever &&
+      (walk_ahead_ == WalkAhead::Patient || std::thread::hardware_concurrency() > 1))
+    ahead = std::make_unique<RowsAhead>(
+        c_, [this](const std::function<bool(const RowsKey&)>& call) { program_rows(p_, base_, call); }, 1024,
+        walk_ahead_ == WalkAhead::Patient);
+  struct Detach {
+    DramModel& dram;
+    ~Detach() { dram.set_ahead(nullptr); }
+  } detach{dram_};
+  dram_.set_ahead(ahead.get());
   const size_t n = p_.kernels.size();
   std::vector<Time> kernel_end(n, kNever);
   std::vector<bool> assigned(n, false);
@@ -185,7 +202,41 @@ Report TimingSim::run() {
     ++finished;
     if (progress_) progress_(finished, n, ks.end_cycle);
   }
+  if (ahead) report_.profile.rows_walked_ahead = ahead->taken();
   return finish();
+}
+
+// The touch_rows() calls of a one-core run, in its order: kernels in
+// program order (the core takes the first kernel whose dependencies are
+// done, and a kernel depends only on earlier ones), statements in order,
+// loops at their trip counts (a run-time count at its nominal value, as
+// next_stmt() takes it). Stops when `call` returns false.
+void program_rows(const Program& p, const std::vector<int64_t>& base, const std::function<bool(const RowsKey&)>& call) {
+  std::vector<int64_t> vars;
+  bool go = true;
+  auto rows = [&](int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
+    go = call(RowsKey{addr, bytes, count, stride});
+    return go;
+  };
+  std::function<void(const std::vector<Stmt>&)> body = [&](const std::vector<Stmt>& stmts) {
+    for (const Stmt& s : stmts) {
+      if (!go) return;
+      if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
+        const int64_t trips = loop->dynamic ? loop->dynamic->nominal : loop->trips;
+        for (int64_t i = 0; i < trips && go; ++i) {
+          vars[loop->var] = i;
+          body(loop->body);
+        }
+      } else if (const auto* d = std::get_if<DmaOp>(&s.node)) {
+        dma_runs(p, base, *d, vars.data(), rows, [](int64_t, int64_t) {});
+      }
+    }
+  };
+  for (const Kernel& k : p.kernels) {
+    vars.assign(k.loop_vars.size(), 0);
+    body(k.body);
+    if (!go) return;
+  }
 }
 
 // ---- kernels ------------------------------------------------------------------
@@ -335,11 +386,12 @@ int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& conf
 }
 
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay,
-                       const ProgressFn& progress) {
+                       const ProgressFn& progress, bool walk_ahead) {
   check_spad_fits(program, config);
   const auto start = std::chrono::steady_clock::now();
   detail::TimingSim sim(program, config, trace, replay);
   sim.set_progress(progress);
+  sim.set_walk_ahead(walk_ahead ? detail::TimingSim::WalkAhead::On : detail::TimingSim::WalkAhead::Off);
   Report report = sim.run();
   SimProfile& p = report.profile;
   p.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -80,6 +81,70 @@ struct Frame {
   int64_t trips = 0;
 };
 
+// The DRAM runs of descriptor `d` at loop variables `vars` (buffer b at
+// byte address base[b]), in the order the DRAM model is given them:
+// rows(addr, bytes, count, stride) for each set of equally strided runs
+// (dimensions contiguous in DRAM merged first), or single(addr, bytes) for
+// a descriptor of one element. Stops early when rows() returns false.
+//
+// Indirect transfers: timing-only runs have no index values, so requests
+// are modelled as if the indices were consecutive (index value = its
+// position in the index tile: a row gather reads consecutive rows). The
+// number of bytes moved is exact; only the addresses are assumed.
+template <typename Rows, typename Single>
+void dma_runs(const npu::Program& p, const std::vector<int64_t>& base, const npu::DmaOp& d, const int64_t* vars,
+              Rows&& rows, Single&& single) {
+  const int64_t elem = dtype_bytes(p.buffers[d.dram].dtype);
+  int64_t dims[4], strides[4];
+  int nd = 0;
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    const int64_t e = d.dims[i].eval(vars);
+    if (e == 1) continue;
+    dims[nd] = e;
+    strides[nd] = (d.dram_strides[i] + (d.indirect() ? d.index_strides[i] * d.index_scale : 0)) * elem;
+    ++nd;
+  }
+  for (int i = nd - 1; i > 0; --i) {
+    if (strides[i - 1] == dims[i] * strides[i]) {
+      dims[i - 1] *= dims[i];
+      strides[i - 1] = strides[i];
+      for (int j = i; j + 1 < nd; ++j) {
+        dims[j] = dims[j + 1];
+        strides[j] = strides[j + 1];
+      }
+      --nd;
+    }
+  }
+  const int64_t start = base[d.dram] + d.dram_offset.eval(vars) * elem;
+  if (nd == 0) {
+    single(start, elem);
+    return;
+  }
+  const bool contiguous = strides[nd - 1] == elem;
+  const int64_t run = contiguous ? dims[nd - 1] * elem : elem;
+  const int outer = contiguous ? nd - 1 : nd;
+  // The innermost outer dimension's runs go to the DRAM model at once.
+  const int64_t count = outer > 0 ? dims[outer - 1] : 1;
+  const int64_t row_stride = outer > 0 ? strides[outer - 1] : 0;
+  const int rest = std::max(outer - 1, 0);
+  int64_t idx[4] = {0, 0, 0, 0};
+  for (;;) {
+    int64_t addr = start;
+    for (int i = 0; i < rest; ++i) addr += idx[i] * strides[i];
+    if (!rows(addr, run, count, row_stride)) return;
+    int i = rest - 1;
+    for (; i >= 0; --i) {
+      if (++idx[i] < dims[i]) break;
+      idx[i] = 0;
+    }
+    if (i < 0) return;
+  }
+}
+
+// The touch_rows() calls a one-core run of `p` makes, in order (timing.cpp).
+void program_rows(const npu::Program& p, const std::vector<int64_t>& base,
+                  const std::function<bool(const RowsKey&)>& call);
+
 // Per vector step, resolved once: config timing of each instruction.
 struct VecInstrTiming {
   int64_t interval = 1, latency = 1, bits = 32;
@@ -129,6 +194,10 @@ class TimingSim {
   // Stop as soon as the cycles are sure to exceed `limit` (run() then
   // returns a report whose cycles are a lower bound above it, nothing else).
   void set_limit(int64_t limit) { stop_after_ = limit >= kNever / core_period_ ? kNever : limit * core_period_; }
+  // Walk DRAM rows ahead on a second thread (sim::Options::walk_ahead);
+  // Patient: the run waits for it at every call (RowsAhead, for tests).
+  enum class WalkAhead { Off, On, Patient };
+  void set_walk_ahead(WalkAhead mode) { walk_ahead_ = mode; }
 
   // The simulator's own breakdown (Report::profile).
   SimProfile& profile() { return report_.profile; }
@@ -136,6 +205,7 @@ class TimingSim {
  private:
   ProgressFn progress_;
   Time stop_after_ = kNever;  // set_limit()
+  WalkAhead walk_ahead_ = WalkAhead::Off;
   struct Core {
     int kernel = -1;
     Time free = 0;    // the core finished its last kernel

@@ -13,57 +13,14 @@ using namespace spool::npu;
 // Walks the descriptor's DRAM addresses into the DRAM model; the cost of
 // the requests they make.
 DmaCost TimingSim::request_dram(const DmaOp& d, const int64_t* vars) {
-  const int64_t elem = dtype_bytes(p_.buffers[d.dram].dtype);
-  // Resolve and merge dimensions that are contiguous in DRAM.
-  int64_t dims[4], strides[4];
-  int nd = 0;
-  // Indirect transfers: timing-only runs have no index values, so requests
-  // are modelled as if the indices were consecutive (index value = its
-  // position in the index tile: a row gather reads consecutive rows). The
-  // number of bytes moved is exact; only the addresses are assumed.
-  for (size_t i = 0; i < d.dims.size(); ++i) {
-    const int64_t e = d.dims[i].eval(vars);
-    if (e == 1) continue;
-    dims[nd] = e;
-    strides[nd] = (d.dram_strides[i] + (d.indirect() ? d.index_strides[i] * d.index_scale : 0)) * elem;
-    ++nd;
-  }
-  for (int i = nd - 1; i > 0; --i) {
-    if (strides[i - 1] == dims[i] * strides[i]) {
-      dims[i - 1] *= dims[i];
-      strides[i - 1] = strides[i];
-      for (int j = i; j + 1 < nd; ++j) {
-        dims[j] = dims[j + 1];
-        strides[j] = strides[j + 1];
-      }
-      --nd;
-    }
-  }
-  const int64_t base = base_[d.dram] + d.dram_offset.eval(vars) * elem;
   dram_.begin();
-  if (nd == 0) {
-    dram_.touch(base, elem);
-  } else {
-    const bool contiguous = strides[nd - 1] == elem;
-    const int64_t run = contiguous ? dims[nd - 1] * elem : elem;
-    const int outer = contiguous ? nd - 1 : nd;
-    // The innermost outer dimension's runs go to the DRAM model at once.
-    const int64_t rows = outer > 0 ? dims[outer - 1] : 1;
-    const int64_t row_stride = outer > 0 ? strides[outer - 1] : 0;
-    const int rest = std::max(outer - 1, 0);
-    int64_t idx[4] = {0, 0, 0, 0};
-    for (;;) {
-      int64_t addr = base;
-      for (int i = 0; i < rest; ++i) addr += idx[i] * strides[i];
-      dram_.touch_rows(addr, run, rows, row_stride);
-      int i = rest - 1;
-      for (; i >= 0; --i) {
-        if (++idx[i] < dims[i]) break;
-        idx[i] = 0;
-      }
-      if (i < 0) break;
-    }
-  }
+  dma_runs(
+      p_, base_, d, vars,
+      [&](int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
+        dram_.touch_rows(addr, bytes, count, stride);
+        return true;
+      },
+      [&](int64_t addr, int64_t bytes) { dram_.touch(addr, bytes); });
   return dram_.cost();
 }
 

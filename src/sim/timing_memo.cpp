@@ -198,6 +198,7 @@ bool TimingSim::replay(Core& core, int k, const KernelMemo& m) {
     dram_.restore(snapshot_);
     return false;
   }
+  dram_.release_saved();
   const Time t0 = core.issue;
   core.issue = t0 + m.issue;
   core.end = t0 + m.end;

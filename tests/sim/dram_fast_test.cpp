@@ -5,20 +5,29 @@
 // rows aligned to their size, single elements) touch() run by run and
 // touch_rows() per descriptor give the same request counts, row hits and
 // misses, channel service times and busy intervals, in the same order; so
-// do the calls touch_rows() has seen before and replays from what it kept.
+// do the calls touch_rows() has seen before and replays from what it kept,
+// and the calls a second thread walked ahead (RowsAhead), in the order the
+// model asks for them or another.
 
 #include "dram.hpp"
+#include "rows_ahead.hpp"
 
 #include <spool/target/npu.hpp>
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <memory>
 #include <random>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 using namespace spool;
 using spool::sim::detail::DramModel;
+using spool::sim::detail::RowsAhead;
+using spool::sim::detail::RowsKey;
+using spool::sim::detail::RowsVisit;
 using spool::sim::detail::Time;
 
 namespace {
@@ -70,8 +79,33 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
 
 using Busy = std::tuple<int, Time, Time>;
 
-// touch() run by run, touch_rows() per descriptor, and the reference walk.
-void check_same(const target::NpuConfig& config) {
+// How the calls a RowsAhead walks relate to the calls the model makes.
+enum class Ahead {
+  None,      // no walk ahead
+  Same,      // the model's calls, in its order
+  Shuffled,  // the model's calls, every other pair swapped
+  Skipping,  // the model's calls but every third one
+};
+
+// The calls `sequence` makes, in order, as a RowsAhead is given them.
+std::vector<RowsKey> calls_of(const std::vector<std::vector<Rows>>& sequence, Ahead ahead) {
+  std::vector<RowsKey> calls;
+  for (const std::vector<Rows>& d : sequence)
+    for (const Rows& r : d) calls.push_back(RowsKey{r.base, r.bytes, r.count, r.stride});
+  if (ahead == Ahead::Shuffled)
+    for (size_t i = 0; i + 1 < calls.size(); i += 4) std::swap(calls[i], calls[i + 1]);
+  if (ahead == Ahead::Skipping) {
+    std::vector<RowsKey> kept;
+    for (size_t i = 0; i < calls.size(); ++i)
+      if (i % 3 != 2) kept.push_back(calls[i]);
+    calls = kept;
+  }
+  return calls;
+}
+
+// touch() run by run, touch_rows() per descriptor (with its rows walked
+// ahead as `ahead` says, through a ring of `slots`), and the reference walk.
+void check_same(const target::NpuConfig& config, Ahead ahead = Ahead::None, size_t slots = 1024) {
   DramModel fast(config), rows(config), reference(config);
   Time arrival = 0;
   // Each call three times or more, others between: from its third time on,
@@ -80,10 +114,26 @@ void check_same(const target::NpuConfig& config) {
   std::vector<std::vector<Rows>> sequence;
   for (const uint32_t seed : {7u, 8u, 7u, 7u})
     for (std::vector<Rows>& d : descriptors(seed)) sequence.push_back(std::move(d));
+  std::unique_ptr<RowsAhead> walked;
+  if (ahead != Ahead::None) {
+    const std::vector<RowsKey> calls = calls_of(sequence, ahead);
+    walked = std::make_unique<RowsAhead>(
+        config,
+        [calls](const std::function<bool(const RowsKey&)>& call) {
+          for (const RowsKey& k : calls)
+            if (!call(k)) return;
+        },
+        slots);
+    rows.set_ahead(walked.get());
+  }
+  size_t index = 0;
   for (const std::vector<Rows>& d : sequence) {
     fast.begin();
     rows.begin();
     reference.begin();
+    // Now and then, let the thread catch up (else it may still be behind
+    // when the model asks, and the model walks every call itself).
+    if (walked && ++index % 16 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     for (const Rows& r : d) {
       rows.touch_rows(r.base, r.bytes, r.count, r.stride);
       for (int64_t i = 0; i < r.count; ++i) {
@@ -114,6 +164,8 @@ void check_same(const target::NpuConfig& config) {
   CHECK(rows.read_bytes() == reference.read_bytes());
   CHECK(fast.channel_busy() == reference.channel_busy());
   CHECK(rows.channel_busy() == reference.channel_busy());
+  rows.set_ahead(nullptr);
+  if (ahead == Ahead::Same) CHECK(walked->taken() > 0);
 }
 
 }  // namespace
@@ -123,6 +175,87 @@ TEST_CASE("dram fast path: identical to the granule walk on every shipped config
     CAPTURE(name);
     check_same(target::load_config(name));
   }
+}
+
+TEST_CASE("dram: rows walked ahead on a second thread give the model's own counts and times") {
+  if (std::thread::hardware_concurrency() < 2) return;  // the thread would only wait
+  for (const char* name : {"tpuv3", "tpuv4", "toy"}) {
+    CAPTURE(name);
+    const target::NpuConfig config = target::load_config(name);
+    check_same(config, Ahead::Same);
+    check_same(config, Ahead::Shuffled);
+    check_same(config, Ahead::Skipping);
+    check_same(config, Ahead::Same, 2);  // a ring of two: the thread waits for every call
+  }
+}
+
+TEST_CASE("dram: a walk ahead gives what the model's own walk gives, again after a rewind") {
+  const target::NpuConfig config = target::load_config("tpuv3");
+  const std::vector<RowsKey> calls = {{1 << 24, 1024, 4096, 16384}, {1 << 26, 512, 2048, 28672},
+                                      {1 << 27, 4096, 256, 28672},  {1 << 24, 1024, 4096, 16384},
+                                      {1 << 24, 1024, 4096, 16384}, {(1 << 26) + 2048, 2048, 512, 8192}};
+  DramModel own(config);
+  std::vector<std::vector<RowsVisit>> expected(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i)
+    own.walk_rows(calls[i].addr, calls[i].bytes, calls[i].count, calls[i].stride, expected[i]);
+  auto same = [](const std::vector<RowsVisit>& a, const std::vector<RowsVisit>& b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](const RowsVisit& x, const RowsVisit& y) {
+             return x.bank == y.bank && x.first == y.first && x.first_row == y.first_row && x.last_row == y.last_row &&
+                    x.hits == y.hits && x.misses == y.misses;
+           });
+  };
+  RowsAhead ahead(
+      config,
+      [&](const std::function<bool(const RowsKey&)>& call) {
+        for (const RowsKey& k : calls)
+          if (!call(k)) return;
+      },
+      4);
+  // Wait for the thread (it stops at a full ring of four).
+  auto wait_for = [&](uint64_t n) {
+    for (int i = 0; i < 20000 && ahead.reached() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(ahead.reached() >= n);
+  };
+  wait_for(4);
+  const std::vector<RowsVisit>* v = ahead.take(calls[0]);
+  REQUIRE(v != nullptr);
+  CHECK(same(*v, expected[0]));
+  ahead.hold();
+  for (size_t i = 1; i < 3; ++i) {
+    v = ahead.take(calls[i]);
+    REQUIRE(v != nullptr);
+    CHECK(same(*v, expected[i]));
+  }
+  ahead.rewind();  // a refused replay: the same calls again
+  for (size_t i = 1; i < 3; ++i) {
+    v = ahead.take(calls[i]);
+    REQUIRE(v != nullptr);
+    CHECK(same(*v, expected[i]));
+  }
+  ahead.release();
+  // Another call than the one in this place: not handed out.
+  CHECK(ahead.take(calls[5]) == nullptr);
+  wait_for(5);
+  v = ahead.take(calls[4]);
+  REQUIRE(v != nullptr);
+  CHECK(same(*v, expected[4]));
+  CHECK(ahead.taken() == 6);
+}
+
+TEST_CASE("dram: a walk ahead that is never taken from stops with its owner") {
+  const target::NpuConfig config = target::load_config("tpuv3");
+  // The thread fills a ring of two and waits; destroying it must not hang.
+  RowsAhead ahead(
+      config,
+      [](const std::function<bool(const RowsKey&)>& call) {
+        for (int i = 0; i < 100; ++i)
+          if (!call(RowsKey{int64_t{1} << 24, 1024, 64, 16384})) return;
+      },
+      2);
+  for (int i = 0; i < 20000 && ahead.reached() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(ahead.reached() == 2);
+  CHECK(ahead.taken() == 0);
 }
 
 TEST_CASE("dram fast path: identical without the XOR hash, with one granule per row, one channel") {

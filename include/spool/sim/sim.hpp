@@ -91,6 +91,7 @@ struct SimProfile {
   int64_t replays_refused = 0;   // same shape, but the DRAM differed: stepped
   int64_t statements = 0;        // statements stepped
   int64_t descriptors = 0;       // DMA descriptors walked through the DRAM model (stepped or replayed)
+  int64_t rows_walked_ahead = 0;  // strided row sets a second thread walked for the run (Options::walk_ahead)
   double verify_ms = 0;          // checking the program before simulating
   double step_ms = 0;            // stepping kernels
   double replay_ms = 0;          // replays, refused ones included
@@ -135,6 +136,12 @@ struct Options {
   // Replay kernels of a shape simulated before (SimProfile); false steps
   // every kernel. The result is the same either way.
   bool replay = true;
+  // On a one-core NPU, walk the DMA descriptors' strided DRAM rows ahead of
+  // the run on a second thread (which blocks a row set visits is a function
+  // of its addresses alone; applying that to the open rows stays with the
+  // run). The result is the same either way; a caller that already runs
+  // simulations in parallel turns it off.
+  bool walk_ahead = true;
   ProgressFn progress;  // optional
 };
 
@@ -145,7 +152,7 @@ Report run(const npu::Program& program, const target::NpuConfig& config, const O
 
 // The timing model alone (run() calls it); the program must be verified.
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay = true,
-                       const ProgressFn& progress = {});
+                       const ProgressFn& progress = {}, bool walk_ahead = true);
 // The timing model's cycles for the program, or, as soon as they are sure
 // to exceed `limit`, a count above `limit` (a lower bound of them: the
 // simulation stops there). Exactly simulate_timing's cycles otherwise.
