@@ -331,30 +331,52 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
   }
 }
 
-void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out) {
-  const int64_t granules = bytes >> il_shift_;
-  const int64_t low = (int64_t{1} << channel_bits_) - 1;
-  const int stripe_shift = channel_bits_ + row_shift_;
-  const int64_t bank_mask = banks_ - 1;
-  // The blocks of one call are disjoint or equal (all n channels wide,
-  // aligned to n), and a block's channels share one row once it is
-  // visited: a later visit hits on all of them if it reads the row the
-  // block was left at, else misses on all of them. So the walk only notes,
-  // per block, the row of its first and last visit and the later visits
-  // that hit and missed (without a branch on which: a weight tile's rows
-  // revisit a few blocks in no predictable order), and apply_rows() then
-  // compares each block's first visit with the rows earlier descriptors
-  // left open.
-  const uint64_t call = ++rows_call_;
+namespace {
+
+// The address mapping's shifts as walk_rows() reads them: as members of the
+// model (any geometry), or as constants for the shipped configs' geometry,
+// where the compiler folds them into the row walk (the same walk, about
+// half the instructions per row).
+struct RuntimeGeometry {
+  int il, cb, stripe, bank_bits;
+  bool xor_hash;
+  int64_t fold(int64_t granule) const {
+    uint64_t g = static_cast<uint64_t>(granule);
+    if (xor_hash)
+      for (int shift = cb; shift < 64; shift *= 2) g ^= g >> shift;
+    return static_cast<int64_t>(g & ((uint64_t{1} << cb) - 1));
+  }
+};
+
+template <int IL, int CB, int RowShift, int BankBits>
+struct FixedGeometry {
+  static constexpr int il = IL, cb = CB, stripe = CB + RowShift, bank_bits = BankBits;
+  static int64_t fold(int64_t granule) {
+    uint64_t g = static_cast<uint64_t>(granule);
+    for (int shift = CB; shift < 64; shift *= 2) g ^= g >> shift;
+    return static_cast<int64_t>(g & ((uint64_t{1} << CB) - 1));
+  }
+};
+
+}  // namespace
+
+// The walk of walk_rows(): per block, the row of its first and last visit
+// and the later visits that hit and missed; returns the blocks visited,
+// first visit first, in `seen`.
+template <typename Geometry>
+size_t DramModel::walk_blocks(const Geometry& g, int64_t addr, int64_t granules, int64_t count, int64_t stride,
+                              uint64_t call) {
+  const int64_t bank_mask = (int64_t{1} << g.bank_bits) - 1;
   BlockVisits* const visits = blocks_.data();
   size_t* const seen = blocks_seen_.data();
   size_t nseen = 0;
   for (int64_t i = 0; i < count; ++i, addr += stride) {
-    const int64_t granule = addr >> il_shift_;
-    const int64_t stripe = addr >> stripe_shift;
-    const int64_t first = ((granule & low) ^ channel_of(granule & ~low)) & ~(granules - 1);
-    const int64_t row = stripe >> bank_bits_;
-    const size_t base = (static_cast<size_t>(stripe & bank_mask) << channel_bits_) + static_cast<size_t>(first);
+    // The hash XORs every channel-bits group of the granule, its low group
+    // included: the channel of the row's first granule.
+    const int64_t first = g.fold(addr >> g.il) & ~(granules - 1);
+    const int64_t stripe = addr >> g.stripe;
+    const int64_t row = stripe >> g.bank_bits;
+    const size_t base = (static_cast<size_t>(stripe & bank_mask) << g.cb) + static_cast<size_t>(first);
     BlockVisits& block = visits[base];
     // All ones on a block's first visit in this call, else zero (masks,
     // not branches: the compiler would branch on a conditional).
@@ -368,6 +390,32 @@ void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t st
     block.misses = (block.misses + 1 - same) & ~fresh;
     block.row = row;
   }
+  return nseen;
+}
+
+void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out) {
+  const int64_t granules = bytes >> il_shift_;
+  const int64_t low = (int64_t{1} << channel_bits_) - 1;
+  // The blocks of one call are disjoint or equal (all n channels wide,
+  // aligned to n), and a block's channels share one row once it is
+  // visited: a later visit hits on all of them if it reads the row the
+  // block was left at, else misses on all of them. So the walk only notes,
+  // per block, the row of its first and last visit and the later visits
+  // that hit and missed (without a branch on which: a weight tile's rows
+  // revisit a few blocks in no predictable order), and apply_rows() then
+  // compares each block's first visit with the rows earlier descriptors
+  // left open.
+  const uint64_t call = ++rows_call_;
+  size_t nseen = 0;
+  if (xor_hash_ && il_shift_ == 8 && row_shift_ == 10 && bank_bits_ == 4 && channel_bits_ == 4)
+    nseen = walk_blocks(FixedGeometry<8, 4, 10, 4>{}, addr, granules, count, stride, call);  // tpuv3
+  else if (xor_hash_ && il_shift_ == 8 && row_shift_ == 10 && bank_bits_ == 4 && channel_bits_ == 5)
+    nseen = walk_blocks(FixedGeometry<8, 5, 10, 4>{}, addr, granules, count, stride, call);  // tpuv4
+  else
+    nseen = walk_blocks(RuntimeGeometry{il_shift_, channel_bits_, channel_bits_ + row_shift_, bank_bits_, xor_hash_},
+                        addr, granules, count, stride, call);
+  const BlockVisits* const visits = blocks_.data();
+  const size_t* const seen = blocks_seen_.data();
   out.clear();
   for (size_t k = 0; k < nseen; ++k) {
     const BlockVisits& block = visits[seen[k]];

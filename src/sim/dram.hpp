@@ -203,6 +203,8 @@ class DramModel {
   bool pow2_ = false;
   int il_shift_ = 0, rb_shift_ = 0, row_shift_ = 0, bank_bits_ = 0;
   int channel_of(int64_t granule) const;
+  template <typename Geometry>
+  size_t walk_blocks(const Geometry& g, int64_t addr, int64_t granules, int64_t count, int64_t stride, uint64_t call);
   static uint64_t count_of(int64_t requests, int64_t misses) {
     return (static_cast<uint64_t>(requests) << 32) + static_cast<uint64_t>(misses);
   }
