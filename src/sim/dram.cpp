@@ -25,6 +25,11 @@ DramModel::DramModel(const target::NpuConfig& config)
       worst_(config.dram.channels, 0),
       blocks_(open_row_.size()),
       blocks_seen_(open_row_.size() + 1),  // every block, and the slot a revisit writes past them
+      pattern_(open_row_.size(), 0),
+      pattern_blocks_(open_row_.size()),
+      regions_of_(static_cast<size_t>(config.dram.channels)),
+      block_regions_(open_row_.size()),
+      touched_blocks_(open_row_.size()),
       words_((static_cast<size_t>(config.dram.channels) + 63) / 64),
       bank_touched_(static_cast<size_t>(config.dram.banks) * words_, 0),
       channel_touched_(words_, 0) {
@@ -360,16 +365,15 @@ struct FixedGeometry {
 
 }  // namespace
 
-// The walk of walk_rows(): per block, the row of its first and last visit
-// and the later visits that hit and missed; returns the blocks visited,
-// first visit first, in `seen`.
+// The walk of walk_rows(), row by row: per block, the row of its first and
+// last visit and the later visits that hit and missed. Adds the blocks it
+// visits first to `seen` (nseen of them there already); returns their count.
 template <typename Geometry>
 size_t DramModel::walk_blocks(const Geometry& g, int64_t addr, int64_t granules, int64_t count, int64_t stride,
-                              uint64_t call) {
+                              uint64_t call, size_t nseen) {
   const int64_t bank_mask = (int64_t{1} << g.bank_bits) - 1;
   BlockVisits* const visits = blocks_.data();
   size_t* const seen = blocks_seen_.data();
-  size_t nseen = 0;
   for (int64_t i = 0; i < count; ++i, addr += stride) {
     // The hash XORs every channel-bits group of the granule, its low group
     // included: the channel of the row's first granule.
@@ -393,6 +397,90 @@ size_t DramModel::walk_blocks(const Geometry& g, int64_t addr, int64_t granules,
   return nseen;
 }
 
+// The same for `m` whole regions from region `region1` (a region is one row
+// of every bank and channel: 2^(stripe + bank bits) bytes, one DRAM row
+// number), of a call whose stride divides the region: every region holds
+// q = region / stride rows, at the same offsets (`offset` + k * stride).
+// A row's bank comes from its offset alone, and its channel is the hash of
+// its offset's granule XOR the hash of the region's first granule (the
+// hash XORs bit groups: it is linear, and the two have no bit in common).
+// So each region visits one pattern of (bank, channel) blocks, shifted by
+// its region's hash value: the regions with one value visit the same
+// blocks. A block's first visit in a region misses (the row is new: the
+// regions come in order) and its others in the region hit. Per block, the
+// regions that visit it, its visits, and its first and last region follow
+// from the pattern and, per hash value, its regions' count, first and
+// last, without a walk of the rows.
+template <typename Geometry>
+size_t DramModel::walk_regions(const Geometry& g, int64_t offset, int64_t region1, int64_t m, int64_t granules,
+                               int64_t stride, uint64_t call, size_t nseen) {
+  const int region_shift = g.stripe + g.bank_bits;
+  const int64_t q = (int64_t{1} << region_shift) / stride;
+  const int64_t bank_mask = (int64_t{1} << g.bank_bits) - 1;
+  const int64_t block_mask = ~(granules - 1);
+  const size_t low = (size_t{1} << g.cb) - 1;
+  // The pattern: rows per block, for a region whose hash value is 0.
+  int64_t* const pattern = pattern_.data();
+  size_t* const entries = pattern_blocks_.data();
+  size_t nentries = 0;
+  for (int64_t k = 0; k < q; ++k) {
+    const int64_t at = offset + k * stride;
+    const size_t key = (static_cast<size_t>((at >> g.stripe) & bank_mask) << g.cb) +
+                       static_cast<size_t>(g.fold(at >> g.il) & block_mask);
+    if (pattern[key]++ == 0) entries[nentries++] = key;
+  }
+  // The regions by hash value: how many, the first and the last.
+  RegionsOf* const values = regions_of_.data();
+  for (int64_t j = 0; j < m; ++j) {
+    RegionsOf& v = values[g.fold((region1 + j) << (region_shift - g.il)) & block_mask];
+    if (v.count++ == 0) v.first = j;
+    v.last = j;
+  }
+  // Per block: the regions and visits, the first and last region.
+  RegionsOf* const mid = block_regions_.data();
+  size_t* const touched = touched_blocks_.data();
+  size_t ntouched = 0;
+  for (size_t value = 0; value <= low; ++value) {
+    RegionsOf& v = values[value];
+    if (v.count == 0) continue;
+    for (size_t e = 0; e < nentries; ++e) {
+      const size_t block = (entries[e] & ~low) | ((entries[e] & low) ^ value);
+      RegionsOf& b = mid[block];
+      if (b.count == 0) {
+        touched[ntouched++] = block;
+        b.first = v.first;
+        b.last = v.last;
+      } else {
+        b.first = std::min(b.first, v.first);
+        b.last = std::max(b.last, v.last);
+      }
+      b.count += v.count;
+      b.visits += pattern[entries[e]] * v.count;
+    }
+    v = RegionsOf{};
+  }
+  for (size_t e = 0; e < nentries; ++e) pattern[entries[e]] = 0;
+  BlockVisits* const visits = blocks_.data();
+  size_t* const seen = blocks_seen_.data();
+  for (size_t t = 0; t < ntouched; ++t) {
+    RegionsOf& r = mid[touched[t]];
+    BlockVisits& block = visits[touched[t]];
+    if (block.call == call) {  // visited before these regions, at an earlier row
+      block.misses += r.count;
+    } else {
+      block.call = call;
+      block.first_row = region1 + r.first;
+      block.misses = r.count - 1;
+      block.hits = 0;
+      seen[nseen++] = touched[t];
+    }
+    block.hits += r.visits - r.count;
+    block.row = region1 + r.last;
+    r = RegionsOf{};
+  }
+  return nseen;
+}
+
 void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out) {
   const int64_t granules = bytes >> il_shift_;
   const int64_t low = (int64_t{1} << channel_bits_) - 1;
@@ -406,14 +494,32 @@ void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t st
   // compares each block's first visit with the rows earlier descriptors
   // left open.
   const uint64_t call = ++rows_call_;
+  // A stride that divides a region: the rows before the first region
+  // boundary, the whole regions after it (walk_regions), the rest.
+  auto walk = [&](const auto& g) {
+    const int region_shift = g.stripe + g.bank_bits;
+    const int64_t region = int64_t{1} << region_shift;
+    if (stride > 0 && stride <= region && region % stride == 0) {
+      const int64_t q = region / stride;
+      const int64_t boundary = ((addr + region - 1) >> region_shift) << region_shift;
+      const int64_t head = std::min(count, (boundary - addr + stride - 1) / stride);
+      const int64_t m = (count - head) / q;
+      if (m >= 4 && m * q >= 256) {
+        size_t n = walk_blocks(g, addr, granules, head, stride, call, 0);
+        const int64_t middle = addr + head * stride;
+        n = walk_regions(g, middle & (region - 1), middle >> region_shift, m, granules, stride, call, n);
+        return walk_blocks(g, middle + m * q * stride, granules, count - head - m * q, stride, call, n);
+      }
+    }
+    return walk_blocks(g, addr, granules, count, stride, call, 0);
+  };
   size_t nseen = 0;
   if (xor_hash_ && il_shift_ == 8 && row_shift_ == 10 && bank_bits_ == 4 && channel_bits_ == 4)
-    nseen = walk_blocks(FixedGeometry<8, 4, 10, 4>{}, addr, granules, count, stride, call);  // tpuv3
+    nseen = walk(FixedGeometry<8, 4, 10, 4>{});  // tpuv3
   else if (xor_hash_ && il_shift_ == 8 && row_shift_ == 10 && bank_bits_ == 4 && channel_bits_ == 5)
-    nseen = walk_blocks(FixedGeometry<8, 5, 10, 4>{}, addr, granules, count, stride, call);  // tpuv4
+    nseen = walk(FixedGeometry<8, 5, 10, 4>{});  // tpuv4
   else
-    nseen = walk_blocks(RuntimeGeometry{il_shift_, channel_bits_, channel_bits_ + row_shift_, bank_bits_, xor_hash_},
-                        addr, granules, count, stride, call);
+    nseen = walk(RuntimeGeometry{il_shift_, channel_bits_, channel_bits_ + row_shift_, bank_bits_, xor_hash_});
   const BlockVisits* const visits = blocks_.data();
   const size_t* const seen = blocks_seen_.data();
   out.clear();

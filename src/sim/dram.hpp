@@ -99,9 +99,9 @@ class DramModel {
   // Whether touch_rows() takes a call on the block path: rows of 2^m whole
   // granules, each aligned to its size (power-of-two geometry).
   bool block_rows(int64_t addr, int64_t bytes, int64_t stride) const;
-  // A block-path call's visits, in the order of the blocks' first visits:
-  // the walk touch_rows() makes, which reads and writes no state of the
-  // model but its own scratch.
+  // A block-path call's visits (one per block; their order decides
+  // nothing, as the blocks are disjoint): the walk touch_rows() makes, which
+  // reads and writes no state of the model but its own scratch.
   void walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out);
   // Block-path calls walked ahead by another thread, taken by touch_rows()
   // in place of its own walk (nullptr: none). Not owned.
@@ -172,6 +172,17 @@ class DramModel {
   };
   std::vector<BlockVisits> blocks_;
   std::vector<size_t> blocks_seen_;  // by the current call, first visit first (sized for every block, + 1)
+  // walk_regions()' scratch, zero between calls: rows per block of one
+  // region's pattern and its blocks; regions per hash value; per block, its
+  // regions and visits; the blocks those name.
+  struct RegionsOf {
+    int64_t count = 0, visits = 0, first = 0, last = 0;
+  };
+  std::vector<int64_t> pattern_;
+  std::vector<size_t> pattern_blocks_;
+  std::vector<RegionsOf> regions_of_;
+  std::vector<RegionsOf> block_regions_;
+  std::vector<size_t> touched_blocks_;
   uint64_t rows_call_ = 0;
   // touch_rows' calls on the block path, by their arguments: the blocks a
   // call visits, the row of each one's first and last visit and the later
@@ -204,7 +215,11 @@ class DramModel {
   int il_shift_ = 0, rb_shift_ = 0, row_shift_ = 0, bank_bits_ = 0;
   int channel_of(int64_t granule) const;
   template <typename Geometry>
-  size_t walk_blocks(const Geometry& g, int64_t addr, int64_t granules, int64_t count, int64_t stride, uint64_t call);
+  size_t walk_blocks(const Geometry& g, int64_t addr, int64_t granules, int64_t count, int64_t stride, uint64_t call,
+                     size_t nseen);
+  template <typename Geometry>
+  size_t walk_regions(const Geometry& g, int64_t offset, int64_t region1, int64_t m, int64_t granules, int64_t stride,
+                      uint64_t call, size_t nseen);
   static uint64_t count_of(int64_t requests, int64_t misses) {
     return (static_cast<uint64_t>(requests) << 32) + static_cast<uint64_t>(misses);
   }

@@ -64,6 +64,14 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
   out.push_back(runs((1 << 23) + 48, 8, 256, 0));                 // one element broadcast
   out.push_back(runs((1 << 23) + 200, 64, 100, 96));              // short rows, some across granules
   out.push_back(runs((1 << 23) + 4000, 24, 90, -40));             // descending
+  // Strides that divide a DRAM row of every bank and channel (tpuv3: 256
+  // KiB), over many of them: walked a region pattern at a time.
+  out.push_back(runs((1 << 25) + 3 * 8192, 512, 5000, 8192));               // rows before the first region, and after
+  out.push_back(runs((1 << 25) + 3 * (1 << 18) + 4096, 4096, 300, 65536));  // four rows per region
+  out.push_back(runs((1 << 28) + 512, 256, 3000, 1024));                    // a region's rows visit blocks twice
+  out.push_back(runs(1 << 29, 2048, 700, 1 << 18));                         // one row per region
+  out.push_back(runs((1 << 29) + 1024, 1024, 1500, 1 << 20));               // rows regions apart
+  out.push_back(runs(1 << 25, 512, 5000, 8192));  // the first call's rows again, from its start
   for (int i = 0; i < 40; ++i) {
     const int64_t base = pick(0, int64_t{1} << 32) & ~int64_t{3};
     const int64_t bytes = 4 * pick(1, i % 3 == 0 ? (1 << 20) : 4096);
@@ -174,6 +182,79 @@ TEST_CASE("dram fast path: identical to the granule walk on every shipped config
   for (const char* name : {"tpuv3", "tpuv4", "toy"}) {
     CAPTURE(name);
     check_same(target::load_config(name));
+  }
+}
+
+// A block-path call's visits by their definition: row by row, each row's
+// block (its bank, and its first granule's channel rounded down to the
+// row's granules), its first and last row, and its later visits that found
+// the block's row open and that did not.
+std::vector<RowsVisit> visits_by_rows(const target::NpuConfig& c, const RowsKey& k) {
+  const int64_t il = c.dram.interleave_bytes, channels = c.dram.channels, banks = c.dram.banks;
+  int bits = 0;
+  while ((int64_t{1} << bits) < channels) ++bits;
+  std::vector<RowsVisit> out;
+  std::vector<int64_t> index(static_cast<size_t>(channels * banks), -1);
+  for (int64_t i = 0; i < k.count; ++i) {
+    const int64_t addr = k.addr + i * k.stride, granule = addr / il;
+    int64_t ch = granule % channels;
+    if (c.dram.xor_hash && channels > 1) {
+      ch = 0;
+      for (uint64_t g = static_cast<uint64_t>(granule); g != 0; g >>= bits)
+        ch ^= static_cast<int64_t>(g) & (channels - 1);
+    }
+    ch &= ~(k.bytes / il - 1);
+    const int64_t local_row = (granule / channels) * il / c.dram.row_bytes;
+    const int64_t bank = local_row % banks, row = local_row / banks;
+    int64_t& at = index[static_cast<size_t>(bank * channels + ch)];
+    if (at < 0) {
+      at = static_cast<int64_t>(out.size());
+      out.push_back(RowsVisit{static_cast<size_t>(bank), static_cast<int>(ch), row, row, 0, 0});
+      continue;
+    }
+    RowsVisit& v = out[static_cast<size_t>(at)];
+    (v.last_row == row ? v.hits : v.misses) += 1;
+    v.last_row = row;
+  }
+  return out;
+}
+
+bool same_visits(std::vector<RowsVisit> a, std::vector<RowsVisit> b) {
+  auto key = [](const RowsVisit& v) { return std::make_pair(v.bank, v.first); };
+  std::sort(a.begin(), a.end(), [&](const RowsVisit& x, const RowsVisit& y) { return key(x) < key(y); });
+  std::sort(b.begin(), b.end(), [&](const RowsVisit& x, const RowsVisit& y) { return key(x) < key(y); });
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const RowsVisit& x, const RowsVisit& y) {
+           return x.bank == y.bank && x.first == y.first && x.first_row == y.first_row && x.last_row == y.last_row &&
+                  x.hits == y.hits && x.misses == y.misses;
+         });
+}
+
+TEST_CASE("dram: a block-path call's visits are those of its rows one by one, a region pattern at a time or not") {
+  std::mt19937_64 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (const char* name : {"tpuv3", "tpuv4", "toy"}) {
+    CAPTURE(name);
+    target::NpuConfig c = target::load_config(name);
+    for (const bool xor_hash : {true, false}) {
+      c.dram.xor_hash = xor_hash;
+      DramModel model(c);
+      const int64_t region = c.dram.row_bytes * c.dram.channels * c.dram.banks;
+      std::vector<RowsVisit> walked;
+      for (int i = 0; i < 300; ++i) {
+        const int64_t bytes = c.dram.interleave_bytes << pick(0, 3);
+        // Strides that divide a region (most), or not; starts anywhere a row may.
+        const int64_t stride = i % 5 == 4 ? bytes * pick(1, 300) : std::max(bytes, region >> pick(0, 10));
+        const int64_t addr = (pick(0, int64_t{1} << 34) / bytes) * bytes;
+        const RowsKey k{addr, bytes, pick(1, 6000), stride};
+        CAPTURE(k.addr);
+        CAPTURE(k.bytes);
+        CAPTURE(k.count);
+        CAPTURE(k.stride);
+        if (!model.block_rows(k.addr, k.bytes, k.stride)) continue;
+        model.walk_rows(k.addr, k.bytes, k.count, k.stride, walked);
+        CHECK(same_visits(walked, visits_by_rows(c, k)));
+      }
+    }
   }
 }
 
