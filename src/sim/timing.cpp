@@ -89,6 +89,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 namespace spool::sim {
@@ -141,10 +142,15 @@ Report TimingSim::run() {
   // One core's strided DRAM rows walked ahead (rows_ahead.hpp).
   std::unique_ptr<RowsAhead> ahead;
   if (walk_ahead_ != WalkAhead::Off && c_.cores == 1 && stop_after_ == kNever &&
-      (walk_ahead_ == WalkAhead::Patient || std::thread::hardware_concurrency() > 1))
-    ahead = std::make_unique<RowsAhead>(
-        c_, [this](const std::function<bool(const RowsKey&)>& call) { program_rows(p_, base_, call); }, 1024,
-        walk_ahead_ == WalkAhead::Patient);
+      (walk_ahead_ == WalkAhead::Patient || std::thread::hardware_concurrency() > 1)) {
+    try {
+      ahead = std::make_unique<RowsAhead>(
+          c_, [this](const std::function<bool(const RowsKey&)>& call) { program_rows(p_, base_, call); }, 1024,
+          walk_ahead_ == WalkAhead::Patient);
+    } catch (const std::system_error&) {
+      // No thread to be had: the run walks its own rows.
+    }
+  }
   struct Detach {
     DramModel& dram;
     ~Detach() { dram.set_ahead(nullptr); }
