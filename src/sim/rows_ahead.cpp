@@ -61,11 +61,12 @@ bool RowsAhead::offer(const RowsKey& key) {
   return true;
 }
 
-// Slots are given back an eighth of the ring at a time: a thread that
-// waits for room is woken once per eighth, not once per call.
+// Slots are given back half the ring at a time: a thread that waits for
+// room (it is faster than the run) is woken once per half ring, not once
+// per call (a wake-up costs the run a system call).
 void RowsAhead::free_before(uint64_t seq) {
   const uint64_t freed = freed_.load(std::memory_order_relaxed);
-  if (seq <= freed || seq - freed < std::max<size_t>(1, slots_.size() / 8)) return;
+  if (seq <= freed || seq - freed < std::max<size_t>(1, slots_.size() / 2)) return;
   freed_.store(seq, std::memory_order_release);
   freed_.notify_one();
 }

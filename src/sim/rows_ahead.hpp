@@ -18,7 +18,8 @@
 // itself. A replay the DRAM refuses gives its kernel's calls a second time:
 // the DRAM model's save() holds the calls from there, and restore() takes
 // the order back to them. The calls in flight are a ring of slots; the
-// thread waits while the ring is full, the run never waits.
+// thread waits while the ring is full (and is woken when half of it is
+// free), the run never waits.
 
 #include "dram.hpp"
 
