@@ -230,6 +230,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   t = Clock::now();
   sim::Options sim_options;
   sim_options.trace = options.trace;
+  sim_options.verified = true;  // by lower::to_npu
   if (options.sim_progress)
     sim_options.progress = [&](size_t finished, size_t total, int64_t cycle) {
       options.sim_progress(fmt::format("{} of {} kernels simulated, to cycle {}", finished, total, cycle));

@@ -92,7 +92,7 @@ struct SimProfile {
   int64_t statements = 0;        // statements stepped
   int64_t descriptors = 0;       // DMA descriptors walked through the DRAM model (stepped or replayed)
   int64_t rows_walked_ahead = 0;  // strided row sets a second thread walked for the run (Options::walk_ahead)
-  double verify_ms = 0;          // checking the program before simulating
+  double verify_ms = 0;           // checking the program before simulating (0: the caller had: Options::verified)
   double step_ms = 0;            // stepping kernels
   double replay_ms = 0;          // replays, refused ones included
   double total_ms = 0;
@@ -142,6 +142,9 @@ struct Options {
   // run). The result is the same either way; a caller that already runs
   // simulations in parallel turns it off.
   bool walk_ahead = true;
+  // The caller has verified this very program (lower::to_npu verifies what
+  // it returns): run() does not verify it again.
+  bool verified = false;
   ProgressFn progress;  // optional
 };
 
