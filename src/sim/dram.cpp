@@ -233,8 +233,8 @@ size_t RowsKeyHash::operator()(const RowsKey& k) const {
   return static_cast<size_t>(h.h ^ (h.h >> 29));
 }
 
-void DramModel::apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t total) {
-  const uint64_t hit = count_of(int64_t{1} << (il_shift_ - rb_shift_), 0);
+void DramModel::apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t per_row, int64_t total) {
+  const uint64_t hit = count_of(per_row, 0);
   const size_t channels = static_cast<size_t>(channels_);
   int64_t misses = 0;
   for (const RowsVisit& v : visits) {
@@ -293,8 +293,13 @@ bool DramModel::block_rows(int64_t addr, int64_t bytes, int64_t stride) const {
   const int64_t group_bytes = il << channel_bits_;
   // Rows of 2^m whole granules, each aligned to its own size, lie in one
   // group of one stripe and map onto one aligned block of 2^m channels.
-  return pow2_ && (bytes & (il - 1)) == 0 && granules > 0 && (granules & (granules - 1)) == 0 && bytes <= group_bytes &&
-         (addr & (bytes - 1)) == 0 && (stride & (bytes - 1)) == 0;
+  if (pow2_ && (bytes & (il - 1)) == 0 && granules > 0 && (granules & (granules - 1)) == 0 && bytes <= group_bytes &&
+      (addr & (bytes - 1)) == 0 && (stride & (bytes - 1)) == 0)
+    return true;
+  // Rows inside one granule each, whole granules apart (each in a granule
+  // of its own, at one offset in it): blocks of one channel, as many
+  // requests per row as the first row makes.
+  return pow2_ && bytes > 0 && bytes < il && stride > 0 && (stride & (il - 1)) == 0 && (addr & (il - 1)) + bytes <= il;
 }
 
 void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride) {
@@ -307,29 +312,31 @@ void DramModel::touch_rows(int64_t addr, int64_t bytes, int64_t count, int64_t s
     return;
   }
   cost_.useful_bytes += bytes * count;
-  const int64_t granules = bytes >> il_shift_;
-  const int64_t full = int64_t{1} << (il_shift_ - rb_shift_);  // requests of a whole granule
-  const int64_t total = full * granules * count;
+  const int64_t granules = std::max<int64_t>(1, bytes >> il_shift_);
+  // Requests per row and channel: a whole granule's, or a row's inside one.
+  const int64_t per_row = bytes >> il_shift_ > 0 ? int64_t{1} << (il_shift_ - rb_shift_)
+                                                 : ((addr + bytes - 1) >> rb_shift_) - (addr >> rb_shift_) + 1;
+  const int64_t total = per_row * granules * count;
   const int n = static_cast<int>(granules);
   RowsMemo* keep = nullptr;  // a call seen once before: keep what this one does
   if (count >= kMemoRows) {
     const RowsKey key{addr, bytes, count, stride};
     if (ahead_) {
       if (const std::vector<RowsVisit>* walked = ahead_->take(key)) {
-        apply_rows(*walked, n, total);
+        apply_rows(*walked, n, per_row, total);
         return;
       }
     }
     if (rows_memo_.size() >= kMemoCalls) rows_memo_.clear();
     const auto [it, fresh] = rows_memo_.try_emplace(key);
     if (!fresh && it->second.kept) {
-      apply_rows(it->second.visits, n, total);
+      apply_rows(it->second.visits, n, per_row, total);
       return;
     }
     if (!fresh) keep = &it->second;
   }
   walk_rows(addr, bytes, count, stride, visits_);
-  apply_rows(visits_, n, total);
+  apply_rows(visits_, n, per_row, total);
   if (keep) {
     keep->visits = visits_;
     keep->kept = true;
@@ -482,7 +489,7 @@ size_t DramModel::walk_regions(const Geometry& g, int64_t offset, int64_t region
 }
 
 void DramModel::walk_rows(int64_t addr, int64_t bytes, int64_t count, int64_t stride, std::vector<RowsVisit>& out) {
-  const int64_t granules = bytes >> il_shift_;
+  const int64_t granules = std::max<int64_t>(1, bytes >> il_shift_);
   const int64_t low = (int64_t{1} << channel_bits_) - 1;
   // The blocks of one call are disjoint or equal (all n channels wide,
   // aligned to n), and a block's channels share one row once it is

@@ -96,8 +96,9 @@ class DramModel {
   // Block-path calls of at least this many rows are remembered (rows_memo_)
   // and may be walked ahead (RowsAhead).
   static constexpr int64_t kMemoRows = 8;
-  // Whether touch_rows() takes a call on the block path: rows of 2^m whole
-  // granules, each aligned to its size (power-of-two geometry).
+  // Whether touch_rows() takes a call on the block path (power-of-two
+  // geometry): rows of 2^m whole granules, each aligned to its size; or
+  // rows inside one granule each, whole granules apart.
   bool block_rows(int64_t addr, int64_t bytes, int64_t stride) const;
   // A block-path call's visits (one per block; their order decides
   // nothing, as the blocks are disjoint): the walk touch_rows() makes, which
@@ -201,8 +202,9 @@ class DramModel {
   RowsAhead* ahead_ = nullptr;
   // Applies a call's visits (walked, or kept from an earlier walk): each
   // block's first visit against the open rows, channel by channel, then
-  // the later visits' counts; `total` requests in all.
-  void apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t total);
+  // the later visits' counts; `per_row` requests per row and channel of a
+  // block, `total` in all.
+  void apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t per_row, int64_t total);
   // Touched by the descriptor: channel bits per bank, and channel bits.
   size_t words_ = 1;                 // 64-bit words of channel bits
   std::vector<uint64_t> bank_touched_;     // per bank * words_ + word

@@ -72,6 +72,9 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
   out.push_back(runs(1 << 29, 2048, 700, 1 << 18));                         // one row per region
   out.push_back(runs((1 << 29) + 1024, 1024, 1500, 1 << 20));               // rows regions apart
   out.push_back(runs(1 << 25, 512, 5000, 8192));  // the first call's rows again, from its start
+  out.push_back(runs((1 << 25) + 64, 128, 512, 8192));  // rows inside a granule each, in regions
+  out.push_back(runs((1 << 26) + 130, 120, 700, 256));  // one per granule, across requests
+  out.push_back(runs((1 << 26) + 200, 56, 40, 768));    // granules apart, not dividing a region
   for (int i = 0; i < 40; ++i) {
     const int64_t base = pick(0, int64_t{1} << 32) & ~int64_t{3};
     const int64_t bytes = 4 * pick(1, i % 3 == 0 ? (1 << 20) : 4096);
@@ -203,7 +206,7 @@ std::vector<RowsVisit> visits_by_rows(const target::NpuConfig& c, const RowsKey&
       for (uint64_t g = static_cast<uint64_t>(granule); g != 0; g >>= bits)
         ch ^= static_cast<int64_t>(g) & (channels - 1);
     }
-    ch &= ~(k.bytes / il - 1);
+    ch &= ~(std::max<int64_t>(1, k.bytes / il) - 1);
     const int64_t local_row = (granule / channels) * il / c.dram.row_bytes;
     const int64_t bank = local_row % banks, row = local_row / banks;
     int64_t& at = index[static_cast<size_t>(bank * channels + ch)];
@@ -241,10 +244,15 @@ TEST_CASE("dram: a block-path call's visits are those of its rows one by one, a 
       const int64_t region = c.dram.row_bytes * c.dram.channels * c.dram.banks;
       std::vector<RowsVisit> walked;
       for (int i = 0; i < 300; ++i) {
-        const int64_t bytes = c.dram.interleave_bytes << pick(0, 3);
+        // Whole granules (most), or rows inside one granule each.
+        const bool small = i % 4 == 3;
+        const int64_t il = c.dram.interleave_bytes;
+        const int64_t bytes = small ? 2 * pick(1, il / 2 - 1) : il << pick(0, 3);
+        const int64_t unit = std::max(bytes, il);
         // Strides that divide a region (most), or not; starts anywhere a row may.
-        const int64_t stride = i % 5 == 4 ? bytes * pick(1, 300) : std::max(bytes, region >> pick(0, 10));
-        const int64_t addr = (pick(0, int64_t{1} << 34) / bytes) * bytes;
+        const int64_t stride = i % 5 == 4 ? unit * pick(1, 300) : std::max(unit, region >> pick(0, 10));
+        const int64_t addr = small ? (pick(0, int64_t{1} << 34) / il) * il + pick(0, il - bytes)
+                                   : (pick(0, int64_t{1} << 34) / bytes) * bytes;
         const RowsKey k{addr, bytes, pick(1, 6000), stride};
         CAPTURE(k.addr);
         CAPTURE(k.bytes);
