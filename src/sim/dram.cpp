@@ -97,14 +97,22 @@ void DramModel::begin() {
 
 // Reads members only, not config_: its integers could alias the counters
 // touch_rows() writes, which would reload them for every row.
+namespace {
+
+// The XOR of every `bits`-wide group of g, in its low `bits` bits, by
+// doubling: after the shift by w * bits, group i holds the XOR of groups
+// i .. i + 2w - 1. With `bits` a constant the loop unrolls.
+inline uint64_t xor_fold(uint64_t g, int bits) {
+  for (int shift = bits; shift < 64; shift *= 2) g ^= g >> shift;
+  return g & ((uint64_t{1} << bits) - 1);
+}
+
+}  // namespace
+
 int DramModel::channel_of(int64_t granule) const {
   const uint64_t mask = static_cast<uint64_t>(channels_ - 1);
   if (!xor_hash_) return static_cast<int>(static_cast<uint64_t>(granule) & mask);
-  // The XOR of every channel_bits-wide group, by doubling: after the shift
-  // by w * channel_bits, group i holds the XOR of groups i .. i + 2w - 1.
-  uint64_t g = static_cast<uint64_t>(granule);
-  for (int shift = channel_bits_; shift < 64; shift *= 2) g ^= g >> shift;
-  return static_cast<int>(g & mask);
+  return static_cast<int>(xor_fold(static_cast<uint64_t>(granule), channel_bits_) & mask);
 }
 
 void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
@@ -353,21 +361,15 @@ struct RuntimeGeometry {
   int il, cb, stripe, bank_bits;
   bool xor_hash;
   int64_t fold(int64_t granule) const {
-    uint64_t g = static_cast<uint64_t>(granule);
-    if (xor_hash)
-      for (int shift = cb; shift < 64; shift *= 2) g ^= g >> shift;
-    return static_cast<int64_t>(g & ((uint64_t{1} << cb) - 1));
+    const uint64_t g = static_cast<uint64_t>(granule);
+    return static_cast<int64_t>(xor_hash ? xor_fold(g, cb) : g & ((uint64_t{1} << cb) - 1));
   }
 };
 
 template <int IL, int CB, int RowShift, int BankBits>
 struct FixedGeometry {
   static constexpr int il = IL, cb = CB, stripe = CB + RowShift, bank_bits = BankBits;
-  static int64_t fold(int64_t granule) {
-    uint64_t g = static_cast<uint64_t>(granule);
-    for (int shift = CB; shift < 64; shift *= 2) g ^= g >> shift;
-    return static_cast<int64_t>(g & ((uint64_t{1} << CB) - 1));
-  }
+  static int64_t fold(int64_t granule) { return static_cast<int64_t>(xor_fold(static_cast<uint64_t>(granule), CB)); }
 };
 
 }  // namespace

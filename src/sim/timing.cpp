@@ -224,24 +224,13 @@ void program_rows(const Program& p, const std::vector<int64_t>& base, const std:
     go = call(RowsKey{addr, bytes, count, stride});
     return go;
   };
-  std::function<void(const std::vector<Stmt>&)> body = [&](const std::vector<Stmt>& stmts) {
-    for (const Stmt& s : stmts) {
-      if (!go) return;
-      if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
-        const int64_t trips = loop->dynamic ? loop->dynamic->nominal : loop->trips;
-        for (int64_t i = 0; i < trips && go; ++i) {
-          vars[loop->var] = i;
-          body(loop->body);
-        }
-      } else if (const auto* d = std::get_if<DmaOp>(&s.node)) {
-        dma_runs(p, base, *d, vars.data(), rows, [](int64_t, int64_t) {});
-      }
-    }
-  };
   for (const Kernel& k : p.kernels) {
     vars.assign(k.loop_vars.size(), 0);
-    body(k.body);
-    if (!go) return;
+    if (!for_each_dma(k.body, vars, [&](const DmaOp& d) {
+          dma_runs(p, base, d, vars.data(), rows, [](int64_t, int64_t) {});
+          return go;
+        }))
+      return;
   }
 }
 

@@ -141,6 +141,26 @@ void dma_runs(const npu::Program& p, const std::vector<int64_t>& base, const npu
   }
 }
 
+// Calls dma(op) for each DMA statement of `body` in issue order, with
+// `vars` set as the statement sees them (loops at their trip counts; a
+// run-time count at its nominal value, as a timing-only run takes it, see
+// TimingSim::next_stmt). Stops, returning false, when dma() does.
+template <typename Dma>
+bool for_each_dma(const std::vector<npu::Stmt>& body, std::vector<int64_t>& vars, Dma&& dma) {
+  for (const npu::Stmt& s : body) {
+    if (const auto* loop = std::get_if<npu::LoopOp>(&s.node)) {
+      const int64_t trips = loop->dynamic ? loop->dynamic->nominal : loop->trips;
+      for (int64_t i = 0; i < trips; ++i) {
+        vars[loop->var] = i;
+        if (!for_each_dma(loop->body, vars, dma)) return false;
+      }
+    } else if (const auto* d = std::get_if<npu::DmaOp>(&s.node)) {
+      if (!dma(*d)) return false;
+    }
+  }
+  return true;
+}
+
 // The touch_rows() calls a one-core run of `p` makes, in order (timing.cpp).
 void program_rows(const npu::Program& p, const std::vector<int64_t>& base,
                   const std::function<bool(const RowsKey&)>& call);

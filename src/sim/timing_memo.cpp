@@ -168,25 +168,15 @@ void TimingSim::end_memo(Core& core) {
 // false at the first difference.
 bool TimingSim::replay_dram(const std::vector<Stmt>& body, std::vector<int64_t>& vars, const KernelMemo& m, size_t& at,
                             Time t0) {
-  for (const Stmt& s : body) {
-    if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
-      // Timing-only runs take a run-time count's nominal value (next_stmt).
-      const int64_t trips = loop->dynamic ? loop->dynamic->nominal : loop->trips;
-      for (int64_t i = 0; i < trips; ++i) {
-        vars[loop->var] = i;
-        if (!replay_dram(loop->body, vars, m, at, t0)) return false;
-      }
-    } else if (const auto* d = std::get_if<DmaOp>(&s.node)) {
-      if (at >= m.dram.size()) return false;
-      const KernelMemo::Descriptor& r = m.dram[at++];
-      const DmaCost cost = request_dram(*d, vars.data());
-      ++profile().descriptors;
-      if (cost.requests != r.requests || cost.useful_bytes != r.useful_bytes) return false;
-      const Time served = dram_.serve(t0 + r.arrival, t0 + r.last_arrival, !d->load, [](int, Time, Time) {});
-      if (served - t0 != r.served) return false;
-    }
-  }
-  return true;
+  return for_each_dma(body, vars, [&](const DmaOp& d) {
+    if (at >= m.dram.size()) return false;
+    const KernelMemo::Descriptor& r = m.dram[at++];
+    const DmaCost cost = request_dram(d, vars.data());
+    ++profile().descriptors;
+    if (cost.requests != r.requests || cost.useful_bytes != r.useful_bytes) return false;
+    const Time served = dram_.serve(t0 + r.arrival, t0 + r.last_arrival, !d.load, [](int, Time, Time) {});
+    return served - t0 == r.served;
+  });
 }
 
 bool TimingSim::replay(Core& core, int k, const KernelMemo& m) {
