@@ -327,9 +327,6 @@ models::Phase phase_of(const RunOptions& options, const std::vector<int64_t>& to
   return models::resolve_phase(phase_options);
 }
 
-// Compiles, lowers and simulates the model (checking it against the
-// interpreter unless timing-only), prints the report and writes the
-// requested files; returns the simulated outputs.
 // Keeps `what` until the process exits, which returns its memory at once:
 // the lowered program of a real model (half a million statements for
 // llama-3-8B prefill) took 25-30 ms of a 0.3 s run to free piece by piece.
@@ -338,6 +335,10 @@ void keep_until_exit(std::shared_ptr<const void> what) {
   static auto* const kept = new std::vector<std::shared_ptr<const void>>;
   kept->push_back(std::move(what));
 }
+
+// Compiles, lowers and simulates the model (checking it against the
+// interpreter unless timing-only), prints the report and writes the
+// requested files; returns the simulated outputs.
 
 std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options, const models::ModelRef& ref,
                                                        const Built& built, const models::Phase& phase,

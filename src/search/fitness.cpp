@@ -15,9 +15,9 @@ namespace {
 // Nodes that are buffers, not kernels.
 bool is_buffer(Op op) { return op == Op::Input || op == Op::Weight; }
 
-// The search simulates candidates on every thread at once: no simulation
-// takes a second thread for its DRAM rows.
-// The programs come from lower::to_npu, which verified them.
+// The search simulates candidates on every thread at once, so no simulation
+// takes a second thread for its DRAM rows; the programs come from
+// lower::to_npu, which verified them.
 sim::Options serial_sim() {
   sim::Options o;
   o.walk_ahead = false;
