@@ -19,6 +19,10 @@ namespace spool::models {
 struct ModelOptions;
 }  // namespace spool::models
 
+namespace spool::pipeline {
+struct Report;
+}
+
 namespace spool::cli {
 
 // Option checks shared by the commands. CLI11 validators read the text
@@ -113,7 +117,12 @@ struct OnnxRun {
   bool no_roll = false;
   PrintAfter print;
   double interp_budget = kInterpWorkBudget;
+  std::string tile_cache;  // empty: none
 };
+
+// The report's "tiles" line: how the distinct GEMMs' tiles were chosen
+// (timed, or read from the tile cache) and where the cache is.
+void print_tiles(const pipeline::Report& report);
 // True for MODEL.onnx; fails on the run command's options that do not
 // apply to it (or --inputs and --dim given for a built-in model).
 bool check_onnx_run_options(const CLI::App& run_cmd, const std::string& model);

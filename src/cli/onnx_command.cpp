@@ -105,6 +105,7 @@ void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run) {
   if (options.compile.rule_files.empty()) options.compile.rule_files.push_back(default_rules());
   options.compile.print_after = stage_printer(run.print);
   options.inputs = onnx::run_inputs(imported, run.seed);
+  options.tile_cache_dir = run.tile_cache;
   const target::NpuConfig config = target::load_config(run.npu);
   const pipeline::Report report = pipeline::run(imported.graph, config, options);
   const compile::Report& c = report.compile;
@@ -112,6 +113,7 @@ void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run) {
               c.egraph.classes, c.egraph.iterations);
   std::printf("program    %zu LLIR nodes -> %d NPU kernels (%d fused, %d copies)\n", report.llir_nodes,
               report.lowering.kernels, report.lowering.fused_kernels, report.lowering.copy_kernels);
+  print_tiles(report);
   std::printf("sim        %s: %lld cycles, %.4f ms\n", config.name.c_str(), static_cast<long long>(report.sim.cycles),
               report.sim.time_ms);
   bool ok = true;

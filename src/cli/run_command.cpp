@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "mpi_search.hpp"
 
+#include <spool/lower/tile_cache.hpp>
 #include <spool/pipeline/pipeline.hpp>
 #include <spool/spool.hpp>
 
@@ -33,6 +34,22 @@
 #include <tuple>
 
 namespace spool::cli {
+
+void print_tiles(const pipeline::Report& r) {
+  const int timed = r.lowering.gemm_tiles_timed, known = r.lowering.gemm_tiles_known;
+  if (timed + known == 0) return;
+  if (r.tile_cache_file.empty()) {
+    std::printf("tiles      %d distinct GEMM(s), tiles timed (no tile cache)\n", timed);
+    return;
+  }
+  std::printf("tiles      %d distinct GEMM(s): %d tile(s) from the tile cache, %d timed%s (%s)\n", timed + known, known,
+              timed,
+              timed == 0           ? ""
+              : r.tile_cache_saved ? " and added to it"
+                                   : ", not saved",
+              r.tile_cache_file.c_str());
+}
+
 namespace {
 
 // The largest error, relative to the reference's scale, that --check-logits accepts.
@@ -54,6 +71,8 @@ struct RunOptions {
   bool no_roll = false;
   bool timing_only = false;
   bool ignore_capacity = false;
+  std::string tile_cache = lower::TileCache::default_dir().string();
+  bool no_tile_cache = false;
   PrintAfter print;
   size_t search = 0;
   std::vector<std::string> rules;
@@ -210,6 +229,7 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
   std::printf("program    %zu LLIR nodes -> %d NPU kernels (%d fused, %d copies), %lld DRAM aliases\n",
               r.llir_nodes, r.lowering.kernels, r.lowering.fused_kernels, r.lowering.copy_kernels,
               static_cast<long long>(r.lowering.dram_aliases));
+  print_tiles(r);
   if (r.search)
     std::printf("search     %zu genomes: greedy %lld cycles, searched %lld cycles (%.3fx)%s\n", r.search->genomes,
                 static_cast<long long>(r.search->greedy_cycles), static_cast<long long>(r.search->best_cycles),
@@ -357,6 +377,7 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
   pipeline_options.sim_progress = [](std::string_view line) { progress_detail(line); };
   if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
   pipeline_options.ignore_capacity = options.ignore_capacity;
+  if (!options.no_tile_cache) pipeline_options.tile_cache_dir = options.tile_cache;
   const target::NpuConfig config = target::load_config(options.npu);
   sim::Trace trace;
   if (!options.trace_file.empty()) pipeline_options.trace = &trace;
@@ -570,6 +591,13 @@ void add_run_command(CLI::App& app) {
                         "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
+  CLI::Option* no_tile_cache = run_cmd->add_flag("--no-tile-cache", options->no_tile_cache,
+                                                 "Time every GEMM's tile candidates; read and write no tile cache");
+  run_cmd
+      ->add_option("--tile-cache", options->tile_cache,
+                   "Directory of the GEMM tile cache: tiles timed by earlier runs of this build on this NPU config "
+                   "(default: $SPOOL_CACHE_DIR, $XDG_CACHE_HOME/spool or ~/.cache/spool)")
+      ->excludes(no_tile_cache);
   run_cmd->add_option("--rules", options->rules, "Rule files (default: rules/default.rules), checked first")
       ->check(CLI::ExistingFile);
   run_cmd->add_flag("--no-check-rules", options->no_check_rules, "Do not check the --rules files on random tensors (they are still parsed, compiled and their checks run)");
@@ -590,13 +618,15 @@ void add_run_command(CLI::App& app) {
   run_cmd->callback([options, run_cmd, onnx_options] {
     if (check_onnx_run_options(*run_cmd, options->model))
       return run_onnx(*onnx_options, {options->model, options->npu, options->rules, options->seed, options->json_file,
-                                      options->no_roll, options->print, options->interp_budget});
+                                      options->no_roll, options->print, options->interp_budget,
+                                      options->no_tile_cache ? std::string() : options->tile_cache});
     options->size_given = run_cmd->count("--size") > 0;
     // --interp runs the HLIR on the interpreter alone: options of the
     // compile, the lowering and the simulation would be ignored.
     if (options->interp)
-      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-check-rules", "--no-roll",
-                                "--ignore-capacity", "--print-after", "--print-dir"})
+      for (const char* flag :
+           {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-check-rules",
+            "--no-roll", "--ignore-capacity", "--tile-cache", "--no-tile-cache", "--print-after", "--print-dir"})
         if (run_cmd->count(flag) > 0)
           fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",
                flag);

@@ -132,7 +132,8 @@ class Emitter {
   LowerReport report;
   // GEMM tiles already chosen, by the job's signature (shapes, strides,
   // dtypes, programs): repeated layers choose once.
-  std::map<std::string, std::array<int64_t, 5>> gemm_tiles;  // TM, TN, TK, split over cores, operand slots
+  std::map<std::string, TunedTile> gemm_tiles;
+  TunedTiles tuned;  // by tuning key (Lowered::tuned)
   // The kernels last built for a GEMM signature, with the DRAM buffers and
   // offsets of the accesses they were built for (gemm.cpp): a repeat on
   // other buffers, at the same offsets, is those kernels with the buffers

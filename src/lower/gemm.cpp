@@ -12,6 +12,8 @@
 // by the GEMM's signature, so repeated layers cost one selection; so are
 // the kernels built, so that a repeat on other buffers renames the last
 // ones' DMA buffers instead of building them again (renamed()).
+// Tiles timed before (LowerOptions::tuned, a tile cache) are taken by
+// tuning key (tuning_key()) without timing (known_fit()).
 
 #include "gemm.hpp"
 #include "gemm_kernel.hpp"
@@ -26,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 
 namespace spool::lower::detail {
 namespace {
@@ -328,6 +331,59 @@ void access_slots(const GemmJob& job, std::vector<int>& buffers, std::vector<int
   add(job.out);
 }
 
+// The tuning key (lower.hpp's TunedTiles). The tile timer times the
+// candidates' kernels in a program of the buffers so far: the kernels are
+// the signature's, on the job's buffers at its offsets (renamed()), and
+// the timer reads those buffers' DRAM addresses and layouts. So the key
+// holds, per access slot, which earlier slot names the same buffer, and
+// that buffer's address, dtype, shape and kind, with the offsets.
+std::string tuning_key(const Emitter& em, const GemmJob& job, const std::string& signature) {
+  std::vector<int> buffers;
+  std::vector<int64_t> offsets;
+  access_slots(job, buffers, offsets);
+  const std::vector<int64_t> address = npu::dram_addresses(em.program);
+  std::string key = signature + "#";
+  std::map<int, size_t> first;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const int b = buffers[i];
+    if (b < 0) {
+      key += "-;";
+      continue;
+    }
+    const auto [it, added] = first.emplace(b, i);
+    const DramBuffer& d = em.program.buffers[static_cast<size_t>(b)];
+    if (added)
+      key += fmt::format("@{}:{}{}k{};", address[static_cast<size_t>(b)], dtype_name(d.dtype), shape_str(d.shape),
+                         static_cast<int>(d.kind));
+    else
+      key += fmt::format("={};", it->second);
+  }
+  key += "#";
+  for (int64_t o : offsets) key += fmt::format("{},", o);
+  return key;
+}
+
+// The tile LowerOptions::tuned holds for this key, if it is one of the
+// job's candidates (with its own operand slots, or two), spread over the
+// cores only where the tuner could spread it, and its kernels fit.
+std::optional<Fit> known_fit(const Emitter& em, const GemmJob& job, const std::string& tkey) {
+  if (!em.options.tuned) return std::nullopt;
+  const auto it = em.options.tuned->find(tkey);
+  if (it == em.options.tuned->end()) return std::nullopt;
+  const TunedTile& k = it->second;
+  const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
+  const std::vector<GemmTile> all = candidates(job, em.config);
+  const auto c = std::find_if(all.begin(), all.end(),
+                              [&](const GemmTile& t) { return t.TM == k.tm && t.TN == k.tn && t.TK == k.tk; });
+  if (c == all.end() || (k.slots != operand_slots(*c, K, N) && k.slots != 2)) return std::nullopt;
+  if (k.split && !(em.options.multi_core && em.config.cores > 1 && em.options.tile_cycles)) return std::nullopt;
+  Fit fit{*c, {}, 0, k.split};
+  fit.tile.slots = k.slots == operand_slots(*c, K, N) ? 0 : k.slots;
+  fit.kernels = tile_kernels(em, job, fit.tile, k.split, fit.footprint);
+  if (fit.footprint > em.budget || (k.split && fit.kernels.size() < 2)) return std::nullopt;
+  return fit;
+}
+
 // The kernels built for an earlier job of the same signature, renamed for
 // this one: the generator reads a job's buffers only as DMA targets and
 // compares them only with each other, so when this job's offsets are the
@@ -426,10 +482,10 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
   };
   const std::string key = signature(job);
   if (auto it = em.gemm_tiles.find(key); it != em.gemm_tiles.end()) {
-    const GemmTile t{it->second[0], it->second[1], it->second[2], 0, it->second[4]};
+    const GemmTile t{it->second.tm, it->second.tn, it->second.tk, 0, it->second.slots};
     // A lowering choice builds its own kernels; the tuner's tile reuses
     // an earlier job's, renamed.
-    if (emit_chosen(t, it->second[3] != 0)) return std::nullopt;
+    if (emit_chosen(t, it->second.split)) return std::nullopt;
     if (const auto built = em.gemm_kernels.find(key); built != em.gemm_kernels.end())
       if (std::optional<std::vector<Kernel>> kernels = renamed(built->second, job)) {
         emit(t, std::move(*kernels), built->second.footprint);
@@ -437,26 +493,32 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
         return std::nullopt;
       }
     int64_t footprint = 0;
-    std::vector<Kernel> kernels = tile_kernels(em, job, t, it->second[3] != 0, footprint);
+    std::vector<Kernel> kernels = tile_kernels(em, job, t, it->second.split, footprint);
     SPOOL_ASSERT(footprint <= em.budget, "a cached GEMM tile no longer fits");
     remember(em, key, job, kernels, footprint);
     emit(t, std::move(kernels), footprint);
     return std::nullopt;
   }
-  int64_t smallest = -1;
-  std::vector<Fit> fits = fitting_tiles(em, job, smallest);
-  if (fits.empty())
-    return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
-  const size_t best = fastest_fit(em, fits);
+  // The tile tuned before for this key, or the fastest candidate.
+  const std::string tkey = tuning_key(em, job, key);
+  std::optional<Fit> best = known_fit(em, job, tkey);
+  if (best) {
+    ++em.report.gemm_tiles_known;
+  } else {
+    int64_t smallest = -1;
+    std::vector<Fit> fits = fitting_tiles(em, job, smallest);
+    if (fits.empty())
+      return fmt::format("the smallest tile needs {} bytes of scratchpad, the budget is {}", smallest, em.budget);
+    best = std::move(fits[fastest_fit(em, fits)]);
+    if (em.options.tile_cycles) ++em.report.gemm_tiles_timed;
+  }
   const int64_t K = job.a[0].shape[job.a[0].shape.size() - 1], N = job.b[0].shape[job.b[0].shape.size() - 1];
-  em.gemm_tiles[key] = {fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, fits[best].split ? 1 : 0,
-                        operand_slots(fits[best].tile, K, N)};
-  remember(em, key, job, fits[best].kernels, fits[best].footprint);
-  if (emit_chosen(
-          GemmTile{fits[best].tile.TM, fits[best].tile.TN, fits[best].tile.TK, 0, operand_slots(fits[best].tile, K, N)},
-          fits[best].split))
-    return std::nullopt;
-  emit(fits[best].tile, std::move(fits[best].kernels), fits[best].footprint);
+  const TunedTile tuned{best->tile.TM, best->tile.TN, best->tile.TK, operand_slots(best->tile, K, N), best->split};
+  em.gemm_tiles[key] = tuned;
+  if (em.options.tile_cycles) em.tuned[tkey] = tuned;
+  remember(em, key, job, best->kernels, best->footprint);
+  if (emit_chosen(GemmTile{tuned.tm, tuned.tn, tuned.tk, 0, tuned.slots}, tuned.split)) return std::nullopt;
+  emit(best->tile, std::move(best->kernels), best->footprint);
   return std::nullopt;
 }
 

@@ -37,6 +37,7 @@ Lowered Lowering::run() {
   Lowered out;
   out.program = std::move(em_.program);
   out.report = std::move(em_.report);
+  out.tuned = std::move(em_.tuned);
   out.inputs = std::move(inputs_);
   out.outputs = std::move(outputs_);
   return out;

@@ -223,6 +223,23 @@ SpadLiveness spad_liveness(const Kernel& kernel) {
   return out;
 }
 
+std::vector<int64_t> dram_addresses(const Program& program) {
+  const size_t n = program.buffers.size();
+  std::vector<int64_t> base(n, 0);
+  int64_t next = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (program.buffers[i].alias_of >= 0) continue;
+    base[i] = next;
+    const int64_t bytes = program.buffer_elements(static_cast<int>(i)) * dtype_bytes(program.buffers[i].dtype);
+    next += (bytes + 4095) / 4096 * 4096;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const DramBuffer& b = program.buffers[i];
+    if (b.alias_of >= 0) base[i] = base[static_cast<size_t>(b.alias_of)] + b.alias_offset * dtype_bytes(b.dtype);
+  }
+  return base;
+}
+
 DramFootprint dram_footprint(const Program& program) {
   DramFootprint out;
   const size_t n = program.buffers.size();

@@ -2,6 +2,7 @@
 // is logged.
 
 #include <spool/ir/text.hpp>
+#include <spool/lower/tile_cache.hpp>
 #include <spool/npu/text.hpp>
 #include <spool/pipeline/pipeline.hpp>
 #include <spool/search/fitness.hpp>
@@ -216,8 +217,17 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   auto t = Clock::now();
   lower::LowerOptions lower_options = options.lower;
   if (report.search) lower_options = search::with_choices(lower_options, report.search->lowering);
-  if (!lower_options.tile_cycles) lower_options.tile_cycles = sim::tile_timer(config);
+  std::optional<lower::TileCache> cache;
+  if (!lower_options.tile_cycles) {
+    lower_options.tile_cycles = sim::tile_timer(config);
+    if (!options.tile_cache_dir.empty()) cache.emplace(options.tile_cache_dir, config, lower_options);
+    if (cache && cache->usable()) {
+      lower_options.tuned = &cache->tiles();
+      report.tile_cache_file = cache->file().string();
+    }
+  }
   lower::Lowered lowered = lower::to_npu(program, config, lower_options);
+  if (!report.tile_cache_file.empty()) report.tile_cache_saved = cache->save(lowered.tuned);
   report.lower_ms = ms_since(t);
   report.lowering = lowered.report;
   if (options.compile.print_after) options.compile.print_after("lower", npu::print(lowered.program));
@@ -305,7 +315,9 @@ nlohmann::json Report::to_json() const {
                   {"fused_kernels", lowering.fused_kernels},
                   {"copy_kernels", lowering.copy_kernels},
                   {"dram_aliases", lowering.dram_aliases},
-                  {"gemms_reused", lowering.gemms_reused}};
+                  {"gemms_reused", lowering.gemms_reused},
+                  {"gemm_tiles_timed", lowering.gemm_tiles_timed},
+                  {"gemm_tiles_known", lowering.gemm_tiles_known}};
   j["sim"] = {{"cycles", sim.cycles},
               {"time_ms", sim.time_ms},
               {"dram_bytes", sim.dram_read_bytes + sim.dram_write_bytes},

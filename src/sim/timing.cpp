@@ -106,18 +106,7 @@ TimingSim::TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace,
       core_period_(period_of(c.core_clock_mhz)),
       noc_period_(period_of(c.noc.clock_mhz)) {
   rtt_ = 2 * c.noc.latency_cycles * noc_period_ + c.dram.latency_cycles * dram_.period();
-  // DRAM layout: root buffers in order, 4 KiB aligned.
-  int64_t next = 0;
-  base_.assign(p.buffers.size(), 0);
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    if (p.buffers[i].alias_of >= 0) continue;
-    base_[i] = next;
-    next += ceil_div(p.buffer_elements(static_cast<int>(i)) * dtype_bytes(p.buffers[i].dtype), 4096) * 4096;
-  }
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const DramBuffer& b = p.buffers[i];
-    if (b.alias_of >= 0) base_[i] = base_[b.alias_of] + b.alias_offset * dtype_bytes(b.dtype);
-  }
+  base_ = npu::dram_addresses(p);
   cores_.resize(c.cores);
   for (int i = 0; i < c.cores; ++i) {
     Core& core = cores_[i];

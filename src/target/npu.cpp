@@ -220,6 +220,56 @@ NpuConfig parse_config(std::string_view json_text, const std::string& source) {
   return c;
 }
 
+std::string to_json(const NpuConfig& c) {
+  json j;
+  j["name"] = c.name;
+  j["cores"] = c.cores;
+  j["core_clock_mhz"] = c.core_clock_mhz;
+  j["issue_queue_depth"] = c.issue_queue_depth;
+  j["launch"] = {{"fixed_cycles", c.launch.fixed_cycles}, {"bytes_per_instruction", c.launch.bytes_per_instruction}};
+  j["systolic"] = {{"arrays", c.systolic.arrays},
+                   {"rows", c.systolic.rows},
+                   {"cols", c.systolic.cols},
+                   {"weight_buffers", c.systolic.weight_buffers}};
+  json vec = {
+      {"lanes", c.vector.lanes},
+      {"vlen_bits", c.vector.vlen_bits},
+      {"step_overhead_cycles", c.vector.step_overhead_cycles},
+      {"lane_reduce", {{"latency", c.vector.lane_reduce.latency}, {"interval", c.vector.lane_reduce.interval}}}};
+  for (int u = 0; u < kVectorUnits; ++u) vec["slots"][kVectorUnitNames[u]] = c.vector.slots[u];
+  vec["ops"] = json::object();
+  for (const auto& [cls, t] : c.vector.ops)
+    vec["ops"][cls] = {
+        {"latency", t.latency}, {"interval", t.interval}, {"unit", kVectorUnitNames[static_cast<int>(t.unit)]}};
+  j["vector"] = std::move(vec);
+  j["scratchpad"] = {{"bytes_per_lane", c.scratchpad.bytes_per_lane},
+                     {"port_bytes_per_cycle", c.scratchpad.port_bytes_per_cycle}};
+  j["dma"] = {{"request_bytes", c.dma.request_bytes},
+              {"requests_per_cycle", c.dma.requests_per_cycle},
+              {"max_outstanding", c.dma.max_outstanding},
+              {"setup_cycles", c.dma.setup_cycles}};
+  j["dram"] = {{"capacity_bytes", c.dram.capacity_bytes},
+               {"clock_mhz", c.dram.clock_mhz},
+               {"channels", c.dram.channels},
+               {"bytes_per_cycle", c.dram.bytes_per_cycle},
+               {"interleave_bytes", c.dram.interleave_bytes},
+               {"latency_cycles", c.dram.latency_cycles},
+               {"banks", c.dram.banks},
+               {"row_bytes", c.dram.row_bytes},
+               {"t_rp", c.dram.t_rp},
+               {"t_rcd", c.dram.t_rcd},
+               {"address_hash", c.dram.xor_hash ? "xor" : "none"}};
+  if (c.dram.t_refi > 0) {
+    j["dram"]["t_refi"] = c.dram.t_refi;
+    j["dram"]["t_rfc"] = c.dram.t_rfc;
+  }
+  j["noc"] = {{"clock_mhz", c.noc.clock_mhz},
+              {"latency_cycles", c.noc.latency_cycles},
+              {"ports_per_core", c.noc.ports_per_core},
+              {"port_bytes_per_cycle", c.noc.port_bytes_per_cycle}};
+  return j.dump(2);
+}
+
 NpuConfig load_config(const std::string& name_or_path) {
   std::string path = name_or_path;
   const bool is_path = name_or_path.find('/') != std::string::npos ||

@@ -119,7 +119,9 @@ function(spool_cli_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
-  set_tests_properties(cli_${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
+  # The tile cache of the tests' runs is the build tree's, not the user's.
+  set_tests_properties(cli_${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "SPOOL_CACHE_DIR=${CMAKE_BINARY_DIR}/tile-cache")
   if(ARG_LABELS)
     set_tests_properties(cli_${name} PROPERTIES LABELS "${ARG_LABELS}")
   endif()

@@ -61,6 +61,20 @@ struct KernelChoice {
   bool operator==(const KernelChoice&) const = default;
 };
 
+// A GEMM tile the tile timer chose: rows, columns and k of a block, operand
+// slots, and whether the blocks were spread over the cores.
+struct TunedTile {
+  int64_t tm = 0, tn = 0, tk = 0, slots = 0;
+  bool split = false;
+  bool operator==(const TunedTile&) const = default;
+};
+// Tuned tiles by tuning key: the GEMM's signature (shapes, strides, dtypes,
+// programs), its accesses' offsets, and the DRAM address and layout of
+// every buffer its kernels read or write, which with the config and the
+// lowering options is everything the tile timer's program depends on. The
+// same key on the same config, options and build chooses the same tile.
+using TunedTiles = std::map<std::string, TunedTile>;
+
 struct LowerOptions {
   // Place GEMM prologues and epilogues inside the GEMM kernel; false runs
   // them as standalone vector kernels (for comparisons).
@@ -79,6 +93,13 @@ struct LowerOptions {
   // candidates are timed in parallel): it must be safe to. Once the cycles
   // exceed `limit`, it may return any count above it (INT64_MAX: no limit).
   std::function<int64_t(const npu::Program&, int64_t limit)> tile_cycles;
+  // Tiles tuned earlier by a lowering with the same config, options and
+  // tile timer (a tile cache: lower/tile_cache.hpp). A GEMM whose tuning
+  // key is here takes that tile without timing its candidates: the timer
+  // would choose it again. An entry that is not one of the GEMM's candidate
+  // tiles, or whose kernels do not fit the budget, is ignored and the GEMM
+  // tuned as without it.
+  const TunedTiles* tuned = nullptr;
   // Per-kernel choices: called with each kernel node of the graph being
   // lowered (empty: every kernel takes the default choice).
   std::function<KernelChoice(const Graph&, NodeId)> choice;
@@ -99,6 +120,8 @@ struct LowerReport {
   int64_t dram_aliases = 0;       // views read in place through an alias
   int inputs_updated_in_place = 0;  // outputs bound to the input they update (a KV cache)
   int gemms_reused = 0;             // GEMM nodes whose kernels are an earlier node's, on other buffers
+  int gemm_tiles_timed = 0;         // distinct GEMMs whose tile the tile timer chose
+  int gemm_tiles_known = 0;         // distinct GEMMs whose tile came from LowerOptions::tuned
   std::vector<std::string> notes;  // fusions that fell back to a standalone kernel, and why
   std::vector<KernelInfo> per_kernel;
 
@@ -110,6 +133,9 @@ struct Lowered {
   LowerReport report;
   // graph input/weight name -> DRAM buffer name; graph output name -> DRAM buffer name
   std::vector<std::pair<std::string, std::string>> inputs, outputs;
+  // Every GEMM tile chosen by timing or taken from LowerOptions::tuned, by
+  // tuning key (what a tile cache keeps).
+  TunedTiles tuned;
 };
 
 // Throws spool::Error for an op that cannot be lowered (named, with its shape)

@@ -301,4 +301,9 @@ struct DramFootprint {
 };
 DramFootprint dram_footprint(const Program& program);
 
+// Where the simulator places each buffer in DRAM, in bytes: root buffers in
+// program order, each 4 KiB aligned; an alias at its root's address plus
+// its offset. A buffer's address depends only on the buffers before it.
+std::vector<int64_t> dram_addresses(const Program& program);
+
 }  // namespace spool::npu

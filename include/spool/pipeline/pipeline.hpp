@@ -54,6 +54,10 @@ struct Options {
   // Simulate a program whose DRAM footprint exceeds the config's capacity
   // (the report marks it) instead of failing.
   bool ignore_capacity = false;
+  // The directory of the GEMM tile cache (lower/tile_cache.hpp) the
+  // lowering reads tuned tiles from and adds its new ones to; empty: none.
+  // Used only with the simulator's own tile timer (lower.tile_cycles empty).
+  std::string tile_cache_dir;
 };
 
 // The program's DRAM footprint against the config's capacity.
@@ -118,6 +122,10 @@ struct Report {
   double dram_roofline_ms = 0;
   Memory memory;
   double total_ms = 0;  // wall time of the pipeline
+  // The tile cache file used (empty: none), and whether the tiles timed
+  // this run were written to it.
+  std::string tile_cache_file;
+  bool tile_cache_saved = false;
 
   // The JSON keys: compile, roll, egraph, program, sim, memory, search, check.
   nlohmann::json to_json() const;

@@ -157,6 +157,10 @@ struct NpuConfig {
 // Parses a config from JSON text; `source` names it in error messages.
 NpuConfig parse_config(std::string_view json_text, const std::string& source);
 
+// The config as JSON that parse_config reads back to the same config
+// (without the "source" notes): a canonical text of everything it sets.
+std::string to_json(const NpuConfig& config);
+
 // The timing classes every config's vector.ops must price: one per class of
 // npu/vector_ops.def, and "store", sorted.
 const std::vector<std::string>& vector_timing_classes();
