@@ -249,9 +249,17 @@ class Verifier {
       return valid(a) && valid(b) && p_.buffers[a].dtype == p_.buffers[b].dtype &&
              p_.buffer_elements(a) == p_.buffer_elements(b);
     };
-    std::vector<size_t> first(n);
-    std::unordered_map<uint64_t, std::vector<size_t>> by_hash;
-    for (size_t i = 0; i < n; ++i) {
+    auto same_shape = [&](size_t i, size_t j) {
+      const Kernel &k = p_.kernels[i], &o = p_.kernels[j];
+      return o.spad == k.spad && o.loop_vars.size() == k.loop_vars.size() &&
+             same_body_shape(o.body, k.body, same_dram);
+    };
+    // The hashes, and each kernel against the first kernel of its hash, in
+    // parallel; the rest in order. The first kernel of a hash is the first
+    // of its shape, and the first one a later kernel is compared with: a
+    // kernel of its shape gets it either way.
+    std::vector<uint64_t> hash(n);
+    tbb::parallel_for(size_t{0}, n, [&](size_t i) {
       const Kernel& k = p_.kernels[i];
       WordHash h;
       h.add(k.spad.size());
@@ -261,15 +269,24 @@ class Verifier {
       }
       h.add(k.loop_vars.size());
       h.add(body_shape_hash(k.body, dram_key));
-      std::vector<size_t>& same = by_hash[h.h];
-      first[i] = i;
-      for (const size_t j : same) {
-        const Kernel& o = p_.kernels[j];
-        if (o.spad == k.spad && o.loop_vars.size() == k.loop_vars.size() &&
-            same_body_shape(o.body, k.body, same_dram)) {
-          first[i] = j;
-          break;
-        }
+      hash[i] = h.h;
+    });
+    std::unordered_map<uint64_t, size_t> first_of_hash;
+    for (size_t i = 0; i < n; ++i) first_of_hash.emplace(hash[i], i);
+    std::vector<size_t> first(n);
+    tbb::parallel_for(size_t{0}, n, [&](size_t i) {
+      const size_t j = first_of_hash.at(hash[i]);
+      first[i] = j == i || same_shape(i, j) ? j : i;
+    });
+    std::unordered_map<uint64_t, std::vector<size_t>> by_hash;
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<size_t>& same = by_hash[hash[i]];
+      if (first[i] == i) {
+        for (const size_t j : same)
+          if (j != same.front() && same_shape(i, j)) {  // same.front() was compared above
+            first[i] = j;
+            break;
+          }
       }
       if (first[i] == i) same.push_back(i);
     }
