@@ -16,7 +16,9 @@
 // --layers N --timing-only`, with and without --no-roll, alternating) and
 // reads each run's compile time (roll to unroll) and the stages after it
 // from its JSON report; it prints every run, the medians and the ratio of
-// the medians.
+// the medians. The lowering's GEMM tiles come from a tile cache filled
+// first, as in a user's later runs; a third mode times them, as a first
+// run does, for the lowering and wall time of both.
 
 #include <spool/compile/compile.hpp>
 #include <spool/hlir/cost.hpp>
@@ -163,61 +165,73 @@ double median(std::vector<double> v) {
 }
 
 // One fresh `spool run` process; its report's JSON.
-nlohmann::json run_cli(const std::string& spool, int layers, bool roll, const std::string& json_path) {
-  const std::string command =
-      fmt::format("'{}' run llama --size real --layers {} --timing-only --json '{}'{} > /dev/null 2>&1", spool, layers,
-                  json_path, roll ? "" : " --no-roll");
+// One `spool run` of llama; `tile_cache` empty: --no-tile-cache.
+nlohmann::json run_cli(const std::string& spool, int layers, bool roll, const std::string& tile_cache,
+                       const std::string& json_path) {
+  const std::string command = fmt::format(
+      "'{}' run llama --size real --layers {} --timing-only --json '{}'{} {} > /dev/null 2>&1", spool, layers,
+      json_path, roll ? "" : " --no-roll",
+      tile_cache.empty() ? std::string("--no-tile-cache") : fmt::format("--tile-cache '{}'", tile_cache));
   if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
   std::ifstream in(json_path);
   return nlohmann::json::parse(in);
 }
 
-// The cold mode: `runs` fresh processes per mode, alternating rolled and
-// unrolled.
+// The cold mode: `runs` fresh processes per mode, the modes in turn
+// (rolled and unrolled with the GEMM tiles in a tile cache filled by one
+// run of each first, and rolled timing every tile as a first run does).
 int cold(const std::string& spool, int layers, int runs) {
-  const std::string json_path =
-      (std::filesystem::temp_directory_path() / fmt::format("compile_bench_cold_{}.json", ::getpid())).string();
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path();
+  const std::string json_path = (tmp / fmt::format("compile_bench_cold_{}.json", ::getpid())).string();
+  const std::string cache = (tmp / fmt::format("compile_bench_cold_tiles_{}", ::getpid())).string();
   struct Mode {
-    std::vector<double> compile, roll, saturate, lower, simulate, pipeline, wall;
-  } modes[2];  // rolled, unrolled
+    const char* name;
+    bool roll;
+    std::string tile_cache;
+    std::vector<double> compile, roll_ms, saturate, lower, simulate, pipeline, wall;
+  } modes[3] = {{"rolled", true, cache, {}, {}, {}, {}, {}, {}, {}},
+                {"unrolled", false, cache, {}, {}, {}, {}, {}, {}, {}},
+                {"timed", true, "", {}, {}, {}, {}, {}, {}, {}}};
   std::printf(
       "compile_bench --cold: %s run llama --size real --layers %d --timing-only [--no-roll], %d fresh "
-      "processes each, alternating\n",
+      "processes each, in turn; rolled and unrolled take the GEMM tiles from a tile cache, timed is rolled "
+      "with --no-tile-cache (a first run)\n",
       spool.c_str(), layers, runs);
+  run_cli(spool, layers, true, cache, json_path);
+  run_cli(spool, layers, false, cache, json_path);
   std::printf("%4s %8s | %8s %7s %8s | %8s %8s %9s | %8s\n", "run", "mode", "compile", "roll", "saturate", "lower",
               "simulate", "pipeline", "wall ms");
   for (int i = 0; i < runs; ++i)
-    for (int m = 0; m < 2; ++m) {
-      // Odd runs start with the unrolled mode, so neither always runs first.
-      const int mode = (i % 2 == 0) ? m : 1 - m;
+    for (int m = 0; m < 3; ++m) {
+      // Each run starts with another mode, so none always runs first.
+      Mode& r = modes[(i + m) % 3];
       const auto start = std::chrono::steady_clock::now();
-      const nlohmann::json j = run_cli(spool, layers, mode == 0, json_path);
+      const nlohmann::json j = run_cli(spool, layers, r.roll, r.tile_cache, json_path);
       const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       const nlohmann::json& c = j.at("compile");
-      Mode& r = modes[mode];
       r.compile.push_back(c.at("total_ms").get<double>());
-      r.roll.push_back(c.at("roll_ms").get<double>());
+      r.roll_ms.push_back(c.at("roll_ms").get<double>());
       r.saturate.push_back(c.at("saturate_ms").get<double>());
       r.lower.push_back(c.at("lower_ms").get<double>());
       r.simulate.push_back(c.at("simulate_ms").get<double>());
       r.pipeline.push_back(c.at("pipeline_ms").get<double>());
       r.wall.push_back(wall);
-      std::printf("%4d %8s | %8.1f %7.1f %8.1f | %8.1f %8.1f %9.1f | %8.1f\n", i + 1, mode == 0 ? "rolled" : "unrolled",
-                  r.compile.back(), r.roll.back(), r.saturate.back(), r.lower.back(), r.simulate.back(),
-                  r.pipeline.back(), wall);
+      std::printf("%4d %8s | %8.1f %7.1f %8.1f | %8.1f %8.1f %9.1f | %8.1f\n", i + 1, r.name, r.compile.back(),
+                  r.roll_ms.back(), r.saturate.back(), r.lower.back(), r.simulate.back(), r.pipeline.back(), wall);
     }
   std::filesystem::remove(json_path);
-  for (int m = 0; m < 2; ++m) {
-    const Mode& r = modes[m];
-    std::printf("median %8s | %8.1f %7.1f %8.1f | %8.1f %8.1f %9.1f | %8.1f\n", m == 0 ? "rolled" : "unrolled",
-                median(r.compile), median(r.roll), median(r.saturate), median(r.lower), median(r.simulate),
-                median(r.pipeline), median(r.wall));
-  }
+  std::filesystem::remove_all(cache);
+  for (const Mode& r : modes)
+    std::printf("median %8s | %8.1f %7.1f %8.1f | %8.1f %8.1f %9.1f | %8.1f\n", r.name, median(r.compile),
+                median(r.roll_ms), median(r.saturate), median(r.lower), median(r.simulate), median(r.pipeline),
+                median(r.wall));
   const double rolled = median(modes[0].compile), unrolled = median(modes[1].compile);
   std::printf(
       "cold compile (roll to unroll), median of %d fresh processes each: rolled %.1f ms, unrolled %.1f ms, "
       "%.1fx\n",
       runs, rolled, unrolled, rolled > 0 ? unrolled / rolled : 0.0);
+  std::printf("cold lowering: %.1f ms with the tiles cached, %.1f ms timing them; whole run %.1f ms and %.1f ms\n",
+              median(modes[0].lower), median(modes[2].lower), median(modes[0].wall), median(modes[2].wall));
   return 0;
 }
 
