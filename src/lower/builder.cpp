@@ -9,6 +9,9 @@
 #include <spool/support/error.hpp>
 #include <spool/support/fault.hpp>
 
+#include <fmt/format.h>
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <set>
 
@@ -372,12 +375,52 @@ Access Emitter::through_alias(const Access& access, const std::string& what) {
 }
 
 void Emitter::add_kernels(std::vector<Kernel> kernels, const KernelInfo& info, int64_t footprint) {
-  const int first = static_cast<int>(program.kernels.size());
   std::vector<std::set<int>> reads(kernels.size()), writes(kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i)
     for_each_stmt(kernels[i].body, [&](const Stmt& s) {
       if (const auto* d = std::get_if<DmaOp>(&s.node)) (d->load ? reads[i] : writes[i]).insert(program.root_of(d->dram));
     });
+  add_with(std::move(kernels), reads, writes, info, footprint);
+}
+
+void Emitter::add_renamed(const BuiltGemm& built, const std::map<int, int>& to, const std::string& name,
+                          const KernelInfo& info, int64_t footprint) {
+  const std::vector<Kernel>& from = *built.kernels;
+  std::vector<Kernel> kernels(from.size());
+  std::vector<std::set<int>> reads(from.size()), writes(from.size());
+  for (size_t p = 0; p < from.size(); ++p) {
+    kernels[p].name = from.size() == 1 ? name : fmt::format("{}.c{}", name, p);
+    kernels[p].spad = from[p].spad;
+    kernels[p].loop_vars = from[p].loop_vars;
+    for (const auto& [load, buffer] : built.dmas[p])
+      (load ? reads[p] : writes[p]).insert(program.root_of(to.at(buffer)));
+  }
+  const size_t first = program.kernels.size();
+  for (size_t p = 0; p < from.size(); ++p) pending_.push_back(Pending{first + p, built.kernels, p, to});
+  add_with(std::move(kernels), reads, writes, info, footprint);
+}
+
+void Emitter::finish() {
+  auto rename = [](std::vector<Stmt>& body, const std::map<int, int>& to, auto&& self) -> void {
+    for (Stmt& s : body) {
+      if (auto* loop = std::get_if<LoopOp>(&s.node))
+        self(loop->body, to, self);
+      else if (auto* d = std::get_if<DmaOp>(&s.node))
+        d->dram = to.at(d->dram);
+    }
+  };
+  tbb::parallel_for(size_t{0}, pending_.size(), [&](size_t i) {
+    const Pending& p = pending_[i];
+    std::vector<Stmt>& body = program.kernels[p.kernel].body;
+    body = (*p.from)[p.part].body;
+    rename(body, p.to, rename);
+  });
+  pending_.clear();
+}
+
+void Emitter::add_with(std::vector<Kernel> kernels, const std::vector<std::set<int>>& reads,
+                       const std::vector<std::set<int>>& writes, const KernelInfo& info, int64_t footprint) {
+  const int first = static_cast<int>(program.kernels.size());
   for (size_t i = 0; i < kernels.size(); ++i) {
     std::set<int> deps;
     for (int b : reads[i])

@@ -11,8 +11,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace spool::lower::detail {
@@ -141,7 +144,9 @@ class Emitter {
   struct BuiltGemm {
     std::vector<int> buffers;      // per access slot (-1: none)
     std::vector<int64_t> offsets;  // per access slot: offset, index offset and stride
-    std::vector<npu::Kernel> kernels;
+    std::shared_ptr<const std::vector<npu::Kernel>> kernels;
+    // Per kernel, the distinct (load, DRAM buffer) pairs of its DMAs.
+    std::vector<std::vector<std::pair<bool, int>>> dmas;
     int64_t footprint = 0;
   };
   std::map<std::string, BuiltGemm> gemm_kernels;
@@ -151,6 +156,14 @@ class Emitter {
   // Adds kernels that are independent of each other (the core split of one
   // node); dependencies come from the DRAM buffers they read and write.
   void add_kernels(std::vector<npu::Kernel> kernels, const KernelInfo& info, int64_t footprint);
+  // Adds the kernels `built` holds with each DMA's DRAM buffer renamed by
+  // `to` (which names every one of them), named after `name` as a GEMM's
+  // kernels are: as add_kernels would add the renamed copies, except that
+  // the bodies are copied by finish(), all at once on every thread.
+  void add_renamed(const BuiltGemm& built, const std::map<int, int>& to, const std::string& name,
+                   const KernelInfo& info, int64_t footprint);
+  // Fills the bodies add_renamed left to copy; the program is whole after it.
+  void finish();
   // Rebases a strided access on a DRAM alias of its root covering exactly the
   // elements it may touch (one alias per distinct window), so views are
   // visible in the program as aliases read by strided DMA.
@@ -163,6 +176,17 @@ class Emitter {
   std::map<std::tuple<int, int64_t, int64_t>, int> aliases_;
   std::vector<std::vector<int>> last_writers_;  // per buffer
   std::vector<std::vector<int>> readers_;       // per buffer, since the last write
+  struct Pending {
+    size_t kernel;  // in program.kernels
+    std::shared_ptr<const std::vector<npu::Kernel>> from;
+    size_t part;
+    std::map<int, int> to;
+  };
+  std::vector<Pending> pending_;
+  // add_kernels' dependencies and bookkeeping, given each kernel's DRAM
+  // roots read and written.
+  void add_with(std::vector<npu::Kernel> kernels, const std::vector<std::set<int>>& reads,
+                const std::vector<std::set<int>>& writes, const KernelInfo& info, int64_t footprint);
 };
 
 }  // namespace spool::lower::detail

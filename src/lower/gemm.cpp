@@ -11,7 +11,7 @@
 // first wave stop once they cannot win (fastest_fit()). Choices are cached
 // by the GEMM's signature, so repeated layers cost one selection; so are
 // the kernels built, so that a repeat on other buffers renames the last
-// ones' DMA buffers instead of building them again (renamed()).
+// ones' DMA buffers instead of building them again (renaming()).
 // Tiles timed before (LowerOptions::tuned, a tile cache) are taken by
 // tuning key (tuning_key()) without timing (known_fit()).
 
@@ -28,7 +28,9 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 
 namespace spool::lower::detail {
 namespace {
@@ -333,7 +335,7 @@ void access_slots(const GemmJob& job, std::vector<int>& buffers, std::vector<int
 
 // The tuning key (lower.hpp's TunedTiles). The tile timer times the
 // candidates' kernels in a program of the buffers so far: the kernels are
-// the signature's, on the job's buffers at its offsets (renamed()), and
+// the signature's, on the job's buffers at its offsets (renaming()), and
 // the timer reads those buffers' DRAM addresses and layouts. So the key
 // holds, per access slot, which earlier slot names the same buffer, and
 // that buffer's address, dtype, shape and kind, with the offsets.
@@ -384,13 +386,14 @@ std::optional<Fit> known_fit(const Emitter& em, const GemmJob& job, const std::s
   return fit;
 }
 
-// The kernels built for an earlier job of the same signature, renamed for
-// this one: the generator reads a job's buffers only as DMA targets and
-// compares them only with each other, so when this job's offsets are the
-// earlier job's and its buffers are the earlier ones renamed one to one,
-// the kernels it would build are the earlier ones with each DMA's buffer
-// renamed (and the kernels named after this node). Nothing otherwise.
-std::optional<std::vector<Kernel>> renamed(const Emitter::BuiltGemm& built, const GemmJob& job) {
+// The renaming of DRAM buffers that turns the kernels built for an earlier
+// job of the same signature into this job's: the generator reads a job's
+// buffers only as DMA targets and compares them only with each other, so
+// when this job's offsets are the earlier job's and its buffers are the
+// earlier ones renamed one to one, the kernels it would build are the
+// earlier ones with each DMA's buffer renamed (and the kernels named after
+// this node). Nothing otherwise.
+std::optional<std::map<int, int>> renaming(const Emitter::BuiltGemm& built, const GemmJob& job) {
   std::vector<int> buffers;
   std::vector<int64_t> offsets;
   access_slots(job, buffers, offsets);
@@ -404,34 +407,24 @@ std::optional<std::vector<Kernel>> renamed(const Emitter::BuiltGemm& built, cons
     const auto [f, f_new] = from.emplace(now, old);
     if (t->second != now || f->second != old) return std::nullopt;
   }
-  std::vector<Kernel> kernels = built.kernels;
-  bool ok = true;
-  auto rename = [&](std::vector<Stmt>& body, auto&& self) -> void {
-    for (Stmt& s : body) {
-      if (auto* loop = std::get_if<LoopOp>(&s.node)) {
-        self(loop->body, self);
-      } else if (auto* d = std::get_if<DmaOp>(&s.node)) {
-        const auto it = to.find(d->dram);
-        if (it == to.end())
-          ok = false;
-        else
-          d->dram = it->second;
-      }
-    }
-  };
-  for (size_t p = 0; p < kernels.size(); ++p) {
-    rename(kernels[p].body, rename);
-    kernels[p].name = kernels.size() == 1 ? job.info.name : fmt::format("{}.c{}", job.info.name, p);
-  }
-  if (!ok) return std::nullopt;
-  return kernels;
+  for (const auto& dmas : built.dmas)
+    for (const auto& [load, buffer] : dmas)
+      if (!to.count(buffer)) return std::nullopt;
+  return to;
 }
 
 void remember(Emitter& em, const std::string& key, const GemmJob& job, const std::vector<Kernel>& kernels,
               int64_t footprint) {
   Emitter::BuiltGemm built;
   access_slots(job, built.buffers, built.offsets);
-  built.kernels = kernels;
+  built.kernels = std::make_shared<const std::vector<Kernel>>(kernels);
+  for (const Kernel& k : kernels) {
+    std::set<std::pair<bool, int>> dmas;
+    for_each_stmt(k.body, [&](const Stmt& s) {
+      if (const auto* d = std::get_if<DmaOp>(&s.node)) dmas.emplace(d->load, d->dram);
+    });
+    built.dmas.emplace_back(dmas.begin(), dmas.end());
+  }
   built.footprint = footprint;
   em.gemm_kernels[key] = std::move(built);
 }
@@ -487,8 +480,10 @@ std::optional<std::string> emit_gemm(Emitter& em, const GemmJob& unfolded) {
     // an earlier job's, renamed.
     if (emit_chosen(t, it->second.split)) return std::nullopt;
     if (const auto built = em.gemm_kernels.find(key); built != em.gemm_kernels.end())
-      if (std::optional<std::vector<Kernel>> kernels = renamed(built->second, job)) {
-        emit(t, std::move(*kernels), built->second.footprint);
+      if (const std::optional<std::map<int, int>> to = renaming(built->second, job)) {
+        KernelInfo info = job.info;
+        info.tile = fmt::format("m{} n{} k{}", t.TM, t.TN, t.TK);
+        em.add_renamed(built->second, *to, job.info.name, info, built->second.footprint);
         ++em.report.gemms_reused;
         return std::nullopt;
       }

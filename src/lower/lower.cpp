@@ -34,6 +34,7 @@ Lowered Lowering::run() {
     lower_node(id);
   }
   bind_outputs();
+  em_.finish();
   Lowered out;
   out.program = std::move(em_.program);
   out.report = std::move(em_.report);
