@@ -105,6 +105,10 @@ bool TileCache::save(const TunedTiles& tuned) {
   for (const auto& [key, t] : tiles_) j["tiles"].push_back(json::array({key, t.tm, t.tn, t.tk, t.slots, t.split}));
   std::error_code ec;
   fs::create_directories(file_.parent_path(), ec);
+  if (ec) {
+    spdlog::warn("tile cache {}: cannot create its directory: {}", file_.string(), ec.message());
+    return false;
+  }
   const fs::path tmp = file_.string() + fmt::format(".{}.tmp", ::getpid());
   {
     std::ofstream out(tmp);

@@ -317,7 +317,8 @@ nlohmann::json Report::to_json() const {
                   {"dram_aliases", lowering.dram_aliases},
                   {"gemms_reused", lowering.gemms_reused},
                   {"gemm_tiles_timed", lowering.gemm_tiles_timed},
-                  {"gemm_tiles_known", lowering.gemm_tiles_known}};
+                  {"gemm_tiles_known", lowering.gemm_tiles_known},
+                  {"tile_cache", tile_cache_file}};
   j["sim"] = {{"cycles", sim.cycles},
               {"time_ms", sim.time_ms},
               {"dram_bytes", sim.dram_read_bytes + sim.dram_write_bytes},

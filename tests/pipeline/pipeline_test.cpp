@@ -69,7 +69,8 @@ TEST_CASE("pipeline: the report carries its JSON keys") {
     CHECK_MESSAGE(j["roll"].contains(key), key);
   for (const char* key : {"egraphs", "nodes", "classes", "iterations", "stop_reason"})
     CHECK_MESSAGE(j["egraph"].contains(key), key);
-  for (const char* key : {"kernels", "fused_kernels", "copy_kernels", "gemms_reused"})
+  for (const char* key : {"kernels", "fused_kernels", "copy_kernels", "gemms_reused", "gemm_tiles_timed",
+                          "gemm_tiles_known", "tile_cache"})
     CHECK_MESSAGE(j["program"].contains(key), key);
   for (const char* key : {"verify_ms", "step_ms", "replay_ms", "kernels_stepped", "kernels_replayed", "replays_refused",
                           "statements", "descriptors"})
