@@ -10,7 +10,9 @@
 // the cache, without it, or with it half full (tests/lower/tile_cache_test).
 // The file is JSON; one that cannot be read, is malformed or is of another
 // context counts as empty (with a warning), and an entry the lowering cannot
-// take is tuned again (lower.hpp), so a damaged cache only costs time.
+// take (not one of the GEMM's candidate tiles, or over the budget) is tuned
+// again (lower.hpp). An entry edited to another of the GEMM's candidates is
+// taken as given: a valid program, possibly slower than the timer's pick.
 
 #include <spool/lower/lower.hpp>
 #include <spool/target/npu.hpp>
