@@ -278,6 +278,23 @@ void DramModel::touch_small_rows(int64_t addr, int64_t bytes, int64_t count, int
     account(channel_of(granule), static_cast<int>(stripe & (banks_ - 1)), stripe >> bank_bits_, requests);
     requests = 0;
   };
+  // Rows each inside one cell of `stride` bytes, where the stride divides
+  // the request size (a RoPE pair's half: 2 bytes every 4): no row crosses
+  // a request or granule boundary, so each is one request, and the rows of
+  // one granule are counted at once.
+  const int64_t rb = int64_t{1} << rb_shift_;
+  if (stride > 0 && rb % stride == 0 && addr % stride + bytes <= stride) {
+    for (int64_t i = 0; i < count;) {
+      const int64_t a = addr + i * stride;
+      const int64_t g = a >> il_shift_;
+      const int64_t n = std::min(count - i, (((g + 1) << il_shift_) - a + stride - 1) / stride);
+      granule = g;
+      requests = n;
+      flush();
+      i += n;
+    }
+    return;
+  }
   for (int64_t i = 0; i < count; ++i, addr += stride) {
     const int64_t last = addr + bytes - 1;
     const int64_t g = addr >> il_shift_;

@@ -61,6 +61,11 @@ std::vector<std::vector<Rows>> descriptors(uint32_t seed) {
   out.push_back(runs(1 << 24, 256, 1100, 256));                   // every (bank, channel) once, then again
   out.push_back(runs((1 << 23) + 2, 2, 32, 4));                   // every other bf16 element
   out.push_back(runs((1 << 23) + 130, 2, 300, 4));                // the same across granules
+  out.push_back(runs((1 << 23) + 6, 4, 500, 8));                  // rows across their stride's cells
+  out.push_back(runs((1 << 23) + 8193, 1, 1000, 2));              // one byte of every two
+  out.push_back(runs((1 << 23) + 16400, 16, 300, 32));            // half of every 32 bytes
+  out.push_back(runs((1 << 23) + 448, 2, 300, 4));                // aligned to the stride, across granules
+  out.push_back(runs((1 << 23) + 1024, 16, 100, 32));             // the same, 16 bytes of every 32
   out.push_back(runs((1 << 23) + 48, 8, 256, 0));                 // one element broadcast
   out.push_back(runs((1 << 23) + 200, 64, 100, 96));              // short rows, some across granules
   out.push_back(runs((1 << 23) + 4000, 24, 90, -40));             // descending
