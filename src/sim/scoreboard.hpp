@@ -7,7 +7,9 @@
 #include "dram.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace spool::sim::detail {
@@ -24,16 +26,34 @@ struct Box {
   bool operator==(const Box&) const = default;
 };
 
+// a / b and a % b for b > 0, which the simulator asks for a few times per
+// matmul step: without a division when b is a power of two (a tile's row
+// stride, a buffer's slot count: most of them), else by a 32-bit division
+// when both fit (scratchpad offsets do), much cheaper than a 64-bit one.
+inline std::pair<int64_t, int64_t> div_mod(int64_t a, int64_t b) {
+  if (a >= 0) {
+    if ((b & (b - 1)) == 0) return {a >> std::countr_zero(static_cast<uint64_t>(b)), a & (b - 1)};
+    if (a <= UINT32_MAX && b <= UINT32_MAX) {
+      const uint32_t q = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+      return {q, a - static_cast<int64_t>(q) * b};
+    }
+  }
+  return {a / b, a % b};
+}
+
 inline Box make_box(int64_t lo, int64_t rows, int64_t cols, int64_t ld) {
   Box b;
   b.lo = lo;
   b.hi = lo + (rows - 1) * ld + cols;
-  if (rows > 1 && ld > 0 && lo % ld + cols <= ld) {
-    b.ld = ld;
-    b.r0 = lo / ld;
-    b.r1 = b.r0 + rows;
-    b.c0 = lo % ld;
-    b.c1 = b.c0 + cols;
+  if (rows > 1 && ld > 0) {
+    const auto [row, col] = div_mod(lo, ld);
+    if (col + cols <= ld) {
+      b.ld = ld;
+      b.r0 = row;
+      b.r1 = b.r0 + rows;
+      b.c0 = col;
+      b.c1 = b.c0 + cols;
+    }
   }
   return b;
 }

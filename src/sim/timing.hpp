@@ -249,10 +249,23 @@ class TimingSim {
     trace_->events.push_back({track, name, static_cast<double>(start) * 1e-9, static_cast<double>(duration) * 1e-9});
   }
 
+  // A slot number modulo the buffer's slot count: one, two or three slots
+  // (single, double, triple buffering) by a constant, so without a division.
+  static int64_t slot_index(int64_t slot, size_t slots) {
+    if (slot >= 0) {
+      const auto s = static_cast<uint64_t>(slot);
+      switch (slots) {
+        case 1: return 0;
+        case 2: return static_cast<int64_t>(s & 1);
+        case 3: return static_cast<int64_t>(s % 3);
+        default: return div_mod(slot, static_cast<int64_t>(slots)).second;
+      }
+    }
+    return slot % static_cast<int64_t>(slots);
+  }
   SlotState& slot_of(Core& core, const npu::SpadRef& r) {
     auto& slots = core.spad[r.buffer];
-    const int64_t s = r.slot.eval(core.vars.data()) % static_cast<int64_t>(slots.size());
-    return slots[s];
+    return slots[static_cast<size_t>(slot_index(r.slot.eval(core.vars.data()), slots.size()))];
   }
 
   // Kernels and front ends (timing.cpp).

@@ -46,7 +46,7 @@ void TimingSim::matmul(Core& core, const MatmulOp& mm) {
     return t;
   };
   const WeightTile tile{mm.b.buffer,
-                        mm.b.slot.eval(vars) % static_cast<int64_t>(core.spad[mm.b.buffer].size()),
+                        slot_index(mm.b.slot.eval(vars), core.spad[mm.b.buffer].size()),
                         bbox.lo,
                         mm.b.ld,
                         k,

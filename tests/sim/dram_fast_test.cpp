@@ -11,6 +11,7 @@
 
 #include "dram.hpp"
 #include "rows_ahead.hpp"
+#include "scoreboard.hpp"
 
 #include <spool/target/npu.hpp>
 
@@ -391,4 +392,17 @@ TEST_CASE("dram: a descriptor touched and never served leaves nothing to the nex
   CHECK(end_refused == end_clean);
   CHECK(busy_refused == busy_clean);
   CHECK(refused.read_bytes() == clean.read_bytes());
+}
+
+TEST_CASE("scoreboard: div_mod is / and % for every divisor, power of two, 32-bit or not") {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    const int64_t a = static_cast<int64_t>(rng() >> (i % 40));  // from 2^63 down to small
+    int64_t b = 1 + static_cast<int64_t>(rng() >> (24 + i % 39));
+    if (i % 3 == 0) b = int64_t{1} << (i % 62);
+    const auto [q, r] = spool::sim::detail::div_mod(a, b);
+    REQUIRE(q == a / b);
+    REQUIRE(r == a % b);
+  }
+  CHECK(spool::sim::detail::div_mod(-7, 4) == std::pair<int64_t, int64_t>{-1, -3});  // C++'s rounding
 }
