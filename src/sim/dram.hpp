@@ -143,6 +143,8 @@ class DramModel {
   Time service_time(int64_t cycles) const {
     const Time t = cycles * period_;
     if (refresh_free_ == 0) return t;
+    if (t <= (INT64_MAX - refresh_free_) / refresh_period_)  // a descriptor's service: always
+      return (t * refresh_period_ + refresh_free_ - 1) / refresh_free_;
     return static_cast<Time>((static_cast<__int128>(t) * refresh_period_ + refresh_free_ - 1) / refresh_free_);
   }
 
