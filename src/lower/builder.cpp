@@ -374,30 +374,32 @@ Access Emitter::through_alias(const Access& access, const std::string& what) {
   return out;
 }
 
+std::vector<std::pair<bool, int>> dma_buffers(const Kernel& kernel) {
+  std::set<std::pair<bool, int>> dmas;
+  for_each_stmt(kernel.body, [&](const Stmt& s) {
+    if (const auto* d = std::get_if<DmaOp>(&s.node)) dmas.emplace(d->load, d->dram);
+  });
+  return {dmas.begin(), dmas.end()};
+}
+
 void Emitter::add_kernels(std::vector<Kernel> kernels, const KernelInfo& info, int64_t footprint) {
-  std::vector<std::set<int>> reads(kernels.size()), writes(kernels.size());
-  for (size_t i = 0; i < kernels.size(); ++i)
-    for_each_stmt(kernels[i].body, [&](const Stmt& s) {
-      if (const auto* d = std::get_if<DmaOp>(&s.node)) (d->load ? reads[i] : writes[i]).insert(program.root_of(d->dram));
-    });
-  add_with(std::move(kernels), reads, writes, info, footprint);
+  std::vector<std::vector<std::pair<bool, int>>> dmas;
+  for (const Kernel& k : kernels) dmas.push_back(dma_buffers(k));
+  add_with(std::move(kernels), dmas, nullptr, info, footprint);
 }
 
 void Emitter::add_renamed(const BuiltGemm& built, const std::map<int, int>& to, const std::string& name,
                           const KernelInfo& info, int64_t footprint) {
   const std::vector<Kernel>& from = *built.kernels;
   std::vector<Kernel> kernels(from.size());
-  std::vector<std::set<int>> reads(from.size()), writes(from.size());
   for (size_t p = 0; p < from.size(); ++p) {
     kernels[p].name = from.size() == 1 ? name : fmt::format("{}.c{}", name, p);
     kernels[p].spad = from[p].spad;
     kernels[p].loop_vars = from[p].loop_vars;
-    for (const auto& [load, buffer] : built.dmas[p])
-      (load ? reads[p] : writes[p]).insert(program.root_of(to.at(buffer)));
   }
   const size_t first = program.kernels.size();
   for (size_t p = 0; p < from.size(); ++p) pending_.push_back(Pending{first + p, built.kernels, p, to});
-  add_with(std::move(kernels), reads, writes, info, footprint);
+  add_with(std::move(kernels), built.dmas, &to, info, footprint);
 }
 
 void Emitter::finish() {
@@ -418,9 +420,13 @@ void Emitter::finish() {
   pending_.clear();
 }
 
-void Emitter::add_with(std::vector<Kernel> kernels, const std::vector<std::set<int>>& reads,
-                       const std::vector<std::set<int>>& writes, const KernelInfo& info, int64_t footprint) {
+void Emitter::add_with(std::vector<Kernel> kernels, const std::vector<std::vector<std::pair<bool, int>>>& dmas,
+                       const std::map<int, int>* to, const KernelInfo& info, int64_t footprint) {
   const int first = static_cast<int>(program.kernels.size());
+  std::vector<std::set<int>> reads(kernels.size()), writes(kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i)
+    for (const auto& [load, buffer] : dmas[i])
+      (load ? reads[i] : writes[i]).insert(program.root_of(to ? to->at(buffer) : buffer));
   for (size_t i = 0; i < kernels.size(); ++i) {
     std::set<int> deps;
     for (int b : reads[i])

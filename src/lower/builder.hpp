@@ -123,6 +123,9 @@ npu::ScalarType value_type(DType dtype);
 int emit_program(VecBuilder& vb, const ProgramAttr& program, const std::vector<int>& inputs,
                  const std::map<size_t, int>& iotas);
 
+// The distinct (load, DRAM buffer) pairs of a kernel's DMAs, sorted.
+std::vector<std::pair<bool, int>> dma_buffers(const npu::Kernel& kernel);
+
 // The program under construction.
 class Emitter {
  public:
@@ -183,10 +186,10 @@ class Emitter {
     std::map<int, int> to;
   };
   std::vector<Pending> pending_;
-  // add_kernels' dependencies and bookkeeping, given each kernel's DRAM
-  // roots read and written.
-  void add_with(std::vector<npu::Kernel> kernels, const std::vector<std::set<int>>& reads,
-                const std::vector<std::set<int>>& writes, const KernelInfo& info, int64_t footprint);
+  // add_kernels' dependencies and bookkeeping, given each kernel's DMA
+  // buffers (dma_buffers()), renamed by `to` if given.
+  void add_with(std::vector<npu::Kernel> kernels, const std::vector<std::vector<std::pair<bool, int>>>& dmas,
+                const std::map<int, int>* to, const KernelInfo& info, int64_t footprint);
 };
 
 }  // namespace spool::lower::detail

@@ -30,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 
 namespace spool::lower::detail {
 namespace {
@@ -418,13 +417,7 @@ void remember(Emitter& em, const std::string& key, const GemmJob& job, const std
   Emitter::BuiltGemm built;
   access_slots(job, built.buffers, built.offsets);
   built.kernels = std::make_shared<const std::vector<Kernel>>(kernels);
-  for (const Kernel& k : kernels) {
-    std::set<std::pair<bool, int>> dmas;
-    for_each_stmt(k.body, [&](const Stmt& s) {
-      if (const auto* d = std::get_if<DmaOp>(&s.node)) dmas.emplace(d->load, d->dram);
-    });
-    built.dmas.emplace_back(dmas.begin(), dmas.end());
-  }
+  for (const Kernel& k : kernels) built.dmas.push_back(dma_buffers(k));
   built.footprint = footprint;
   em.gemm_kernels[key] = std::move(built);
 }
