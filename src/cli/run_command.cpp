@@ -359,7 +359,6 @@ void keep_until_exit(std::shared_ptr<const void> what) {
 // Compiles, lowers and simulates the model (checking it against the
 // interpreter unless timing-only), prints the report and writes the
 // requested files; returns the simulated outputs.
-
 std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options, const models::ModelRef& ref,
                                                        const Built& built, const models::Phase& phase,
                                                        const std::vector<int64_t>& tokens, bool timing_only,
