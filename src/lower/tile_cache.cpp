@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -72,10 +71,8 @@ TileCache::TileCache(fs::path dir, const target::NpuConfig& config, const LowerO
   file_ = dir / fmt::format("tiles-{:016x}.json", std::hash<std::string>{}(context_));
   std::ifstream in(file_);
   if (!in) return;  // not written yet
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    const json j = json::parse(text.str());
+    const json j = json::parse(in);
     if (j.at("context").get<std::string>() != context_) {
       spdlog::warn("tile cache {}: written for another build or config; not used", file_.string());
       return;
@@ -89,16 +86,15 @@ TileCache::TileCache(fs::path dir, const target::NpuConfig& config, const LowerO
 
 bool TileCache::save(const TunedTiles& tuned) {
   if (!usable()) return false;
-  const size_t before = tiles_.size();
   bool changed = false;
   for (const auto& [key, tile] : tuned) {
-    auto [it, added] = tiles_.emplace(key, tile);
-    if (!added && it->second != tile) {
+    const auto [it, added] = tiles_.emplace(key, tile);
+    if (added || it->second != tile) {
       it->second = tile;
       changed = true;
     }
   }
-  if (!changed && tiles_.size() == before) return true;
+  if (!changed) return true;
   json j;
   j["context"] = context_;
   j["tiles"] = json::array();
