@@ -3,6 +3,9 @@
 
 #include <spool/support/build_id.hpp>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <elf.h>
 #include <link.h>
 
@@ -27,14 +30,8 @@ std::string note_id(const char* p, size_t size) {
     const size_t end = desc + ((h.n_descsz + 3) & ~size_t{3});
     if (end > size) break;
     if (h.n_type == NT_GNU_BUILD_ID && h.n_namesz == 4 && std::memcmp(p + name, "GNU", 4) == 0) {
-      static const char* hex = "0123456789abcdef";
-      std::string id;
-      for (size_t i = 0; i < h.n_descsz; ++i) {
-        const auto byte = static_cast<unsigned char>(p[desc + i]);
-        id += hex[byte >> 4];
-        id += hex[byte & 15];
-      }
-      return id;
+      const auto* bytes = reinterpret_cast<const unsigned char*>(p + desc);
+      return fmt::format("{:02x}", fmt::join(bytes, bytes + h.n_descsz, ""));
     }
     at = end;
   }
