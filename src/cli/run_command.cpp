@@ -71,6 +71,7 @@ struct RunOptions {
   bool no_roll = false;
   bool timing_only = false;
   bool ignore_capacity = false;
+  int sim_parts = 0;
   std::string tile_cache = lower::TileCache::default_dir().string();
   bool no_tile_cache = false;
   PrintAfter print;
@@ -250,10 +251,12 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
   const sim::SimProfile& sp = r.sim.profile;
   std::printf(
       "sim ms     verify %.1f, step %.1f (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
-      "stepped before, %lld refused: DRAM differed); %lld DMA descriptors, %lld row sets walked ahead\n",
+      "stepped before, %lld refused: DRAM differed); %lld DMA descriptors, %lld row sets walked ahead; %lld part%s "
+      "side by side, %lld stepped again\n",
       sp.verify_ms, sp.step_ms, static_cast<long long>(sp.kernels_stepped), static_cast<long long>(sp.statements),
       sp.replay_ms, static_cast<long long>(sp.kernels_replayed), static_cast<long long>(sp.replays_refused),
-      static_cast<long long>(sp.descriptors), static_cast<long long>(sp.rows_walked_ahead));
+      static_cast<long long>(sp.descriptors), static_cast<long long>(sp.rows_walked_ahead),
+      static_cast<long long>(sp.parts), sp.parts == 1 ? "" : "s", static_cast<long long>(sp.parts_stepped_again));
   const sim::Report& s = r.sim;
   std::printf("sim        %lld cycles, DRAM %s read + %s written, %.2f GFLOP, scratchpad peak %s\n",
               static_cast<long long>(s.cycles), megabytes(s.dram_read_bytes).c_str(),
@@ -376,6 +379,7 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
   pipeline_options.sim_progress = [](std::string_view line) { progress_detail(line); };
   if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
   pipeline_options.ignore_capacity = options.ignore_capacity;
+  pipeline_options.sim_parts = options.sim_parts;
   if (!options.no_tile_cache) pipeline_options.tile_cache_dir = options.tile_cache;
   const target::NpuConfig config = target::load_config(options.npu);
   sim::Trace trace;
@@ -590,6 +594,12 @@ void add_run_command(CLI::App& app) {
                         "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
+  run_cmd
+      ->add_option("--sim-parts", options->sim_parts,
+                   "Simulate a one-core run in up to N parts side by side, one thread each, joined exactly (0: one "
+                   "per hardware thread; 1: in one run)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   CLI::Option* no_tile_cache = run_cmd->add_flag("--no-tile-cache", options->no_tile_cache,
                                                  "Time every GEMM's tile candidates; read and write no tile cache");
   run_cmd
@@ -623,9 +633,9 @@ void add_run_command(CLI::App& app) {
     // --interp runs the HLIR on the interpreter alone: options of the
     // compile, the lowering and the simulation would be ignored.
     if (options->interp)
-      for (const char* flag :
-           {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules", "--no-check-rules",
-            "--no-roll", "--ignore-capacity", "--tile-cache", "--no-tile-cache", "--print-after", "--print-dir"})
+      for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules",
+                               "--no-check-rules", "--no-roll", "--ignore-capacity", "--sim-parts", "--tile-cache",
+                               "--no-tile-cache", "--print-after", "--print-dir"})
         if (run_cmd->count(flag) > 0)
           fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",
                flag);

@@ -240,6 +240,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   t = Clock::now();
   sim::Options sim_options;
   sim_options.trace = options.trace;
+  sim_options.parts = options.sim_parts;
   sim_options.verified = true;  // by lower::to_npu
   if (options.sim_progress)
     sim_options.progress = [&](size_t finished, size_t total, int64_t cycle) {
@@ -309,7 +310,9 @@ nlohmann::json Report::to_json() const {
                                       {"replays_refused", sp.replays_refused},
                                       {"statements", sp.statements},
                                       {"descriptors", sp.descriptors},
-                                      {"rows_walked_ahead", sp.rows_walked_ahead}};
+                                      {"rows_walked_ahead", sp.rows_walked_ahead},
+                                      {"parts", sp.parts},
+                                      {"parts_stepped_again", sp.parts_stepped_again}};
   j["program"] = {{"llir_nodes", llir_nodes},
                   {"kernels", lowering.kernels},
                   {"fused_kernels", lowering.fused_kernels},

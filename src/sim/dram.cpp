@@ -74,6 +74,29 @@ void DramModel::release_saved() {
   if (ahead_) ahead_->release();
 }
 
+bool DramModel::guess_held(const std::vector<int64_t>& guess, const DramModel& later) const {
+  for (size_t i = 0; i < open_row_.size(); ++i) {
+    const int64_t first = later.first_row_[i];
+    if (first != kUntouched && (guess[i] == first) != (open_row_[i] == first)) return false;
+  }
+  return true;
+}
+
+void DramModel::append(const DramModel& later, Time shift) {
+  for (size_t i = 0; i < open_row_.size(); ++i)
+    if (later.first_row_[i] != kUntouched) open_row_[i] = later.open_row_[i];
+  for (size_t ch = 0; ch < channel_free_.size(); ++ch) {
+    // A channel the later run served is free after its last service there
+    // (never at 0); one it did not is as this run left it.
+    if (later.channel_free_[ch] > 0) channel_free_[ch] = later.channel_free_[ch] + shift;
+    channel_busy_[ch] += later.channel_busy_[ch];
+  }
+  row_hits_ += later.row_hits_;
+  row_misses_ += later.row_misses_;
+  read_bytes_ += later.read_bytes_;
+  write_bytes_ += later.write_bytes_;
+}
+
 void DramModel::begin() {
   cost_ = DmaCost{};
   // serve() clears what it reads; only a descriptor touched and never
@@ -120,6 +143,7 @@ void DramModel::account(int ch, int bank, int64_t row, int64_t requests) {
   const uint64_t bit = uint64_t{1} << (ch & 63);
   bank_touched_[static_cast<size_t>(bank) * words_ + static_cast<size_t>(ch >> 6)] |= bit;
   channel_touched_[static_cast<size_t>(ch >> 6)] |= bit;
+  if (!first_row_.empty()) note_first(idx, row);
   int64_t misses = 0;
   if (open_row_[idx] != row) {
     open_row_[idx] = row;
@@ -250,6 +274,8 @@ void DramModel::apply_rows(const std::vector<RowsVisit>& visits, int n, int64_t 
     int64_t* const open = &open_row_[base];
     uint64_t* const count = &bank_count_[base];
     const uint64_t later = static_cast<uint64_t>(v.hits + v.misses) * hit + static_cast<uint64_t>(v.misses);
+    if (!first_row_.empty())
+      for (int j = 0; j < n; ++j) note_first(base + static_cast<size_t>(j), v.first_row);
     for (int j = 0; j < n; ++j) {
       const int64_t miss = open[j] != v.first_row ? 1 : 0;
       open[j] = v.last_row;

@@ -130,6 +130,23 @@ class DramModel {
   void release_saved();
   const std::vector<Time>& channel_free() const { return channel_free_; }
 
+  // A one-core run split at kernel boundaries (timing_parts.cpp): a later
+  // part starts from open rows it can only guess, so it records the row
+  // each (bank, channel) is first asked for; the guess held if, wherever it
+  // differs from the rows the earlier part left open, that first request
+  // hits or misses alike. Rows per bank * channels + channel; -1 closed.
+  static constexpr int64_t kUntouched = INT64_MIN;  // first_rows(): never asked for
+  const std::vector<int64_t>& open_rows() const { return open_row_; }
+  void set_open_rows(const std::vector<int64_t>& rows) { open_row_ = rows; }
+  void track_first_rows() { first_row_.assign(open_row_.size(), kUntouched); }
+  const std::vector<int64_t>& first_rows() const { return first_row_; }
+  // Whether `later`, a run that started from the open rows `guess` where
+  // this one ends, met the rows as it would have met this one's.
+  bool guess_held(const std::vector<int64_t>& guess, const DramModel& later) const;
+  // Continues this model with `later`'s run (guess_held()), whose times are
+  // `shift` behind: its rows, counters and busy channels.
+  void append(const DramModel& later, Time shift);
+
   const DmaCost& cost() const { return cost_; }
   int64_t row_hits() const { return row_hits_; }
   int64_t row_misses() const { return row_misses_; }
@@ -160,6 +177,10 @@ class DramModel {
   // Per bank * channels + channel (bank-major, so that the channels of one
   // bank are contiguous for account_block).
   std::vector<int64_t> open_row_;    // -1 closed
+  std::vector<int64_t> first_row_;   // track_first_rows(): the row first asked for, or kUntouched; else empty
+  void note_first(size_t idx, int64_t row) {
+    if (first_row_[idx] == kUntouched) first_row_[idx] = row;
+  }
   // Per descriptor: requests << 32 | row misses, one add per touch (a
   // descriptor is a scratchpad tile: far fewer than 2^32 requests).
   std::vector<uint64_t> bank_count_;
@@ -251,6 +272,8 @@ inline void DramModel::account_block(int first, int count, int bank, int64_t row
   const size_t base = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(first);
   int64_t* open = &open_row_[base];
   uint64_t* bank_count = &bank_count_[base];
+  if (!first_row_.empty())
+    for (int i = 0; i < count; ++i) note_first(base + static_cast<size_t>(i), row);
   int64_t misses = 0;
   for (int i = 0; i < count; ++i) {
     const int64_t miss = open[i] != row ? 1 : 0;

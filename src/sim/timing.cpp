@@ -107,6 +107,10 @@ TimingSim::TimingSim(const Program& p, const target::NpuConfig& c, Trace* trace,
       noc_period_(period_of(c.noc.clock_mhz)) {
   rtt_ = 2 * c.noc.latency_cycles * noc_period_ + c.dram.latency_cycles * dram_.period();
   base_ = npu::dram_addresses(p);
+  report_.kernel_stats.resize(p.kernels.size());
+  launch_t_.assign(p.kernels.size(), 0);
+  start_t_.assign(p.kernels.size(), 0);
+  end_t_.assign(p.kernels.size(), 0);
   cores_.resize(c.cores);
   for (int i = 0; i < c.cores; ++i) {
     Core& core = cores_[i];
@@ -145,17 +149,24 @@ Report TimingSim::run() {
     ~Detach() { dram.set_ahead(nullptr); }
   } detach{dram_};
   dram_.set_ahead(ahead.get());
+  if (!step(0, p_.kernels.size())) return std::move(report_);
+  if (ahead) report_.profile.rows_walked_ahead = ahead->taken();
+  return finish();
+}
+
+bool TimingSim::step(size_t first, size_t last) {
   const size_t n = p_.kernels.size();
-  std::vector<Time> kernel_end(n, kNever);
-  std::vector<bool> assigned(n, false);
-  report_.kernel_stats.resize(n);
-  size_t finished = 0;
-  while (finished < n) {
+  // The kernels before `first` are done, no later than the core is free.
+  std::vector<Time> kernel_end(last, 0);
+  std::fill(kernel_end.begin() + static_cast<std::ptrdiff_t>(first), kernel_end.end(), kNever);
+  std::vector<bool> assigned(last, false);
+  size_t finished = first;
+  while (finished < last) {
     // Idle cores take the first kernel (in program order) whose dependencies are done.
     for (int ci = 0; ci < c_.cores; ++ci) {
       Core& core = cores_[ci];
       if (core.kernel >= 0) continue;
-      for (size_t k = 0; k < n; ++k) {
+      for (size_t k = first; k < last; ++k) {
         if (assigned[k]) continue;
         Time ready = core.free;
         bool deps_done = true;
@@ -182,13 +193,14 @@ Report TimingSim::run() {
       // The program ends no sooner than anything issued so far.
       if (const Time t = std::max(core.issue, core.end); t > stop_after_) {
         report_.cycles = cycles(t);
-        return std::move(report_);
+        return false;
       }
       continue;
     }
     end_memo(core);
     const Time end = std::max(core.issue, core.end);
     kernel_end[core.kernel] = end;
+    end_t_[core.kernel] = end;
     KernelStats& ks = report_.kernel_stats[core.kernel];
     ks.end_cycle = cycles(end);
     if (trace_) record(core.kernel_track, p_.kernels[core.kernel].name, core.launch, end - core.launch);
@@ -197,8 +209,7 @@ Report TimingSim::run() {
     ++finished;
     if (progress_) progress_(finished, n, ks.end_cycle);
   }
-  if (ahead) report_.profile.rows_walked_ahead = ahead->taken();
-  return finish();
+  return true;
 }
 
 // The touch_rows() calls of a one-core run, in its order: kernels in
@@ -224,17 +235,23 @@ void program_rows(const Program& p, const std::vector<int64_t>& base, const std:
 }
 
 // ---- kernels ------------------------------------------------------------------
+// How long kernel k's launch takes.
+Time TimingSim::launch_time(int k) const {
+  int64_t statements = 0;
+  for_each_stmt(p_.kernels[k].body, [&](const Stmt&) { ++statements; });
+  const int64_t code_bytes = statements * c_.launch.bytes_per_instruction;
+  return c_.launch.fixed_cycles * core_period_ + rtt_ +
+         ceil_div(code_bytes, c_.dma.requests_per_cycle * c_.dma.request_bytes) * core_period_;
+}
+
 void TimingSim::start_kernel(int ci, int k, Time ready) {
   Core& core = cores_[ci];
   const Kernel& kernel = p_.kernels[k];
-  int64_t statements = 0;
-  for_each_stmt(kernel.body, [&](const Stmt&) { ++statements; });
-  const int64_t code_bytes = statements * c_.launch.bytes_per_instruction;
-  const Time launch = c_.launch.fixed_cycles * core_period_ + rtt_ +
-                      ceil_div(code_bytes, c_.dma.requests_per_cycle * c_.dma.request_bytes) * core_period_;
   core.kernel = k;
   core.launch = ready;
-  core.issue = ready + launch;
+  core.issue = ready + launch_time(k);
+  launch_t_[k] = ready;
+  start_t_[k] = core.issue;
   core.end = core.issue;
   core.stack.assign(1, Frame{&kernel.body, 0, -1, 0});
   core.vars.assign(kernel.loop_vars.size(), 0);
@@ -370,9 +387,18 @@ int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& conf
 }
 
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay,
-                       const ProgressFn& progress, bool walk_ahead) {
+                       const ProgressFn& progress, bool walk_ahead, int parts) {
   check_spad_fits(program, config);
   const auto start = std::chrono::steady_clock::now();
+  detail::PartsOptions in_parts;
+  in_parts.parts = parts > 0 ? static_cast<size_t>(parts) : std::thread::hardware_concurrency();
+  if (in_parts.parts > 1 && config.cores == 1 && trace == nullptr) {
+    if (std::optional<Report> report = detail::simulate_parts(program, config, replay, progress, in_parts)) {
+      report->profile.total_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      return std::move(*report);
+    }
+  }
   detail::TimingSim sim(program, config, trace, replay);
   sim.set_progress(progress);
   sim.set_walk_ahead(walk_ahead ? detail::TimingSim::WalkAhead::On : detail::TimingSim::WalkAhead::Off);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +41,10 @@ class IssueQueue {
   void set_relative(const std::vector<Time>& rel, Time floor) {
     for (size_t i = 0; i < starts_.size(); ++i) starts_[i] = floor + rel[i];
     head_ = 0;
+  }
+  // Every start `by` later (a run continued from a later part's).
+  void shift(Time by) {
+    for (Time& t : starts_) t += by;
   }
   bool all_before(Time t) const {
     return std::all_of(starts_.begin(), starts_.end(), [&](Time s) { return s <= t; });
@@ -205,6 +210,17 @@ struct KernelMemo {
   int64_t matmul_flops = 0, vector_flops = 0, vector_element_ops = 0, dram_useful_bytes = 0;
 };
 
+// A one-core run (no trace, no limit) in parts side by side
+// (timing_parts.cpp).
+struct PartsOptions {
+  size_t parts = 2;               // at most
+  size_t guess_kernels = 16;      // kernels walked back from a part's start for its guess, at most
+  int64_t min_part_work = 20000;  // statements (a DMA as four) below which a part is not worth a thread
+};
+// nullopt if the program has too little work for two parts.
+std::optional<Report> simulate_parts(const npu::Program& program, const target::NpuConfig& config, bool replay,
+                                     const ProgressFn& progress, const PartsOptions& options);
+
 class TimingSim {
  public:
   TimingSim(const npu::Program& p, const target::NpuConfig& c, Trace* trace, bool replay = true);
@@ -221,6 +237,30 @@ class TimingSim {
 
   // The simulator's own breakdown (Report::profile).
   SimProfile& profile() { return report_.profile; }
+
+  // A one-core run in parts (timing_parts.cpp). Kernels [first, last) from
+  // the state the run is in (the kernels before `first` done); false if it
+  // stopped at the limit (set_limit).
+  bool step(size_t first, size_t last);
+  // This run as a later part: its kernels start at `first`, from time 0 and
+  // the open rows `guess`, and it records the rows it first asks for.
+  void start_part(const std::vector<int64_t>& guess);
+  // The rows the kernels just before `first` leave open, as far as a walk
+  // of their DMA addresses (no timing) back over at most `kernels` of them
+  // finds them; -1 where it finds none.
+  std::vector<int64_t> guess_open_rows(size_t first, size_t kernels) const;
+  // Whether `later`, the part of kernels from `first` started from
+  // `guess`, ran as this run would continue: kernel `first` starts with
+  // every unit and channel free (timing_memo.cpp's canonical start: the
+  // kernel's timeline relative to its start is then a function of its
+  // statements and the DRAM rows it meets), and the DRAM rows it met are
+  // met alike.
+  bool continues(const TimingSim& later, size_t first, const std::vector<int64_t>& guess) const;
+  // Continues this run with `later`'s kernels [first, last) (continues()).
+  void append(const TimingSim& later, size_t first, size_t last);
+  // The run's result, once every kernel has run.
+  Report finish();
+  int64_t kernel_end_cycle(size_t k) const { return report_.kernel_stats[k].end_cycle; }
 
  private:
   ProgressFn progress_;
@@ -269,14 +309,15 @@ class TimingSim {
   }
 
   // Kernels and front ends (timing.cpp).
+  Time launch_time(int k) const;
   void start_kernel(int ci, int k, Time ready);
   const npu::Stmt* next_stmt(Core& core);
   void execute(Core& core, const npu::Stmt& s);
-  Report finish();
 
   // Kernels of one shape stepped once (timing_memo.cpp).
   bool memo_enabled() const;
   bool canonical(const Core& core) const;
+  bool free_by(const Core& core, Time t0) const;  // every unit, queue and channel
   bool begin_memo(Core& core, int k);  // true: replayed
   bool replay(Core& core, int k, const KernelMemo& m);
   void end_memo(Core& core);
@@ -302,6 +343,8 @@ class TimingSim {
   Time core_period_, noc_period_, rtt_ = 0;
   std::vector<int64_t> base_;
   std::vector<Core> cores_;
+  // Per kernel: its launch, its front end's start and its end.
+  std::vector<Time> launch_t_, start_t_, end_t_;
   std::vector<int> channel_tracks_;
   std::unordered_map<const npu::VectorOp*, VecStatic> vec_cache_;
   std::vector<int64_t> latency_scratch_;

@@ -68,8 +68,9 @@ Time rel(Time t, Time t0) { return std::max<Time>(t - t0, 0); }
 bool TimingSim::memo_enabled() const { return replay_ && c_.cores == 1 && trace_ == nullptr; }
 
 // Every unit, queue and channel free at the kernel's T0 (core.issue) or before.
-bool TimingSim::canonical(const Core& core) const {
-  const Time t0 = core.issue;
+bool TimingSim::canonical(const Core& core) const { return free_by(core, core.issue); }
+
+bool TimingSim::free_by(const Core& core, Time t0) const {
   if (core.vector_free > t0 || core.dma_free > t0 || !core.vector_queue.all_before(t0) ||
       !core.dma_queue.all_before(t0))
     return false;

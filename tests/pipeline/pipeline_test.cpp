@@ -297,6 +297,43 @@ TEST_CASE("pipeline: a KV cache updated in place counts once against the capacit
   CHECK_THROWS_WITH_AS(pipeline::run(graph, config, options), doctest::Contains("--ignore-capacity"), Error);
 }
 
+TEST_CASE("pipeline: a model simulated in parts side by side, every figure of it simulated in one") {
+  for (const char* model : {"llama", "qwen3_moe", "deepseek_v3"}) {
+    CAPTURE(model);
+    models::ModelOptions o;
+    o.size = "real";
+    o.layers = 4;
+    const Graph graph = models::find_model(model).entry->build(o);
+    pipeline::Options options;
+    options.compile.rule_files = {kRules};
+    options.ignore_capacity = true;
+    const target::NpuConfig config = target::load_config("tpuv3");
+    const pipeline::Report report = pipeline::run(graph, config, options);
+    sim::Options one;
+    one.parts = 1;
+    sim::Options two;
+    two.parts = 2;
+    const sim::Report a = sim::run(report.lowered->program, config, one);
+    const sim::Report b = sim::run(report.lowered->program, config, two);
+    CHECK(a.profile.parts == 1);
+    CHECK(b.profile.parts == 2);
+    CHECK(a.cycles == b.cycles);
+    CHECK(a.dram_read_bytes == b.dram_read_bytes);
+    CHECK(a.dram_write_bytes == b.dram_write_bytes);
+    CHECK(a.dram_useful_bytes == b.dram_useful_bytes);
+    CHECK(a.dram_row_hits == b.dram_row_hits);
+    CHECK(a.dram_row_misses == b.dram_row_misses);
+    CHECK(a.flops == b.flops);
+    REQUIRE(a.units.size() == b.units.size());
+    for (size_t i = 0; i < a.units.size(); ++i) CHECK(a.units[i].busy_cycles == b.units[i].busy_cycles);
+    REQUIRE(a.kernel_stats.size() == b.kernel_stats.size());
+    for (size_t i = 0; i < a.kernel_stats.size(); ++i) {
+      CHECK(a.kernel_stats[i].launch_cycle == b.kernel_stats[i].launch_cycle);
+      CHECK(a.kernel_stats[i].end_cycle == b.kernel_stats[i].end_cycle);
+    }
+  }
+}
+
 TEST_CASE("pipeline: replaying repeated layers' kernels simulates exactly what stepping them does") {
   for (const char* model : {"llama", "qwen3_moe"})
     for (const char* phase : {"prefill", "decode"}) {
