@@ -10,16 +10,34 @@
 // first); target: bert:large on tpuv3 in <= 0.5 s.
 //
 //   sim_bench [--repeat N] [--reports] [--calibration FILE] [workload@config ...]
+//
+// --model NAME measures what a user's run of a big model pays instead: the
+// spool tool as a fresh process per run (`spool run NAME --size real
+// --timing-only --ignore-capacity`, --layers L if given), in turn with the
+// simulation in one part (--sim-parts 1) and in parts (the default: one
+// per hardware thread); every run's simulate and whole-run wall time, the
+// medians, their ratio, and the cycles, which must agree. Target:
+// deepseek_v3 in <= 10 s wall.
+//
+//   sim_bench --model NAME [--layers L] [--runs N] [--spool PATH]
 
 #include <spool/sim/sim.hpp>
 #include <spool/support/error.hpp>
 
 #include <spool/models/workloads.hpp>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +49,69 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// --model: fresh `spool run` processes, in one part and in parts, in turn.
+int model_runs(const std::string& spool, const std::string& model, int layers, int runs) {
+  const std::filesystem::path json_path =
+      std::filesystem::temp_directory_path() / fmt::format("sim_bench_model_{}.json", ::getpid());
+  struct Mode {
+    const char* name;
+    int parts;
+    std::vector<double> simulate, wall;
+  } modes[2] = {{"one part", 1, {}, {}}, {"in parts", 0, {}, {}}};
+  const std::string layer_flag = layers > 0 ? fmt::format(" --layers {}", layers) : std::string();
+  std::printf(
+      "sim_bench --model: %s run %s --size real%s --timing-only --ignore-capacity --sim-parts 1|0, %d fresh "
+      "processes each, in turn\n",
+      spool.c_str(), model.c_str(), layer_flag.c_str(), runs);
+  std::printf("%4s %9s | %11s %11s | %7s %14s\n", "run", "mode", "simulate ms", "wall ms", "parts", "cycles");
+  int64_t cycles = -1;
+  for (int i = 0; i < runs; ++i)
+    for (int m = 0; m < 2; ++m) {
+      Mode& r = modes[(i + m) % 2];  // each run starts with the other mode
+      const std::string command = fmt::format(
+          "'{}' run '{}' --size real{} --timing-only --ignore-capacity --sim-parts {} --json '{}' > "
+          "/dev/null 2>&1",
+          spool, model, layer_flag, r.parts, json_path.string());
+      const auto start = Clock::now();
+      if (std::system(command.c_str()) != 0) {
+        std::fprintf(stderr, "sim_bench: error: failed: %s\n", command.c_str());
+        return 1;
+      }
+      const double wall = seconds_since(start) * 1e3;
+      std::ifstream in(json_path);
+      const nlohmann::json j = nlohmann::json::parse(in);
+      r.simulate.push_back(j.at("compile").at("simulate_ms").get<double>());
+      r.wall.push_back(wall);
+      const int64_t c = j.at("sim").at("cycles").get<int64_t>();
+      const int64_t parts = j.at("compile").at("simulate_profile").at("parts").get<int64_t>();
+      std::printf("%4d %9s | %11.1f %11.1f | %7lld %14lld\n", i + 1, r.name, r.simulate.back(), wall,
+                  static_cast<long long>(parts), static_cast<long long>(c));
+      if (cycles >= 0 && c != cycles) {
+        std::fprintf(stderr, "sim_bench: error: %lld cycles in one run, %lld in another\n",
+                     static_cast<long long>(cycles), static_cast<long long>(c));
+        return 1;
+      }
+      cycles = c;
+    }
+  std::filesystem::remove(json_path);
+  for (const Mode& r : modes) std::printf("median %9s | %11.1f %11.1f\n", r.name, median(r.simulate), median(r.wall));
+  const double one = median(modes[0].simulate), split = median(modes[1].simulate);
+  std::printf(
+      "%s simulated in parts: %.2fx faster than in one part (median simulate %.1f ms against %.1f ms); whole "
+      "run %.1f ms wall, the same cycles (%lld)\n",
+      model.c_str(), split > 0 ? one / split : 0.0, split, one, median(modes[1].wall), static_cast<long long>(cycles));
+  if (model == "deepseek_v3" && layers <= 0)
+    std::printf("deepseek_v3 real prefill, whole run: %.1f s wall (target <= 10 s: %s)\n", median(modes[1].wall) / 1e3,
+                median(modes[1].wall) <= 10e3 ? "met" : "NOT met");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,9 +120,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> cases;
   std::vector<std::string> calibrations{std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-measured.json",
                                         std::string(SPOOL_SOURCE_DIR) + "/bench/sim/tpuv3-validation.json"};
+  std::string model, spool = SPOOL_CLI_PATH;
+  int model_layers = 0, model_runs_each = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--repeat" && i + 1 < argc) {
+    if (arg == "--model" && i + 1 < argc) {
+      model = argv[++i];
+    } else if (arg == "--layers" && i + 1 < argc) {
+      model_layers = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--runs" && i + 1 < argc) {
+      model_runs_each = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--spool" && i + 1 < argc) {
+      spool = argv[++i];
+    } else if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--calibration" && i + 1 < argc) {
       calibrations = {argv[++i]};
@@ -49,6 +140,14 @@ int main(int argc, char** argv) {
       print_reports = true;
     } else {
       cases.push_back(arg);
+    }
+  }
+  if (!model.empty()) {
+    try {
+      return model_runs(spool, model, model_layers, model_runs_each);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sim_bench: error: %s\n", e.what());
+      return 1;
     }
   }
   if (cases.empty())
