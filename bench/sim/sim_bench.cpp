@@ -14,7 +14,7 @@
 // --model NAME measures what a user's run of a big model pays instead: the
 // spool tool as a fresh process per run (`spool run NAME --size real
 // --timing-only --ignore-capacity`, --layers L if given), in turn with the
-// simulation in one part (--sim-parts 1) and in parts (the default: one
+// simulation in one part (--sim-threads 1) and in parts (the default: one
 // per hardware thread); every run's simulate and whole-run wall time, the
 // medians, their ratio, and the cycles, which must agree. Target:
 // deepseek_v3 in <= 10 s wall.
@@ -61,12 +61,12 @@ int model_runs(const std::string& spool, const std::string& model, int layers, i
       std::filesystem::temp_directory_path() / fmt::format("sim_bench_model_{}.json", ::getpid());
   struct Mode {
     const char* name;
-    int parts;
+    int threads;
     std::vector<double> simulate, wall;
   } modes[2] = {{"one part", 1, {}, {}}, {"in parts", 0, {}, {}}};
   const std::string layer_flag = layers > 0 ? fmt::format(" --layers {}", layers) : std::string();
   std::printf(
-      "sim_bench --model: %s run %s --size real%s --timing-only --ignore-capacity --sim-parts 1|0, %d fresh "
+      "sim_bench --model: %s run %s --size real%s --timing-only --ignore-capacity --sim-threads 1|0, %d fresh "
       "processes each, in turn\n",
       spool.c_str(), model.c_str(), layer_flag.c_str(), runs);
   std::printf("%4s %9s | %11s %11s | %7s %14s\n", "run", "mode", "simulate ms", "wall ms", "parts", "cycles");
@@ -75,9 +75,9 @@ int model_runs(const std::string& spool, const std::string& model, int layers, i
     for (int m = 0; m < 2; ++m) {
       Mode& r = modes[(i + m) % 2];  // each run starts with the other mode
       const std::string command = fmt::format(
-          "'{}' run '{}' --size real{} --timing-only --ignore-capacity --sim-parts {} --json '{}' > "
+          "'{}' run '{}' --size real{} --timing-only --ignore-capacity --sim-threads {} --json '{}' > "
           "/dev/null 2>&1",
-          spool, model, layer_flag, r.parts, json_path.string());
+          spool, model, layer_flag, r.threads, json_path.string());
       const auto start = Clock::now();
       if (std::system(command.c_str()) != 0) {
         std::fprintf(stderr, "sim_bench: error: failed: %s\n", command.c_str());

@@ -71,7 +71,7 @@ struct RunOptions {
   bool no_roll = false;
   bool timing_only = false;
   bool ignore_capacity = false;
-  int sim_parts = 0;
+  int sim_threads = 0;
   std::string tile_cache = lower::TileCache::default_dir().string();
   bool no_tile_cache = false;
   PrintAfter print;
@@ -379,7 +379,7 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
   pipeline_options.sim_progress = [](std::string_view line) { progress_detail(line); };
   if (!timing_only) pipeline_options.inputs = source_values(options, ref, built, phase, tokens);
   pipeline_options.ignore_capacity = options.ignore_capacity;
-  pipeline_options.sim_parts = options.sim_parts;
+  pipeline_options.sim_threads = options.sim_threads;
   if (!options.no_tile_cache) pipeline_options.tile_cache_dir = options.tile_cache;
   const target::NpuConfig config = target::load_config(options.npu);
   sim::Trace trace;
@@ -595,8 +595,8 @@ void add_run_command(CLI::App& app) {
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
   run_cmd
-      ->add_option("--sim-parts", options->sim_parts,
-                   "Simulate a one-core run in up to N parts side by side, one thread each, joined exactly (0: one "
+      ->add_option("--sim-threads", options->sim_threads,
+                   "Threads that simulate a one-core run's kernels in parts side by side, joined exactly (0: one "
                    "per hardware thread; 1: in one run)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
@@ -634,7 +634,7 @@ void add_run_command(CLI::App& app) {
     // compile, the lowering and the simulation would be ignored.
     if (options->interp)
       for (const char* flag : {"--json", "--trace", "--kernels", "--timing-only", "--search", "--npu", "--rules",
-                               "--no-check-rules", "--no-roll", "--ignore-capacity", "--sim-parts", "--tile-cache",
+                               "--no-check-rules", "--no-roll", "--ignore-capacity", "--sim-threads", "--tile-cache",
                                "--no-tile-cache", "--print-after", "--print-dir"})
         if (run_cmd->count(flag) > 0)
           fail("{} does not apply to --interp, which runs the reference interpreter alone (no compile or simulation)",

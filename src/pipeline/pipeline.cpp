@@ -240,7 +240,7 @@ Report run(const Graph& hlir, const target::NpuConfig& config, const Options& op
   t = Clock::now();
   sim::Options sim_options;
   sim_options.trace = options.trace;
-  sim_options.parts = options.sim_parts;
+  sim_options.threads = options.sim_threads;
   sim_options.verified = true;  // by lower::to_npu
   if (options.sim_progress)
     sim_options.progress = [&](size_t finished, size_t total, int64_t cycle) {

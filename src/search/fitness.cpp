@@ -21,7 +21,7 @@ bool is_buffer(Op op) { return op == Op::Input || op == Op::Weight; }
 sim::Options serial_sim() {
   sim::Options o;
   o.walk_ahead = false;
-  o.parts = 1;
+  o.threads = 1;
   o.verified = true;
   return o;
 }

@@ -163,7 +163,7 @@ Report run(const Program& program, const target::NpuConfig& config, const Option
   if (!options.verified) verify_or_throw(program);
   const double verify_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   Report report = simulate_timing(program, config, options.trace, options.replay, options.progress, options.walk_ahead,
-                                  options.parts);
+                                  options.threads);
   report.profile.verify_ms = verify_ms;
   report.profile.total_ms += verify_ms;
   report.mode = options.mode;

@@ -387,12 +387,12 @@ int64_t timing_cycles(const npu::Program& program, const target::NpuConfig& conf
 }
 
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay,
-                       const ProgressFn& progress, bool walk_ahead, int parts) {
+                       const ProgressFn& progress, bool walk_ahead, int threads) {
   check_spad_fits(program, config);
   const auto start = std::chrono::steady_clock::now();
   detail::PartsOptions in_parts;
-  in_parts.parts = parts > 0 ? static_cast<size_t>(parts) : std::thread::hardware_concurrency();
-  if (in_parts.parts > 1 && config.cores == 1 && trace == nullptr) {
+  in_parts.threads = threads > 0 ? static_cast<size_t>(threads) : std::thread::hardware_concurrency();
+  if (in_parts.threads > 1 && config.cores == 1 && trace == nullptr) {
     if (std::optional<Report> report = detail::simulate_parts(program, config, replay, progress, in_parts)) {
       report->profile.total_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -213,11 +213,12 @@ struct KernelMemo {
 // A one-core run (no trace, no limit) in parts side by side
 // (timing_parts.cpp).
 struct PartsOptions {
-  size_t parts = 2;               // at most
+  size_t threads = 2;             // taking the parts, the calling one included
+  size_t parts_per_thread = 4;    // parts cut (a thread done with one takes the next)
   size_t guess_kernels = 16;      // kernels walked back from a part's start for its guess, at most
   int64_t min_part_work = 20000;  // statements (a DMA as four) below which a part is not worth a thread
 };
-// nullopt if the program has too little work for two parts.
+// nullopt if the program has too little work for two parts (or one thread).
 std::optional<Report> simulate_parts(const npu::Program& program, const target::NpuConfig& config, bool replay,
                                      const ProgressFn& progress, const PartsOptions& options);
 

@@ -27,8 +27,8 @@
 #include <spool/support/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -161,8 +161,10 @@ std::optional<Report> simulate_parts(const Program& program, const target::NpuCo
   std::vector<int64_t> work(n);
   int64_t total = 0;
   for (size_t k = 0; k < n; ++k) total += work[k] = stmt_work(program.kernels[k].body);
-  size_t parts = std::min({options.parts, n, static_cast<size_t>(total / std::max<int64_t>(1, options.min_part_work))});
-  if (parts < 2) return std::nullopt;
+  const size_t threads_wanted = std::max<size_t>(1, options.threads);
+  size_t parts = std::min({threads_wanted * std::max<size_t>(1, options.parts_per_thread), n,
+                           static_cast<size_t>(total / std::max<int64_t>(1, options.min_part_work))});
+  if (threads_wanted < 2 || parts < 2) return std::nullopt;
   std::vector<size_t> cut{0};
   int64_t sum = 0;
   for (size_t k = 0; k + 1 < n && cut.size() < parts; ++k) {
@@ -173,41 +175,48 @@ std::optional<Report> simulate_parts(const Program& program, const target::NpuCo
   parts = cut.size() - 1;
   if (parts < 2) return std::nullopt;  // the work is in one kernel
 
+  // Part 0 is the run itself, on the calling thread; then every thread
+  // takes the next part not taken, each in a run of its own.
   struct Part {
     std::unique_ptr<TimingSim> sim;
     std::vector<int64_t> guess;
     double ms = 0;
     bool ran = false;
-    std::exception_ptr error;
   };
   std::vector<Part> later(parts);
-  auto run_part = [&](size_t j) {
-    Part& part = later[j];
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      part.sim = std::make_unique<TimingSim>(program, config, nullptr, replay);
-      part.guess = part.sim->guess_open_rows(cut[j], options.guess_kernels);
-      part.sim->start_part(part.guess);
-      part.ran = part.sim->step(cut[j], cut[j + 1]);
-    } catch (...) {
-      part.error = std::current_exception();
+  std::atomic<size_t> next{1};
+  auto take_parts = [&] {
+    for (size_t j = next.fetch_add(1); j < parts; j = next.fetch_add(1)) {
+      Part& part = later[j];
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        part.sim = std::make_unique<TimingSim>(program, config, nullptr, replay);
+        part.guess = part.sim->guess_open_rows(cut[j], options.guess_kernels);
+        part.sim->start_part(part.guess);
+        part.ran = part.sim->step(cut[j], cut[j + 1]);
+      } catch (...) {
+        // Stepped again from the run's state below, where the error, if
+        // the run meets it there too, is the run's.
+        part.ran = false;
+      }
+      part.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
-    part.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
   std::vector<std::thread> threads;
-  for (size_t j = 1; j < parts; ++j) {
+  for (size_t t = 1; t < std::min(threads_wanted, parts); ++t) {
     try {
-      threads.emplace_back(run_part, j);
+      threads.emplace_back(take_parts);
     } catch (const std::system_error&) {
-      break;  // no thread to be had: the first part steps the rest itself
+      break;  // no thread to be had: fewer take the parts
     }
   }
   struct Join {
     std::vector<std::thread>& threads;
-    ~Join() {
+    void operator()() {
       for (std::thread& t : threads)
         if (t.joinable()) t.join();
     }
+    ~Join() { (*this)(); }
   } join{threads};
 
   const auto start = std::chrono::steady_clock::now();
@@ -215,10 +224,11 @@ std::optional<Report> simulate_parts(const Program& program, const target::NpuCo
   sim.set_progress(progress);
   sim.step(0, cut[1]);
   double own_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  take_parts();
+  join();
   double part_ms = 0;
   int64_t stepped_again = 0;
   for (size_t j = 1; j < parts; ++j) {
-    if (j - 1 < threads.size()) threads[j - 1].join();
     const Part& part = later[j];
     part_ms += part.ms;
     if (part.ran && sim.continues(*part.sim, cut[j], part.guess)) {
@@ -232,7 +242,6 @@ std::optional<Report> simulate_parts(const Program& program, const target::NpuCo
     sim.step(cut[j], cut[j + 1]);
     own_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - again).count();
   }
-  threads.clear();
   Report report = sim.finish();
   SimProfile& p = report.profile;
   p.parts = static_cast<int64_t>(parts);

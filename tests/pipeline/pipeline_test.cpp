@@ -310,13 +310,13 @@ TEST_CASE("pipeline: a model simulated in parts side by side, every figure of it
     const target::NpuConfig config = target::load_config("tpuv3");
     const pipeline::Report report = pipeline::run(graph, config, options);
     sim::Options one;
-    one.parts = 1;
+    one.threads = 1;
     sim::Options two;
-    two.parts = 2;
+    two.threads = 2;
     const sim::Report a = sim::run(report.lowered->program, config, one);
     const sim::Report b = sim::run(report.lowered->program, config, two);
     CHECK(a.profile.parts == 1);
-    CHECK(b.profile.parts == 2);
+    CHECK(b.profile.parts > 1);
     CHECK(a.cycles == b.cycles);
     CHECK(a.dram_read_bytes == b.dram_read_bytes);
     CHECK(a.dram_write_bytes == b.dram_write_bytes);

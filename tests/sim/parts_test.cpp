@@ -17,6 +17,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace spool;
@@ -28,10 +29,12 @@ sim::Report in_one(const npu::Program& p, const target::NpuConfig& c, bool repla
   return sim.run();
 }
 
-sim::Report in_parts(const npu::Program& p, const target::NpuConfig& c, bool replay, size_t parts,
+// `parts` parts on `threads` threads.
+sim::Report in_parts(const npu::Program& p, const target::NpuConfig& c, bool replay, size_t parts, size_t threads,
                      size_t guess_kernels = 16, const sim::ProgressFn& progress = {}) {
   sim::detail::PartsOptions o;
-  o.parts = parts;
+  o.threads = threads;
+  o.parts_per_thread = (parts + threads - 1) / threads;
   o.guess_kernels = guess_kernels;
   o.min_part_work = 1;
   std::optional<sim::Report> r = sim::detail::simulate_parts(p, c, replay, progress, o);
@@ -79,9 +82,10 @@ TEST_CASE("parts: every figure of the run in one part, replays taken, refused or
     for (const bool replay : {false, true}) {
       CAPTURE(replay);
       const sim::Report one = in_one(p, v3, replay);
-      for (const size_t parts : {2, 3, 5}) {
+      for (const auto& [parts, threads] : {std::pair<size_t, size_t>{2, 2}, {3, 3}, {6, 2}, {6, 3}}) {
         CAPTURE(parts);
-        const sim::Report r = in_parts(p, v3, replay, parts);
+        CAPTURE(threads);
+        const sim::Report r = in_parts(p, v3, replay, parts, threads);
         sim_test::check_same(one, r);
         CHECK(r.profile.parts == static_cast<int64_t>(parts));
         CHECK(r.profile.kernels_stepped + r.profile.kernels_replayed == static_cast<int64_t>(offsets.size()));
@@ -96,12 +100,12 @@ TEST_CASE("parts: a part whose guessed rows do not hold is stepped again, with t
   const sim::Report one = in_one(p, v3, true);
   // No kernel walked back: every row guessed closed, but each part's first
   // load hits the rows the kernel before it left open.
-  const sim::Report blind = in_parts(p, v3, true, 2, 0);
+  const sim::Report blind = in_parts(p, v3, true, 2, 2, 0);
   sim_test::check_same(one, blind);
   CHECK(blind.profile.parts == 2);
   CHECK(blind.profile.parts_stepped_again == 1);
   // Walked back, the guess holds.
-  const sim::Report walked = in_parts(p, v3, true, 2);
+  const sim::Report walked = in_parts(p, v3, true, 2, 2);
   sim_test::check_same(one, walked);
   CHECK(walked.profile.parts_stepped_again == 0);
   CHECK(one.dram_row_hits > 0);
@@ -111,7 +115,7 @@ TEST_CASE("parts: progress as the parts join, to the last kernel's cycle") {
   const target::NpuConfig v3 = target::load_config("tpuv3");
   const npu::Program p = sim_test::parse_program(sim_test::layered({0, 0, 0, 0, 0, 0}));
   std::vector<std::tuple<size_t, size_t, int64_t>> seen;
-  const sim::Report r = in_parts(p, v3, true, 3, 16, [&](size_t finished, size_t total, int64_t cycle) {
+  const sim::Report r = in_parts(p, v3, true, 3, 2, 16, [&](size_t finished, size_t total, int64_t cycle) {
     seen.emplace_back(finished, total, cycle);
   });
   REQUIRE(!seen.empty());
@@ -140,7 +144,7 @@ TEST_CASE("parts: an error in a later part is the error of the run in one part")
     one_error = e.what();
   }
   try {
-    (void)in_parts(p, v3, true, 2);
+    (void)in_parts(p, v3, true, 2, 2);
   } catch (const Error& e) {
     parts_error = e.what();
   }
@@ -152,9 +156,9 @@ TEST_CASE("parts: sim::run in parts or in one, the same report; a small program 
   const target::NpuConfig v3 = target::load_config("tpuv3");
   const npu::Program p = sim_test::parse_program(sim_test::layered({0, 1, 0, 1}));
   sim::Options one;
-  one.parts = 1;
+  one.threads = 1;
   sim::Options two;
-  two.parts = 2;
+  two.threads = 2;
   const sim::Report a = sim::run(p, v3, one);
   const sim::Report b = sim::run(p, v3, two);
   sim_test::check_same(a, b);

@@ -51,7 +51,7 @@ struct Options {
   search::BatchFn search_batch;
   int search_ranks = 1;
   sim::Trace* trace = nullptr;  // optional: the timing run's trace
-  int sim_parts = 0;            // the timing run's sim::Options::parts
+  int sim_threads = 0;          // the timing run's sim::Options::threads
   // Simulate a program whose DRAM footprint exceeds the config's capacity
   // (the report marks it) instead of failing.
   bool ignore_capacity = false;

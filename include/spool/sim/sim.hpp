@@ -92,7 +92,7 @@ struct SimProfile {
   int64_t statements = 0;        // statements stepped
   int64_t descriptors = 0;       // DMA descriptors walked through the DRAM model (stepped or replayed)
   int64_t rows_walked_ahead = 0;  // strided row sets a second thread walked for the run (Options::walk_ahead)
-  int64_t parts = 1;              // parts simulated side by side (Options::parts)
+  int64_t parts = 1;              // parts simulated side by side (Options::threads)
   int64_t parts_stepped_again = 0;  // of them, parts whose start did not hold: stepped again after the one before
   double verify_ms = 0;           // checking the program before simulating (0: the caller had: Options::verified)
   double step_ms = 0;             // stepping kernels (in parts: the parts' threads' time, summed)
@@ -144,13 +144,14 @@ struct Options {
   // run). The result is the same either way; a caller that already runs
   // simulations in parallel turns it off.
   bool walk_ahead = true;
-  // On a one-core NPU, simulate the kernels in up to this many contiguous
-  // parts side by side, each on a thread of its own, joined exactly
-  // (SimProfile::parts; a part whose guessed start does not hold is
-  // stepped again): 0, one per hardware thread; 1, in one run. The result
-  // is the same either way. A run in parts walks no rows ahead; a caller
-  // that already runs simulations in parallel asks for 1.
-  int parts = 0;
+  // On a one-core NPU, the threads that simulate the kernels in
+  // contiguous parts side by side (four per thread, a thread done with one
+  // taking the next), joined exactly (SimProfile::parts; a part whose
+  // guessed start does not hold is stepped again): 0, one per hardware
+  // thread; 1, in one run. The result is the same either way. A run in
+  // parts walks no rows ahead; a caller that already runs simulations in
+  // parallel asks for 1.
+  int threads = 0;
   // The caller has verified this very program (lower::to_npu verifies what
   // it returns): run() does not verify it again.
   bool verified = false;
@@ -164,7 +165,7 @@ Report run(const npu::Program& program, const target::NpuConfig& config, const O
 
 // The timing model alone (run() calls it); the program must be verified.
 Report simulate_timing(const npu::Program& program, const target::NpuConfig& config, Trace* trace, bool replay = true,
-                       const ProgressFn& progress = {}, bool walk_ahead = true, int parts = 0);
+                       const ProgressFn& progress = {}, bool walk_ahead = true, int threads = 0);
 // The timing model's cycles for the program, or, as soon as they are sure
 // to exceed `limit`, a count above `limit` (a lower bound of them: the
 // simulation stops there). Exactly simulate_timing's cycles otherwise.
