@@ -307,7 +307,31 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
   // per-descriptor counters are cleared as they are read.
   std::vector<int64_t>& worst = worst_;
   // A channel's requests are its banks' (summed here, not per request).
-  for (int bank = 0; bank < banks_; ++bank) {
+  // With one word of channel bits and a power-of-two bus, each touched
+  // bank's channels from its lowest touched to its highest are taken
+  // without branches: an untouched one counts nothing (no requests, no
+  // misses: t = 0, and worst is never negative).
+  if (words_ == 1 && bpc_shift >= 0) {
+    int64_t* __restrict const worst_of = worst.data();
+    int64_t* __restrict const requests_of = channel_req_.data();
+    for (int bank = 0; bank < banks_; ++bank) {
+      const uint64_t bits = bank_touched_[static_cast<size_t>(bank)];
+      if (bits == 0) continue;
+      bank_touched_[static_cast<size_t>(bank)] = 0;
+      uint64_t* __restrict const counts = &bank_count_[static_cast<size_t>(bank) * static_cast<size_t>(channels_)];
+      const int lo = __builtin_ctzll(bits), hi = 64 - __builtin_clzll(bits);
+      for (int ch = lo; ch < hi; ++ch) {
+        const uint64_t count = counts[ch];
+        counts[ch] = 0;
+        const auto requests = static_cast<int64_t>(count >> 32);
+        const auto misses = static_cast<int64_t>(count & 0xffffffffu);
+        const int64_t t = misses * miss_cycles + ((requests * rb + bpc - 1) >> bpc_shift);
+        worst_of[ch] = std::max(worst_of[ch], t);
+        requests_of[ch] += requests;
+      }
+    }
+  }
+  for (int bank = 0; bank < banks_ && !(words_ == 1 && bpc_shift >= 0); ++bank) {
     uint64_t* const touched = &bank_touched_[static_cast<size_t>(bank) * words_];
     for_each_bit(touched, [&](int ch) {
       const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
