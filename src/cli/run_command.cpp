@@ -250,10 +250,11 @@ void print_report(const pipeline::Report& r, const target::NpuConfig& config, co
               r.simulate_ms, r.total_ms);
   const sim::SimProfile& sp = r.sim.profile;
   std::printf(
-      "sim ms     verify %.1f, step %.1f (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
+      "sim ms     verify %.1f, step %.1f%s (%lld kernels, %lld statements), replay %.1f (%lld kernels of a shape "
       "stepped before, %lld refused: DRAM differed); %lld DMA descriptors, %lld row sets walked ahead; %lld part%s "
       "side by side, %lld stepped again\n",
-      sp.verify_ms, sp.step_ms, static_cast<long long>(sp.kernels_stepped), static_cast<long long>(sp.statements),
+      sp.verify_ms, sp.step_ms, sp.parts > 1 ? " summed over the threads" : "",
+      static_cast<long long>(sp.kernels_stepped), static_cast<long long>(sp.statements),
       sp.replay_ms, static_cast<long long>(sp.kernels_replayed), static_cast<long long>(sp.replays_refused),
       static_cast<long long>(sp.descriptors), static_cast<long long>(sp.rows_walked_ahead),
       static_cast<long long>(sp.parts), sp.parts == 1 ? "" : "s", static_cast<long long>(sp.parts_stepped_again));
@@ -597,7 +598,7 @@ void add_run_command(CLI::App& app) {
   run_cmd
       ->add_option("--sim-threads", options->sim_threads,
                    "Threads that simulate a one-core run's kernels in parts side by side, joined exactly (0: one "
-                   "per hardware thread; 1: in one run)")
+                   "per hardware thread; 1: in one run, whose DRAM rows a second thread walks ahead)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   CLI::Option* no_tile_cache = run_cmd->add_flag("--no-tile-cache", options->no_tile_cache,
