@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/same_sim_report.hpp"
+
 #include <spool/nn/nn.hpp>
 #include <spool/pipeline/pipeline.hpp>
 
@@ -297,46 +299,9 @@ TEST_CASE("pipeline: a KV cache updated in place counts once against the capacit
   CHECK_THROWS_WITH_AS(pipeline::run(graph, config, options), doctest::Contains("--ignore-capacity"), Error);
 }
 
-TEST_CASE("pipeline: a model simulated in parts side by side, every figure of it simulated in one") {
-  for (const char* model : {"llama", "qwen3_moe", "deepseek_v3"}) {
-    CAPTURE(model);
-    models::ModelOptions o;
-    o.size = "real";
-    o.layers = 4;
-    const Graph graph = models::find_model(model).entry->build(o);
-    pipeline::Options options;
-    options.compile.rule_files = {kRules};
-    options.ignore_capacity = true;
-    const target::NpuConfig config = target::load_config("tpuv3");
-    const pipeline::Report report = pipeline::run(graph, config, options);
-    sim::Options one;
-    one.threads = 1;
-    sim::Options two;
-    two.threads = 2;
-    const sim::Report a = sim::run(report.lowered->program, config, one);
-    const sim::Report b = sim::run(report.lowered->program, config, two);
-    CHECK(a.profile.parts == 1);
-    CHECK(b.profile.parts > 1);
-    CHECK(a.cycles == b.cycles);
-    CHECK(a.dram_read_bytes == b.dram_read_bytes);
-    CHECK(a.dram_write_bytes == b.dram_write_bytes);
-    CHECK(a.dram_useful_bytes == b.dram_useful_bytes);
-    CHECK(a.dram_row_hits == b.dram_row_hits);
-    CHECK(a.dram_row_misses == b.dram_row_misses);
-    CHECK(a.flops == b.flops);
-    REQUIRE(a.units.size() == b.units.size());
-    for (size_t i = 0; i < a.units.size(); ++i) CHECK(a.units[i].busy_cycles == b.units[i].busy_cycles);
-    REQUIRE(a.kernel_stats.size() == b.kernel_stats.size());
-    for (size_t i = 0; i < a.kernel_stats.size(); ++i) {
-      CHECK(a.kernel_stats[i].launch_cycle == b.kernel_stats[i].launch_cycle);
-      CHECK(a.kernel_stats[i].end_cycle == b.kernel_stats[i].end_cycle);
-    }
-  }
-}
-
-TEST_CASE("pipeline: replaying repeated layers' kernels simulates exactly what stepping them does") {
-  for (const char* model : {"llama", "qwen3_moe"})
-    for (const char* phase : {"prefill", "decode"}) {
+TEST_CASE("pipeline: replays and parts side by side simulate exactly what stepping every kernel in turn does") {
+  for (const char* model : {"llama", "qwen3_moe", "deepseek_v3"})
+    for (const std::string phase : {"prefill", "decode"}) {
       CAPTURE(model);
       CAPTURE(phase);
       models::ModelOptions o;
@@ -349,22 +314,21 @@ TEST_CASE("pipeline: replaying repeated layers' kernels simulates exactly what s
       options.ignore_capacity = true;
       const target::NpuConfig config = target::load_config("tpuv3");
       const pipeline::Report report = pipeline::run(graph, config, options);
-      sim::Options stepping;
-      stepping.replay = false;
-      const sim::Report stepped = sim::run(report.lowered->program, config, stepping);
+      auto simulate = [&](bool replay, int threads) {
+        sim::Options s;
+        s.replay = replay;
+        s.threads = threads;
+        return sim::run(report.lowered->program, config, s);
+      };
+      const sim::Report stepped = simulate(false, 1);
+      const sim::Report replayed = simulate(true, 1);
+      const sim::Report in_parts = simulate(true, 2);
       CHECK(stepped.profile.kernels_replayed == 0);
-      CHECK(report.sim.profile.kernels_replayed > 0);
-      CHECK(report.sim.cycles == stepped.cycles);
-      CHECK(report.sim.dram_read_bytes == stepped.dram_read_bytes);
-      CHECK(report.sim.dram_write_bytes == stepped.dram_write_bytes);
-      CHECK(report.sim.dram_row_hits == stepped.dram_row_hits);
-      CHECK(report.sim.dram_row_misses == stepped.dram_row_misses);
-      CHECK(report.sim.flops == stepped.flops);
-      REQUIRE(report.sim.units.size() == stepped.units.size());
-      for (size_t i = 0; i < stepped.units.size(); ++i)
-        CHECK(report.sim.units[i].busy_cycles == stepped.units[i].busy_cycles);
-      REQUIRE(report.sim.kernel_stats.size() == stepped.kernel_stats.size());
-      for (size_t i = 0; i < stepped.kernel_stats.size(); ++i)
-        CHECK(report.sim.kernel_stats[i].end_cycle == stepped.kernel_stats[i].end_cycle);
+      CHECK(replayed.profile.kernels_replayed > 0);
+      CHECK(replayed.profile.parts == 1);
+      if (phase == "prefill") CHECK(in_parts.profile.parts > 1);
+      test_support::check_same(stepped, replayed);
+      test_support::check_same(stepped, in_parts);
+      test_support::check_same(stepped, report.sim);
     }
 }

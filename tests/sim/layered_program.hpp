@@ -1,9 +1,12 @@
 #pragma once
-// A program of layers (kernels of one shape over their own weights) and a
-// comparison of every figure two runs of a program report: the replay and
-// walk-ahead tests run one program two ways and require the same figures.
+// A program of layers (kernels of one shape over their own weights): the
+// replay, walk-ahead and parts tests run one program two ways and require
+// the same figures (support/same_sim_report.hpp).
 
 #include <spool/sim/sim.hpp>
+
+#include "parse_program.hpp"
+#include "support/same_sim_report.hpp"
 
 #include <doctest/doctest.h>
 
@@ -48,22 +51,21 @@ inline std::string layered(const std::vector<int64_t>& offsets) {
   return t;
 }
 
-inline void check_same(const sim::Report& a, const sim::Report& b) {
-  CHECK(a.cycles == b.cycles);
-  CHECK(a.dram_read_bytes == b.dram_read_bytes);
-  CHECK(a.dram_write_bytes == b.dram_write_bytes);
-  CHECK(a.dram_useful_bytes == b.dram_useful_bytes);
-  CHECK(a.dram_row_hits == b.dram_row_hits);
-  CHECK(a.dram_row_misses == b.dram_row_misses);
-  CHECK(a.flops == b.flops);
-  CHECK(a.vector_element_ops == b.vector_element_ops);
-  REQUIRE(a.units.size() == b.units.size());
-  for (size_t i = 0; i < a.units.size(); ++i) CHECK(a.units[i].busy_cycles == b.units[i].busy_cycles);
-  REQUIRE(a.kernel_stats.size() == b.kernel_stats.size());
-  for (size_t i = 0; i < a.kernel_stats.size(); ++i) {
-    CHECK(a.kernel_stats[i].launch_cycle == b.kernel_stats[i].launch_cycle);
-    CHECK(a.kernel_stats[i].start_cycle == b.kernel_stats[i].start_cycle);
-    CHECK(a.kernel_stats[i].end_cycle == b.kernel_stats[i].end_cycle);
+using test_support::check_same;
+
+// Runs `f` on each of two layered programs, with replays and without: one
+// whose layers all meet DRAM alike, and one whose odd offsets make some
+// replays refused (a kernel's rows are then walked twice).
+template <typename F>
+void for_layered_programs(F&& f) {
+  for (const std::vector<int64_t>& offsets :
+       {std::vector<int64_t>{0, 0, 0, 0, 0, 0}, std::vector<int64_t>{0, 1, 0, 1, 3, 0, 0, 1}}) {
+    CAPTURE(offsets.size());
+    const npu::Program p = parse_program(layered(offsets));
+    for (const bool replay : {false, true}) {
+      CAPTURE(replay);
+      f(p, offsets, replay);
+    }
   }
 }
 

@@ -75,23 +75,17 @@ std::string chained(int kernels) {
 
 TEST_CASE("parts: every figure of the run in one part, replays taken, refused or none") {
   const target::NpuConfig v3 = target::load_config("tpuv3");
-  for (const std::vector<int64_t>& offsets :
-       {std::vector<int64_t>{0, 0, 0, 0, 0, 0}, std::vector<int64_t>{0, 1, 0, 1, 3, 0, 0, 1}}) {
-    CAPTURE(offsets.size());
-    const npu::Program p = sim_test::parse_program(sim_test::layered(offsets));
-    for (const bool replay : {false, true}) {
-      CAPTURE(replay);
-      const sim::Report one = in_one(p, v3, replay);
-      for (const auto& [parts, threads] : {std::pair<size_t, size_t>{2, 2}, {3, 3}, {6, 2}, {6, 3}}) {
-        CAPTURE(parts);
-        CAPTURE(threads);
-        const sim::Report r = in_parts(p, v3, replay, parts, threads);
-        sim_test::check_same(one, r);
-        CHECK(r.profile.parts == static_cast<int64_t>(parts));
-        CHECK(r.profile.kernels_stepped + r.profile.kernels_replayed == static_cast<int64_t>(offsets.size()));
-      }
+  sim_test::for_layered_programs([&](const npu::Program& p, const std::vector<int64_t>& offsets, bool replay) {
+    const sim::Report one = in_one(p, v3, replay);
+    for (const auto& [parts, threads] : {std::pair<size_t, size_t>{2, 2}, {3, 3}, {6, 2}, {6, 3}}) {
+      CAPTURE(parts);
+      CAPTURE(threads);
+      const sim::Report r = in_parts(p, v3, replay, parts, threads);
+      sim_test::check_same(one, r);
+      CHECK(r.profile.parts == static_cast<int64_t>(parts));
+      CHECK(r.profile.kernels_stepped + r.profile.kernels_replayed == static_cast<int64_t>(offsets.size()));
     }
-  }
+  });
 }
 
 TEST_CASE("parts: a part whose guessed rows do not hold is stepped again, with the same figures") {

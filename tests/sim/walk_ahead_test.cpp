@@ -33,23 +33,17 @@ TEST_CASE("walk ahead: every figure as when the run walks its own rows, replays 
   const target::NpuConfig v3 = target::load_config("tpuv3");
   // The second program's refused replays give a kernel's rows twice: the
   // walk ahead goes back to the kernel's first call for the second time.
-  for (const std::vector<int64_t>& offsets :
-       {std::vector<int64_t>{0, 0, 0, 0, 0, 0}, std::vector<int64_t>{0, 1, 0, 1, 3, 0, 0, 1}}) {
-    CAPTURE(offsets.size());
-    const npu::Program p = sim_test::parse_program(sim_test::layered(offsets));
-    for (const bool replay : {false, true}) {
-      CAPTURE(replay);
-      const sim::Report own = run(p, v3, replay, TimingSim::WalkAhead::Off);
-      const sim::Report ahead = run(p, v3, replay, TimingSim::WalkAhead::Patient);
-      sim_test::check_same(own, ahead);
-      CHECK(own.profile.rows_walked_ahead == 0);
-      // Every layer at offset 0 reads 16 tiles of 128 rows of whole granules.
-      int64_t aligned = 0;
-      for (const int64_t o : offsets) aligned += o == 0 ? 1 : 0;
-      CHECK(ahead.profile.rows_walked_ahead >= 16 * aligned);
-      if (replay) CHECK(ahead.profile.replays_refused == own.profile.replays_refused);
-    }
-  }
+  sim_test::for_layered_programs([&](const npu::Program& p, const std::vector<int64_t>& offsets, bool replay) {
+    const sim::Report own = run(p, v3, replay, TimingSim::WalkAhead::Off);
+    const sim::Report ahead = run(p, v3, replay, TimingSim::WalkAhead::Patient);
+    sim_test::check_same(own, ahead);
+    CHECK(own.profile.rows_walked_ahead == 0);
+    // Every layer at offset 0 reads 16 tiles of 128 rows of whole granules.
+    int64_t aligned = 0;
+    for (const int64_t o : offsets) aligned += o == 0 ? 1 : 0;
+    CHECK(ahead.profile.rows_walked_ahead >= 16 * aligned);
+    if (replay) CHECK(ahead.profile.replays_refused == own.profile.replays_refused);
+  });
 }
 
 TEST_CASE("walk ahead: a run with a cycle limit or several cores walks its own rows") {
