@@ -45,6 +45,7 @@ struct SimOptions {
   int64_t spad_budget = 0;
   bool npu_given = false;
   bool ignore_capacity = false;
+  int sim_threads = 0;
 };
 
 pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_graph, sim::Trace* trace) {
@@ -53,6 +54,7 @@ pipeline::Options pipeline_options(const SimOptions& o, const Graph* functional_
   options.trace = trace;
   options.sim_progress = [](std::string_view line) { progress_detail(line); };
   options.ignore_capacity = o.ignore_capacity;
+  options.sim_threads = o.sim_threads;
   if (functional_graph) options.inputs = interp::random_inputs(*functional_graph, o.seed);
   return options;
 }
@@ -129,6 +131,7 @@ void run_program_file(const SimOptions& o) {
   sim::Trace trace;
   sim::Options options;
   if (!o.trace_file.empty()) options.trace = &trace;
+  options.threads = o.sim_threads;
   options.progress = [](size_t finished, size_t total, int64_t cycle) {
     progress_detail(fmt::format("{} of {} kernels simulated, to cycle {}", finished, total, cycle));
   };
@@ -169,6 +172,11 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
   cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                 "Simulate a workload whose DRAM footprint exceeds the NPU's capacity");
+  cmd->add_option("--sim-threads", options->sim_threads,
+                  "Threads that simulate a one-core run's kernels in parts side by side, joined exactly (0: one per "
+                  "hardware thread; 1: in one run, whose DRAM rows a second thread walks ahead)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   CLI::Option* functional =
       cmd->add_flag("--functional", options->functional,
                     "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
@@ -182,13 +190,14 @@ void add_sim_command(CLI::App& app) {
     const bool calibrate = !options->calibration.empty();
     if (calibrate == !options->workload.empty())
       fail("spool sim: give either a WORKLOAD or --calibration FILE");
-    if (calibrate && (options->functional || !options->trace_file.empty() || !options->program_file.empty()))
+    if (calibrate && (options->functional || !options->trace_file.empty() || !options->program_file.empty() ||
+                      cmd->count("--sim-threads") > 0))
       fail("spool sim: --calibration takes only --npu and --json");
     if (calibrate) {
       run_calibration(*options);
     } else if (std::filesystem::is_regular_file(options->workload)) {
       if (options->functional || !options->program_file.empty() || options->spad_budget != 0 || options->ignore_capacity)
-        fail("spool sim FILE simulates the program as written: it takes only --npu, --json and --trace");
+        fail("spool sim FILE simulates the program as written: it takes only --npu, --json, --trace and --sim-threads");
       run_program_file(*options);
     } else {
       run_workload(*options);
