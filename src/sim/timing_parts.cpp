@@ -7,10 +7,12 @@
 // of its statements and of the DRAM rows its requests meet; and which row
 // each DRAM bank holds open is a function of the addresses requested so
 // far in program order alone, not of their times. So the kernels are cut
-// into contiguous parts of about equal work, and every part but the first
-// is simulated on a thread of its own from time 0, with the open rows the
-// few kernels before it leave (walked without timing: the guess), and
-// records the row each (bank, channel) is first asked for.
+// into contiguous parts of about equal work, a few per thread. The first
+// part is the run itself, on the calling thread; every thread (the
+// calling one once done with it) takes the next part not taken and
+// simulates it in a run of its own from time 0, with the open rows the few
+// kernels before it leave (walked without timing: the guess), recording
+// the row each (bank, channel) is first asked for.
 //
 // The parts are then joined in order. A later part continues the run so
 // far exactly when its first kernel starts canonically after the run so
@@ -23,8 +25,6 @@
 // a run in one part.
 
 #include "timing.hpp"
-
-#include <spool/support/error.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -41,16 +41,20 @@ using namespace spool::npu;
 namespace {
 
 // A part's work for balancing: statements stepped, a DMA counted as a few
-// (its addresses are walked and served).
+// (its addresses are walked and served); at most kMaxWork (a program of
+// more would never finish anyway).
+constexpr int64_t kMaxWork = int64_t{1} << 52;
 int64_t stmt_work(const std::vector<Stmt>& body) {
   int64_t w = 0;
   for (const Stmt& s : body) {
     if (const auto* loop = std::get_if<LoopOp>(&s.node)) {
-      const int64_t trips = loop->dynamic ? loop->dynamic->nominal : loop->trips;
-      w += 1 + trips * stmt_work(loop->body);
+      const int64_t trips = std::max<int64_t>(0, loop->dynamic ? loop->dynamic->nominal : loop->trips);
+      const int64_t inner = stmt_work(loop->body);
+      w += 1 + (trips > 0 && inner > kMaxWork / trips ? kMaxWork : trips * inner);
     } else {
       w += std::holds_alternative<DmaOp>(s.node) ? 4 : 1;
     }
+    w = std::min(w, kMaxWork);
   }
   return w;
 }
@@ -160,7 +164,7 @@ std::optional<Report> simulate_parts(const Program& program, const target::NpuCo
   // Cut where the work so far passes each part's share.
   std::vector<int64_t> work(n);
   int64_t total = 0;
-  for (size_t k = 0; k < n; ++k) total += work[k] = stmt_work(program.kernels[k].body);
+  for (size_t k = 0; k < n; ++k) total = std::min(total + (work[k] = stmt_work(program.kernels[k].body)), kMaxWork);
   const size_t threads_wanted = std::max<size_t>(1, options.threads);
   size_t parts = std::min({threads_wanted * std::max<size_t>(1, options.parts_per_thread), n,
                            static_cast<size_t>(total / std::max<int64_t>(1, options.min_part_work))});
@@ -168,8 +172,10 @@ std::optional<Report> simulate_parts(const Program& program, const target::NpuCo
   std::vector<size_t> cut{0};
   int64_t sum = 0;
   for (size_t k = 0; k + 1 < n && cut.size() < parts; ++k) {
-    sum += work[k];
-    if (sum * static_cast<int64_t>(parts) >= total * static_cast<int64_t>(cut.size())) cut.push_back(k + 1);
+    sum = std::min(sum + work[k], kMaxWork);
+    if (static_cast<__int128>(sum) * static_cast<__int128>(parts) >=
+        static_cast<__int128>(total) * static_cast<__int128>(cut.size()))
+      cut.push_back(k + 1);
   }
   cut.push_back(n);
   parts = cut.size() - 1;
