@@ -148,7 +148,8 @@ struct Options {
   // contiguous parts side by side (four per thread, a thread done with one
   // taking the next), joined exactly (SimProfile::parts; a part whose
   // guessed start does not hold is stepped again): 0, one per hardware
-  // thread; 1, in one run. The result is the same either way. A run in
+  // thread; 1, in one run. The result is the same either way. A traced
+  // run, or one with too little work for two parts, runs in one. A run in
   // parts walks no rows ahead; a caller that already runs simulations in
   // parallel asks for 1.
   int threads = 0;
