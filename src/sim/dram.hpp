@@ -135,11 +135,10 @@ class DramModel {
   // each (bank, channel) is first asked for; the guess held if, wherever it
   // differs from the rows the earlier part left open, that first request
   // hits or misses alike. Rows per bank * channels + channel; -1 closed.
-  static constexpr int64_t kUntouched = INT64_MIN;  // first_rows(): never asked for
+  static constexpr int64_t kUntouched = INT64_MIN;  // never asked for (track_first_rows())
   const std::vector<int64_t>& open_rows() const { return open_row_; }
   void set_open_rows(const std::vector<int64_t>& rows) { open_row_ = rows; }
   void track_first_rows() { first_row_.assign(open_row_.size(), kUntouched); }
-  const std::vector<int64_t>& first_rows() const { return first_row_; }
   // Whether `later`, a run that started from the open rows `guess` where
   // this one ends, met the rows as it would have met this one's.
   bool guess_held(const std::vector<int64_t>& guess, const DramModel& later) const;
@@ -330,20 +329,21 @@ Time DramModel::serve(Time arrival, Time last_arrival, bool write, OnBusy&& on_b
         requests_of[ch] += requests;
       }
     }
-  }
-  for (int bank = 0; bank < banks_ && !(words_ == 1 && bpc_shift >= 0); ++bank) {
-    uint64_t* const touched = &bank_touched_[static_cast<size_t>(bank) * words_];
-    for_each_bit(touched, [&](int ch) {
-      const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
-      const uint64_t count = bank_count_[idx];
-      bank_count_[idx] = 0;
-      const int64_t requests = static_cast<int64_t>(count >> 32);
-      const int64_t misses = static_cast<int64_t>(count & 0xffffffffu);
-      const int64_t t = misses * miss_cycles + transfer_cycles(requests);
-      if (t > worst[ch]) worst[ch] = t;
-      channel_req_[ch] += requests;
-    });
-    std::fill(touched, touched + words_, uint64_t{0});
+  } else {
+    for (int bank = 0; bank < banks_; ++bank) {
+      uint64_t* const touched = &bank_touched_[static_cast<size_t>(bank) * words_];
+      for_each_bit(touched, [&](int ch) {
+        const size_t idx = static_cast<size_t>(bank) * static_cast<size_t>(channels_) + static_cast<size_t>(ch);
+        const uint64_t count = bank_count_[idx];
+        bank_count_[idx] = 0;
+        const int64_t requests = static_cast<int64_t>(count >> 32);
+        const int64_t misses = static_cast<int64_t>(count & 0xffffffffu);
+        const int64_t t = misses * miss_cycles + transfer_cycles(requests);
+        if (t > worst[ch]) worst[ch] = t;
+        channel_req_[ch] += requests;
+      });
+      std::fill(touched, touched + words_, uint64_t{0});
+    }
   }
   Time finish = arrival;
   // Channels in index order (each is served independently of the others).

@@ -201,13 +201,11 @@ bool TimingSim::step(size_t first, size_t last) {
     const Time end = std::max(core.issue, core.end);
     kernel_end[core.kernel] = end;
     end_t_[core.kernel] = end;
-    KernelStats& ks = report_.kernel_stats[core.kernel];
-    ks.end_cycle = cycles(end);
     if (trace_) record(core.kernel_track, p_.kernels[core.kernel].name, core.launch, end - core.launch);
     core.free = end;
     core.kernel = -1;
     ++finished;
-    if (progress_) progress_(finished, n, ks.end_cycle);
+    if (progress_) progress_(finished, n, cycles(end));
   }
   return true;
 }
@@ -270,8 +268,6 @@ void TimingSim::start_kernel(int ci, int k, Time ready) {
   KernelStats& ks = report_.kernel_stats[k];
   ks.name = kernel.name;
   ks.core = ci;
-  ks.launch_cycle = cycles(ready);
-  ks.start_cycle = cycles(core.issue);
   if (!begin_memo(core, k)) ++report_.profile.kernels_stepped;
 }
 
@@ -338,6 +334,12 @@ Report TimingSim::finish() {
   r.dram_row_misses = dram_.row_misses();
   r.flops = r.matmul_flops + r.vector_flops;
   r.kernels = static_cast<int64_t>(p_.kernels.size());
+  for (size_t k = 0; k < p_.kernels.size(); ++k) {
+    KernelStats& ks = r.kernel_stats[k];
+    ks.launch_cycle = cycles(launch_t_[k]);
+    ks.start_cycle = cycles(start_t_[k]);
+    ks.end_cycle = cycles(end_t_[k]);
+  }
   for (const Kernel& k : p_.kernels) r.spad_peak_bytes = std::max(r.spad_peak_bytes, spad_liveness(k).peak_bytes);
   auto unit = [&](std::string name, Time busy) {
     UnitStats u;

@@ -261,7 +261,7 @@ class TimingSim {
   void append(const TimingSim& later, size_t first, size_t last);
   // The run's result, once every kernel has run.
   Report finish();
-  int64_t kernel_end_cycle(size_t k) const { return report_.kernel_stats[k].end_cycle; }
+  int64_t kernel_end_cycle(size_t k) const { return cycles(end_t_[k]); }
 
  private:
   ProgressFn progress_;
@@ -344,7 +344,8 @@ class TimingSim {
   Time core_period_, noc_period_, rtt_ = 0;
   std::vector<int64_t> base_;
   std::vector<Core> cores_;
-  // Per kernel: its launch, its front end's start and its end.
+  // Per kernel: its launch, its front end's start and its end (finish()
+  // converts them to the report's cycles).
   std::vector<Time> launch_t_, start_t_, end_t_;
   std::vector<int> channel_tracks_;
   std::unordered_map<const npu::VectorOp*, VecStatic> vec_cache_;
