@@ -46,6 +46,8 @@ inline constexpr double kInterpWorkBudget = 1e8;
 // Adds --interp-budget (values the interpreter may compute, default
 // kInterpWorkBudget) to a command that runs the reference interpreter.
 CLI::Option* add_interp_budget(CLI::App* cmd, double& budget);
+// Adds --sim-threads (sim::Options::threads) to a command that simulates.
+CLI::Option* add_sim_threads(CLI::App* cmd, int& threads);
 // Refuses, before any work, a graph the interpreter would need more than
 // `budget` values for (interp::work_estimate): names `what`, the flag that
 // raises the budget and `instead`, what else the user can do.

@@ -59,6 +59,15 @@ CLI::Option* add_interp_budget(CLI::App* cmd, double& budget) {
       ->check(CLI::Range(1.0, 1e15));
 }
 
+CLI::Option* add_sim_threads(CLI::App* cmd, int& threads) {
+  return cmd
+      ->add_option("--sim-threads", threads,
+                   "Threads that simulate a one-core run's kernels in parts side by side, joined exactly (0: one "
+                   "per hardware thread; 1: in one run, whose DRAM rows a second thread walks ahead)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+}
+
 void check_interp_work(const Graph& graph, double budget, std::string_view what, std::string_view instead) {
   const auto work = static_cast<double>(interp::work_estimate(graph));
   if (work > budget)

@@ -595,12 +595,7 @@ void add_run_command(CLI::App& app) {
                         "Simulate for time only: no values, no check (the default for --size real without --weights)");
   run_cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                     "Simulate a program whose DRAM footprint exceeds the NPU's capacity (the report marks it)");
-  run_cmd
-      ->add_option("--sim-threads", options->sim_threads,
-                   "Threads that simulate a one-core run's kernels in parts side by side, joined exactly (0: one "
-                   "per hardware thread; 1: in one run, whose DRAM rows a second thread walks ahead)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
+  add_sim_threads(run_cmd, options->sim_threads);
   CLI::Option* no_tile_cache = run_cmd->add_flag("--no-tile-cache", options->no_tile_cache,
                                                  "Time every GEMM's tile candidates; read and write no tile cache");
   run_cmd

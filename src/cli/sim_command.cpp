@@ -172,11 +172,7 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--program", options->program_file, "Write the NPU program in its text form");
   cmd->add_flag("--ignore-capacity", options->ignore_capacity,
                 "Simulate a workload whose DRAM footprint exceeds the NPU's capacity");
-  cmd->add_option("--sim-threads", options->sim_threads,
-                  "Threads that simulate a one-core run's kernels in parts side by side, joined exactly (0: one per "
-                  "hardware thread; 1: in one run, whose DRAM rows a second thread walks ahead)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
+  add_sim_threads(cmd, options->sim_threads);
   CLI::Option* functional =
       cmd->add_flag("--functional", options->functional,
                     "Also execute on seeded random inputs and check against the interpreter (slow for big shapes)");
