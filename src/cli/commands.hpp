@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace spool {
@@ -75,6 +76,15 @@ struct PrintAfter {
 void add_print_options(CLI::App* cmd, PrintAfter& options);
 // The callback for compile::Options::print_after; empty when no stage is asked for.
 std::function<void(std::string_view, const std::string&)> stage_printer(const PrintAfter& options);
+
+// The rule files a compile reads: those given with --rules, else the
+// shipped rules (models::default_rules_file()).
+std::vector<std::string> rule_files_or_default(const std::vector<std::string>& given);
+// compile::prepare_rules(files) on a thread of its own, beside a command's
+// first stage (building or reading the model, on one thread), so that a
+// one-shot compile finds the rules read and compiled; joined when the
+// returned thread is destroyed.
+std::jthread prepare_rules_beside(std::vector<std::string> files);
 
 // Rule files given with --rules: parsed, compiled and their inline checks
 // run always, every rule checked on random tensors (rules check) unless

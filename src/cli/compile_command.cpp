@@ -35,6 +35,7 @@ void run_compile(const CompileCommandOptions& o) {
   models::ModelOptions model_options = o.model_options;
   model_options.variant = ref.variant;
   progress_step(fmt::format("build {}", o.model));
+  const std::jthread rules = prepare_rules_beside(rule_files_or_default(o.rules));
   const Graph hlir = ref.entry->build(model_options);
   if (o.check && parameter_count(hlir) > kInterpParameterLimit)
     fail("--check runs the reference interpreter, which holds every value as a double and cannot run {} "
@@ -43,9 +44,7 @@ void run_compile(const CompileCommandOptions& o) {
   if (o.check) check_interp_work(hlir, o.interp_budget, o.model, "drop --check");
   compile::Options options;
   options.roll = !o.no_roll;
-  options.rule_files = o.rules;
-  if (options.rule_files.empty())
-    options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+  options.rule_files = rule_files_or_default(o.rules);
   options.print_after = stage_printer(o.print);
   progress_step(fmt::format("compile {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Compiled c = compile::run(hlir, options);

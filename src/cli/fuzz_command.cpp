@@ -52,8 +52,7 @@ void run_fuzz(const FuzzCommandOptions& o) {
 
   compile::Options options;
   options.roll = !o.no_roll;
-  options.rule_files = o.rules;
-  if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+  options.rule_files = rule_files_or_default(o.rules);
   options.threads = o.threads;
   progress_step(fmt::format("saturate {} ({} hlir nodes)", o.model, hlir.num_live()));
   const compile::Saturated saturated = compile::saturate(hlir, options);

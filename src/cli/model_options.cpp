@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #include <spool/models/registry.hpp>
+#include <spool/models/workloads.hpp>
 
 #include <spool/compile/compile.hpp>
 #include <spool/interp/interp.hpp>
@@ -22,6 +23,14 @@
 #include <string>
 
 namespace spool::cli {
+
+std::vector<std::string> rule_files_or_default(const std::vector<std::string>& given) {
+  return given.empty() ? std::vector<std::string>{models::default_rules_file()} : given;
+}
+
+std::jthread prepare_rules_beside(std::vector<std::string> files) {
+  return std::jthread([files = std::move(files)] { compile::prepare_rules(files); });
+}
 
 CLI::Validator count(int64_t max, int64_t min) {
   return CLI::Validator(

@@ -45,8 +45,6 @@ std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) 
   return out;
 }
 
-std::string default_rules() { return std::string(SPOOL_RULES_DIR) + "/default.rules"; }
-
 void print_imported(const onnx::Imported& m, const std::string& path) {
   int64_t weight_elements = 0;
   for (const auto& [name, value] : m.weights) weight_elements += value.size();
@@ -85,6 +83,7 @@ std::shared_ptr<OnnxRunOptions> add_onnx_run_options(CLI::App* cmd) {
 void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run) {
   onnx::ImportOptions import_options;
   import_options.dims = parse_dims(onnx_options.dims);
+  const std::jthread rules = prepare_rules_beside(rule_files_or_default(run.rules));
   if (!onnx_options.inputs_dir.empty()) import_options.input_values = onnx::read_inputs_dir(onnx_options.inputs_dir);
   const onnx::Imported imported = onnx::import_file(run.model, import_options);
   print_imported(imported, run.model);
@@ -101,8 +100,7 @@ void run_onnx(const OnnxRunOptions& onnx_options, const OnnxRun& run) {
 
   pipeline::Options options;
   options.compile.roll = !run.no_roll;
-  options.compile.rule_files = run.rules;
-  if (options.compile.rule_files.empty()) options.compile.rule_files.push_back(default_rules());
+  options.compile.rule_files = rule_files_or_default(run.rules);
   options.compile.print_after = stage_printer(run.print);
   options.inputs = onnx::run_inputs(imported, run.seed);
   options.tile_cache_dir = run.tile_cache;
@@ -201,8 +199,7 @@ void add_onnx_commands(CLI::App& app) {
   conf_cmd->callback([conf] {
     onnx::ConformanceOptions options;
     options.filters = conf->filters;
-    options.rule_files = conf->rules;
-    if (options.rule_files.empty()) options.rule_files.push_back(default_rules());
+    options.rule_files = rule_files_or_default(conf->rules);
     const target::NpuConfig config = target::load_config(conf->npu);
     const onnx::ConformanceReport report = onnx::run_conformance(conf->dir, config, options);
     if (!conf->json.empty()) write_file(conf->json, report.to_json().dump(2) + "\n");

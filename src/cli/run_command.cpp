@@ -370,10 +370,8 @@ std::map<std::string, interp::HostTensor> run_pipeline(const RunOptions& options
   const std::string& name = ref.entry->name;
   pipeline::Options pipeline_options;
   pipeline_options.compile.roll = !options.no_roll;
-  pipeline_options.compile.rule_files = options.rules;
+  pipeline_options.compile.rule_files = rule_files_or_default(options.rules);
   pipeline_options.compile.print_after = stage_printer(options.print);
-  if (pipeline_options.compile.rule_files.empty())
-    pipeline_options.compile.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
   pipeline_options.search_genomes = options.search;
   pipeline_options.search_seed = options.seed + 1;
   pipeline_options.search_progress = [](std::string_view line) { progress_detail(line); };
@@ -493,6 +491,8 @@ void run(const RunOptions& options) {
   const models::Phase phase = phase_of(options, tokens);
 
   progress_step(fmt::format("build {}", options.model));
+  const std::jthread rules =
+      options.interp ? std::jthread() : prepare_rules_beside(rule_files_or_default(options.rules));
   const auto build_start = Clock::now();
   const Built built = build(options, ref, phase);
   const double build_ms = ms_since(build_start);

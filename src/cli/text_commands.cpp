@@ -63,8 +63,7 @@ void run_opt(const OptOptions& o) {
   }
   compile::Options options;
   options.roll = roll;
-  options.rule_files = o.rules;
-  if (options.rule_files.empty()) options.rule_files.push_back(std::string(SPOOL_RULES_DIR) + "/default.rules");
+  options.rule_files = rule_files_or_default(o.rules);
   std::string text;
   options.print_after = [&](std::string_view stage, const std::string& t) {
     if (stage == order[last]) text = t;

@@ -171,6 +171,18 @@ std::shared_ptr<const CompiledRules> compiled_rules(const std::vector<std::share
   return compiled;
 }
 
+// The compiled rules of the files at `paths`, read (read_rule_file) and
+// compiled (compiled_rules) under one lock: a compile that starts while
+// prepare_rules reads the same files waits for it instead of reading them
+// a second time beside it.
+std::mutex rules_mutex;
+std::shared_ptr<const CompiledRules> load_rules(const std::vector<std::string>& paths) {
+  const std::lock_guard<std::mutex> lock(rules_mutex);
+  std::vector<std::shared_ptr<const rules::RuleFile>> files;
+  for (const std::string& path : paths) files.push_back(read_rule_file(path));
+  return compiled_rules(files);
+}
+
 // Runs `body(i)` for i in [0, n) on up to `threads` threads (0: TBB's
 // default). Each index writes only its own slot, so the order does not matter.
 template <typename Body>
@@ -484,9 +496,7 @@ Saturated saturate(const Graph& hlir, const Options& options) {
     options.print_after("split", text);
   }
   const auto rules_start = Clock::now();
-  std::vector<std::shared_ptr<const rules::RuleFile>> files;
-  for (const std::string& path : options.rule_files) files.push_back(read_rule_file(path));
-  const std::shared_ptr<const CompiledRules> rules = compiled_rules(files);
+  const std::shared_ptr<const CompiledRules> rules = load_rules(options.rule_files);
   spdlog::debug("rule files read and compiled in {:.2f} ms", ms_since(rules_start));
   s.regions.resize(s.split.regions.size());
   parallel_indices(s.regions.size(), options.threads, [&](size_t i) {
@@ -689,6 +699,22 @@ Compiled run(const Graph& hlir, const Options& options) {
                result.report.times.unroll_ms, result.program.num_live());
   if (options.print_after) options.print_after("unroll", print_graph(result.program));
   return result;
+}
+
+void prepare_rules(const std::vector<std::string>& rule_files) noexcept {
+  try {
+    const std::lock_guard<std::mutex> lock(rules_mutex);
+    // Twice: a parse is reused only once a second one, between agreeing
+    // stamps, has verified it (read_rule_file); the compile then only
+    // stamps the files again.
+    for (int pass = 0; pass < 2; ++pass)
+      for (const std::string& path : rule_files) (void)read_rule_file(path);
+    std::vector<std::shared_ptr<const rules::RuleFile>> files;
+    for (const std::string& path : rule_files) files.push_back(read_rule_file(path));
+    (void)compiled_rules(files);
+  } catch (...) {
+    // The compile reads the files again and reports what is wrong.
+  }
 }
 
 }  // namespace spool::compile

@@ -439,8 +439,8 @@ namespace {
 bool named_value(Op op) { return op == Op::Input || op == Op::Weight; }
 }  // namespace
 
-Graph cse(const Graph& graph) {
-  Graph out = graph;
+Graph cse(Graph graph) {
+  Graph out = std::move(graph);
   // Nodes in topological order, each with its inputs already rewired to
   // the first node of their value: a node equals an earlier one when op,
   // attribute, type and input edges agree (inputs and weights: when their
@@ -472,10 +472,10 @@ Graph cse(const Graph& graph) {
       return std::equal(x.inputs.begin(), x.inputs.end(), y.inputs.begin(), y.inputs.end());
     }
   };
-  std::unordered_set<NodeId, Hash, Same> canonical(graph.num_live(), Hash{&out}, Same{&out});
-  std::vector<NodeId> first(graph.id_bound());  // per node: the node of its value
+  std::unordered_set<NodeId, Hash, Same> canonical(out.num_live(), Hash{&out}, Same{&out});
+  std::vector<NodeId> first(out.id_bound());  // per node: the node of its value
   std::vector<NodeId> duplicates;
-  for (const NodeId id : graph.topo_order()) {
+  for (const NodeId id : out.topo_order()) {
     first[id.value] = id;
     const size_t count = out.node(id).inputs.size();
     for (size_t i = 0; i < count; ++i) {

@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <spool/models/llama.hpp>
 
@@ -489,6 +490,40 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
   }
   std::filesystem::last_write_time(path, fixed_time);
   CHECK_THROWS_WITH_AS(compile::run(g, options), doctest::Contains("unknown op 'mux'"), Error);
+}
+
+TEST_CASE("rules prepared beside another stage: the compile waits for them and gives the same program") {
+  models::LlamaConfig config = models::LlamaConfig::tiny();
+  config.layers = 2;
+  const Graph g = models::build_llama(config, models::Phase::prefill(8));
+  compile::Options options;
+  options.rule_files = {kRules};
+  const Graph want = compile::run(g, options).program;
+  // Rule files of their own (a copy of the folder, for the files it
+  // includes), so that no earlier compile has read them: the compile below
+  // starts while prepare_rules may still be reading them, and must wait for
+  // it rather than read them beside it.
+  const std::filesystem::path dir = std::string(SPOOL_BINARY_DIR) + "/compile_test_prepared";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(std::string(SPOOL_SOURCE_DIR) + "/rules", dir);
+  options.rule_files = {(dir / "default.rules").string()};
+  {
+    std::jthread prepare([&] { compile::prepare_rules(options.rule_files); });
+    CHECK(compile::run(g, options).program == want);
+  }
+  CHECK(compile::run(g, options).program == want);
+
+  // A file that does not parse: prepare_rules stays silent, the compile
+  // reports it.
+  const std::string bad = std::string(SPOOL_BINARY_DIR) + "/compile_test_prepared_bad.rules";
+  {
+    std::ofstream out(bad);
+    out << "(ruleset r)\n(rewrite bad (nosuchop ?x) ?x :ruleset r)\n";
+  }
+  CHECK_NOTHROW(compile::prepare_rules({bad}));
+  CHECK_NOTHROW(compile::prepare_rules({std::string(SPOOL_BINARY_DIR) + "/no_such_file.rules"}));
+  options.rule_files = {bad};
+  CHECK_THROWS_WITH_AS(compile::run(g, options), doctest::Contains("unknown op 'nosuchop'"), Error);
 }
 
 TEST_CASE("extraction prices kernels for the target: the config changes the program") {

@@ -178,4 +178,13 @@ struct Compiled {
 // saturate, extract_greedy per region with extraction_cost, program.
 Compiled run(const Graph& hlir, const Options& options = {});
 
+// Reads, verifies and compiles `rule_files` into this process's caches, as
+// the first compile with these rule files would before its regions start,
+// so that the compile finds them ready: a tool calls it on a thread of its
+// own beside its first stage (building or reading the model), which runs
+// on one thread. A compile that starts while it runs waits for it. Errors
+// (a file that does not parse or compile) are left for the compile, which
+// reports them; this never throws.
+void prepare_rules(const std::vector<std::string>& rule_files) noexcept;
+
 }  // namespace spool::compile

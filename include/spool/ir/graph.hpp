@@ -185,8 +185,9 @@ Graph compacted(const Graph& graph);
 
 // Common-subexpression elimination: nodes with the same op, attribute and
 // inputs become one (constants and iotas by value, inputs and weights by
-// name). Ids of kept nodes are kept.
-Graph cse(const Graph& graph);
+// name). Ids of kept nodes are kept. Takes the graph by value: a caller
+// done with its graph moves it in (no copy of every node and attribute).
+Graph cse(Graph graph);
 
 // Type inference for one op from its input types; shared by Graph and by later
 // stages that build nodes outside a Graph. Throws spool::Error naming the op.
