@@ -26,6 +26,8 @@
 
 #include <spool/models/llama.hpp>
 
+#include "../fresh_run.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -158,23 +160,16 @@ void rolled_bounds(int layers, double unrolled_ms, const compile::Options& base)
               region_ms, unrolled_ms / region_ms);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using bench::median;
 
-// One fresh `spool run` process; its report's JSON.
-// One `spool run` of llama; `tile_cache` empty: --no-tile-cache.
-nlohmann::json run_cli(const std::string& spool, int layers, bool roll, const std::string& tile_cache,
-                       const std::string& json_path) {
+// One fresh `spool run` process of llama; `tile_cache` empty: --no-tile-cache.
+bench::FreshRun run_cli(const std::string& spool, int layers, bool roll, const std::string& tile_cache,
+                        const std::string& json_path) {
   const std::string command = fmt::format(
       "'{}' run llama --size real --layers {} --timing-only --json '{}'{} {} > /dev/null 2>&1", spool, layers,
       json_path, roll ? "" : " --no-roll",
       tile_cache.empty() ? std::string("--no-tile-cache") : fmt::format("--tile-cache '{}'", tile_cache));
-  if (std::system(command.c_str()) != 0) throw std::runtime_error("failed: " + command);
-  std::ifstream in(json_path);
-  return nlohmann::json::parse(in);
+  return bench::run_fresh(command, json_path);
 }
 
 // The cold mode: `runs` fresh processes per mode, the modes in turn
@@ -205,10 +200,9 @@ int cold(const std::string& spool, int layers, int runs) {
     for (int m = 0; m < 3; ++m) {
       // Each run starts with another mode, so none always runs first.
       Mode& r = modes[(i + m) % 3];
-      const auto start = std::chrono::steady_clock::now();
-      const nlohmann::json j = run_cli(spool, layers, r.roll, r.tile_cache, json_path);
-      const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      const nlohmann::json& c = j.at("compile");
+      const bench::FreshRun run = run_cli(spool, layers, r.roll, r.tile_cache, json_path);
+      const double wall = run.wall_ms;
+      const nlohmann::json& c = run.report.at("compile");
       r.compile.push_back(c.at("total_ms").get<double>());
       r.roll_ms.push_back(c.at("roll_ms").get<double>());
       r.saturate.push_back(c.at("saturate_ms").get<double>());

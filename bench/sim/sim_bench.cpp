@@ -26,6 +26,8 @@
 
 #include <spool/models/workloads.hpp>
 
+#include "../fresh_run.hpp"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -49,11 +51,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using spool::bench::median;
 
 // --model: fresh `spool run` processes, in one part and in parts, in turn.
 int model_runs(const std::string& spool, const std::string& model, int layers, int runs) {
@@ -78,14 +76,15 @@ int model_runs(const std::string& spool, const std::string& model, int layers, i
           "'{}' run '{}' --size real{} --timing-only --ignore-capacity --sim-threads {} --json '{}' > "
           "/dev/null 2>&1",
           spool, model, layer_flag, r.threads, json_path.string());
-      const auto start = Clock::now();
-      if (std::system(command.c_str()) != 0) {
-        std::fprintf(stderr, "sim_bench: error: failed: %s\n", command.c_str());
+      spool::bench::FreshRun run;
+      try {
+        run = spool::bench::run_fresh(command, json_path.string());
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "sim_bench: error: %s\n", e.what());
         return 1;
       }
-      const double wall = seconds_since(start) * 1e3;
-      std::ifstream in(json_path);
-      const nlohmann::json j = nlohmann::json::parse(in);
+      const double wall = run.wall_ms;
+      const nlohmann::json& j = run.report;
       r.simulate.push_back(j.at("compile").at("simulate_ms").get<double>());
       r.wall.push_back(wall);
       const int64_t c = j.at("sim").at("cycles").get<int64_t>();
