@@ -176,11 +176,14 @@ std::shared_ptr<const CompiledRules> compiled_rules(const std::vector<std::share
 // prepare_rules reads the same files waits for it instead of reading them
 // a second time beside it.
 std::mutex rules_mutex;
-std::shared_ptr<const CompiledRules> load_rules(const std::vector<std::string>& paths) {
-  const std::lock_guard<std::mutex> lock(rules_mutex);
+std::shared_ptr<const CompiledRules> load_rules_locked(const std::vector<std::string>& paths) {
   std::vector<std::shared_ptr<const rules::RuleFile>> files;
   for (const std::string& path : paths) files.push_back(read_rule_file(path));
   return compiled_rules(files);
+}
+std::shared_ptr<const CompiledRules> load_rules(const std::vector<std::string>& paths) {
+  const std::lock_guard<std::mutex> lock(rules_mutex);
+  return load_rules_locked(paths);
 }
 
 // Runs `body(i)` for i in [0, n) on up to `threads` threads (0: TBB's
@@ -704,14 +707,11 @@ Compiled run(const Graph& hlir, const Options& options) {
 void prepare_rules(const std::vector<std::string>& rule_files) noexcept {
   try {
     const std::lock_guard<std::mutex> lock(rules_mutex);
-    // Twice: a parse is reused only once a second one, between agreeing
-    // stamps, has verified it (read_rule_file); the compile then only
-    // stamps the files again.
-    for (int pass = 0; pass < 2; ++pass)
-      for (const std::string& path : rule_files) (void)read_rule_file(path);
-    std::vector<std::shared_ptr<const rules::RuleFile>> files;
-    for (const std::string& path : rule_files) files.push_back(read_rule_file(path));
-    (void)compiled_rules(files);
+    // Each file parsed twice: a parse is reused only once a second one,
+    // between agreeing stamps, has verified it (read_rule_file); the
+    // compile then only stamps the files again.
+    for (const std::string& path : rule_files) (void)read_rule_file(path);
+    (void)load_rules_locked(rule_files);
   } catch (...) {
     // The compile reads the files again and reports what is wrong.
   }

@@ -39,6 +39,13 @@ namespace {
 
 const std::string kRules = std::string(SPOOL_SOURCE_DIR) + "/rules/default.rules";
 
+// The tiny llama with `layers` layers, prefill of 8 tokens.
+Graph tiny_llama(int64_t layers) {
+  models::LlamaConfig config = models::LlamaConfig::tiny();
+  config.layers = layers;
+  return models::build_llama(config, models::Phase::prefill(8));
+}
+
 // The extraction cost of a program's own nodes (each distinct node once),
 // under the cost compile extracts by.
 double program_cost(const Graph& program) {
@@ -72,9 +79,7 @@ Graph nested(int layers, int inner) {
 }  // namespace
 
 TEST_CASE("region saturation with 1 and 2 threads gives identical programs") {
-  models::LlamaConfig config = models::LlamaConfig::tiny();
-  config.layers = 8;
-  for (const Graph& g : {models::build_llama(config, models::Phase::prefill(8)), nested(6, 6)}) {
+  for (const Graph& g : {tiny_llama(8), nested(6, 6)}) {
     INFO(g.name());
     compile::Options options;
     options.rule_files = {kRules};
@@ -160,9 +165,7 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
   // into the body's kernels as they do in one e-graph for the whole graph.
   std::vector<Graph> graphs{nested(6, 6)};
   for (int layers : {2, 8}) {
-    models::LlamaConfig config = models::LlamaConfig::tiny();
-    config.layers = layers;
-    graphs.push_back(models::build_llama(config, models::Phase::prefill(8)));
+    graphs.push_back(tiny_llama(layers));
   }
   for (const Graph& g : graphs) {
     compile::Options options;
@@ -179,11 +182,9 @@ TEST_CASE("the program extracted region by region costs no more than one whole-g
 }
 
 TEST_CASE("the compile report has its JSON keys") {
-  models::LlamaConfig config = models::LlamaConfig::tiny();
-  config.layers = 8;
   compile::Options options;
   options.rule_files = {kRules};
-  const compile::Compiled r = compile::run(models::build_llama(config, models::Phase::prefill(8)), options);
+  const compile::Compiled r = compile::run(tiny_llama(8), options);
   const nlohmann::json j = to_json(r.report);
   CHECK(j.at("roll").at("loops") == 1);
   CHECK(j.at("roll").at("trips") == std::vector<int64_t>{8});
@@ -249,9 +250,7 @@ TEST_CASE("rolled and unrolled compiles of the tiny llama with the shipped rules
   const std::string loops = std::string(SPOOL_SOURCE_DIR) + "/rules/loops.rules";
   for (int layers : {2, 4, 8, 16}) {
     INFO(layers << " layers");
-    models::LlamaConfig config = models::LlamaConfig::tiny();
-    config.layers = layers;
-    const Graph g = models::build_llama(config, models::Phase::prefill(8));
+    const Graph g = tiny_llama(layers);
     compile::Options options;
     options.rule_files = {kRules};
     const compile::Compiled rolled = compile::run(g, options);
@@ -287,9 +286,7 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
   // The tiny llama rolled, with every static input that reads a source
   // rewritten as a loop_input listing that source once per trip (auto_roll
   // writes the static form itself when the sources are one node).
-  models::LlamaConfig config = models::LlamaConfig::tiny();
-  config.layers = 8;
-  const Graph g = models::build_llama(config, models::Phase::prefill(8));
+  const Graph g = tiny_llama(8);
   const Graph rolled = roll::auto_roll(g).graph;
   Graph marked = rolled;
   size_t replaced = 0;
@@ -342,9 +339,7 @@ TEST_CASE("a loop input with one source in every iteration becomes static in the
 }
 
 TEST_CASE("loop inputs of per-layer weights are in no e-graph; regions read them as placeholders") {
-  models::LlamaConfig config = models::LlamaConfig::tiny();
-  config.layers = 8;
-  const Graph g = models::build_llama(config, models::Phase::prefill(8));
+  const Graph g = tiny_llama(8);
   compile::Options options;
   options.rule_files = {kRules};
   const compile::Saturated s = compile::saturate(g, options);
@@ -434,9 +429,7 @@ TEST_CASE("a loop whose carried state resolves to a constant compiles, with and 
 }
 
 TEST_CASE("compiles with several rule sets in turn each get their own rules") {
-  models::LlamaConfig config = models::LlamaConfig::tiny();
-  config.layers = 2;
-  const Graph g = models::build_llama(config, models::Phase::prefill(8));
+  const Graph g = tiny_llama(2);
   const std::vector<std::vector<std::string>> sets = {
       {kRules}, {std::string(SPOOL_SOURCE_DIR) + "/rules/loops.rules"}, {}};
   std::vector<Graph> first;
@@ -493,9 +486,7 @@ TEST_CASE("a bad rule file is a diagnostic naming the file and the place") {
 }
 
 TEST_CASE("rules prepared beside another stage: the compile waits for them and gives the same program") {
-  models::LlamaConfig config = models::LlamaConfig::tiny();
-  config.layers = 2;
-  const Graph g = models::build_llama(config, models::Phase::prefill(8));
+  const Graph g = tiny_llama(2);
   compile::Options options;
   options.rule_files = {kRules};
   const Graph want = compile::run(g, options).program;
